@@ -1,0 +1,138 @@
+/* Fused attention forward, FlashAttention-2 loop order, fp32 storage and accumulation.
+ *
+ * One work-group owns BQ query rows of one (batch, head). It keeps the (pre-scaled) query tile
+ * in local memory, streams K/V tiles of BKV keys, and keeps for each row a running max m and
+ * sum l (online softmax), so the scores S and probabilities P never reach global memory.
+ * TPR work-items share a query row: each computes the scores of keys t, t+TPR, ... and owns
+ * output columns t, t+TPR, ...; the row's scores meet in local memory (Ss), where every
+ * work-item of the row reads them all, in the same order, so m and l agree bit for bit across
+ * the row without a reduction.
+ *
+ * Parameters (-D): D, DV head dims; BQ, BKV tile sizes; TPR work-items per row; STAGE_KV
+ * (1: K/V tiles copied to local memory, 0: read straight from global memory, which suits CPUs
+ * whose local memory is ordinary memory); PAD floats appended to each local row; CAUSAL.
+ * runtime/tiling.c mirrors the local-memory formula below; keep the two in step.
+ *
+ * Scores are kept in the log2 domain: the query tile is multiplied by scale·log2(e) on load so
+ * the softmax uses exp2; LSE converts back: lse = (m + log2 l)·ln 2.
+ */
+
+#define WG (BQ * TPR)
+#define DVP ((DV + TPR - 1) / TPR) /* output columns per work-item */
+#define KPT ((BKV + TPR - 1) / TPR) /* keys per work-item and tile */
+#define QS (D + PAD)
+#define VS (DV + PAD)
+#define SS (BKV + PAD)
+
+#if STAGE_KV
+#define KAT(j, c) Ks[(j)*QS + (c)]
+#define VAT(j, c) Vs[(j)*VS + (c)]
+#else
+#define KAT(j, c) k[kbase + (ulong)(kv0 + (j)) * k_ss + (c)]
+#define VAT(j, c) v[vbase + (ulong)(kv0 + (j)) * v_ss + (c)]
+#endif
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
+clattn_forward(__global const float *q, __global const float *k, __global const float *v,
+               __global float *o, __global float *lse, ulong q_off, ulong q_sb, ulong q_ss,
+               ulong q_sh, ulong k_off, ulong k_sb, ulong k_ss, ulong k_sh, ulong v_off,
+               ulong v_sb, ulong v_ss, ulong v_sh, ulong o_off, ulong o_sb, ulong o_ss,
+               ulong o_sh, uint heads_q, uint group, uint seqlen_q, uint seqlen_kv,
+               uint num_qblocks, ulong group_base, float scale_log2, int write_lse) {
+  __local float Qs[BQ * QS];
+  __local float Ss[BQ * SS];
+#if STAGE_KV
+  __local float Ks[BKV * QS];
+  __local float Vs[BKV * VS];
+#endif
+  const uint lid = get_local_id(0);
+  const uint r = lid / TPR, t = lid % TPR;
+  const ulong g = group_base + get_group_id(0);
+  const uint qb = (uint)(g % num_qblocks);
+  const ulong bh = g / num_qblocks;
+  const uint h = (uint)(bh % heads_q);
+  const ulong b = bh / heads_q;
+  const uint q0 = qb * BQ;
+  const uint row = q0 + r;
+
+  const ulong qbase = q_off + b * q_sb + h * q_sh;
+  const ulong kbase = k_off + b * k_sb + (h / group) * k_sh;
+  const ulong vbase = v_off + b * v_sb + (h / group) * v_sh;
+
+  for (uint i = lid; i < BQ * D; i += WG) {
+    const uint rr = i / D, c = i % D;
+    Qs[rr * QS + c] = q0 + rr < seqlen_q ? q[qbase + (ulong)(q0 + rr) * q_ss + c] * scale_log2 : 0.0f;
+  }
+
+  /* Keys [0, kv_end) are visible to some row of this block; later blocks are skipped whole. */
+  uint kv_end = seqlen_kv;
+#if CAUSAL
+  const long shift = (long)seqlen_kv - (long)seqlen_q;
+  const long block_end = (long)min(q0 + BQ, seqlen_q) + shift;
+  kv_end = block_end <= 0 ? 0u : (uint)min(block_end, (long)seqlen_kv);
+  const long row_last = (long)row + shift; /* key j visible iff j <= row_last */
+#endif
+
+  float m = -INFINITY, l = 0.0f;
+  float acc[DVP];
+  for (uint u = 0; u < DVP; u++) acc[u] = 0.0f;
+
+  for (uint kv0 = 0; kv0 < kv_end; kv0 += BKV) {
+    const uint nk = min((uint)BKV, kv_end - kv0);
+    /* The previous tile's Ss (and Ks/Vs) are fully consumed; also publishes Qs. */
+    barrier(CLK_LOCAL_MEM_FENCE);
+#if STAGE_KV
+    for (uint i = lid; i < nk * D; i += WG) {
+      const uint j = i / D, c = i % D;
+      Ks[j * QS + c] = k[kbase + (ulong)(kv0 + j) * k_ss + c];
+    }
+    for (uint i = lid; i < nk * DV; i += WG) {
+      const uint j = i / DV, c = i % DV;
+      Vs[j * VS + c] = v[vbase + (ulong)(kv0 + j) * v_ss + c];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+#endif
+    for (uint u = 0; u < KPT; u++) {
+      const uint j = t + u * TPR;
+      if (j < nk) {
+        float s = 0.0f;
+        for (uint c = 0; c < D; c++) s = fma(Qs[r * QS + c], KAT(j, c), s);
+#if CAUSAL
+        if ((long)(kv0 + j) > row_last) s = -INFINITY;
+#endif
+        Ss[r * SS + j] = s;
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    float mb = -INFINITY;
+    for (uint j = 0; j < nk; j++) mb = fmax(mb, Ss[r * SS + j]);
+    const float mn = fmax(m, mb);
+    /* While no key has been seen (mn = -inf) nothing changes: never exp2(-inf - -inf). */
+    if (mn != -INFINITY) {
+      const float alpha = exp2(m - mn);
+      l *= alpha;
+      for (uint u = 0; u < DVP; u++) acc[u] *= alpha;
+      for (uint j = 0; j < nk; j++) {
+        const float p = exp2(Ss[r * SS + j] - mn);
+        l += p;
+        for (uint u = 0; u < DVP; u++) {
+          const uint c = t + u * TPR;
+          if (c < DV) acc[u] = fma(p, VAT(j, c), acc[u]);
+        }
+      }
+      m = mn;
+    }
+  }
+
+  if (row < seqlen_q) {
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    const ulong obase = o_off + b * o_sb + h * o_sh + (ulong)row * o_ss;
+    for (uint u = 0; u < DVP; u++) {
+      const uint c = t + u * TPR;
+      if (c < DV) o[obase + c] = acc[u] * inv;
+    }
+    if (write_lse && t == 0)
+      lse[(b * heads_q + h) * seqlen_q + row] = l > 0.0f ? (m + log2(l)) * M_LN2_F : -INFINITY;
+  }
+}

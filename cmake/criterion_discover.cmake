@@ -1,0 +1,21 @@
+# Lists the cases of a Criterion binary (`--list`) and writes one CTest test per case, so CTest
+# names each failure. Run after each build of the binary (like gtest_discover_tests).
+# cmake -DBIN=... -DOUT=... -DENV=... -P criterion_discover.cmake
+execute_process(COMMAND "${BIN}" --list OUTPUT_VARIABLE listing RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "${BIN} --list failed (${rc})")
+endif()
+string(REPLACE "\n" ";" lines "${listing}")
+string(REPLACE "|" ";" ENV "${ENV}")
+set(out "")
+set(suite "")
+foreach(line IN LISTS lines)
+  if(line MATCHES "^([A-Za-z0-9_]+): [0-9]+ tests?$")
+    set(suite "${CMAKE_MATCH_1}")
+  elseif(line MATCHES "^.+── ([A-Za-z0-9_]+)$" AND suite)
+    set(name "${suite}/${CMAKE_MATCH_1}")
+    string(APPEND out "add_test([=[${name}]=] [=[${BIN}]=] --filter [=[${name}]=] -j1)\n")
+    string(APPEND out "set_tests_properties([=[${name}]=] PROPERTIES ENVIRONMENT [=[${ENV}]=] TIMEOUT 600)\n")
+  endif()
+endforeach()
+file(WRITE "${OUT}" "${out}")

@@ -1,0 +1,185 @@
+/* clattn — exact, fused (FlashAttention-style) attention on any OpenCL device.
+ *
+ * This header is the whole public API. The library computes
+ *     O = softmax(scale · Q Kᵀ [+ causal mask]) · V
+ * on OpenCL buffers the caller owns, with kernels JIT-compiled for the device in hand and
+ * tiled to fit its local memory, so the N×N score matrix never reaches global memory.
+ *
+ * Conventions (they hold for every function below unless its comment says otherwise):
+ * - Every function returns a clattn_status: 0 is success, negative is failure. On failure the
+ *   detail (what was wrong, the OpenCL error name, a build log) is available from
+ *   clattn_last_error() for the calling thread. Bad input never aborts, never writes outside
+ *   the caller's buffers, and leaves the context usable.
+ * - Structs are zero-initialised by the caller and passed by pointer; zero means "default" in
+ *   the fields documented so. Fields are only ever added, so code written against an earlier
+ *   header keeps compiling. Until 1.0 the ABI may change (SOVERSION 0).
+ * - A context may be used from several threads; calls on it are serialised internally.
+ * - Calls are asynchronous like OpenCL: they enqueue work, flush the queue and return.
+ */
+#ifndef CLATTN_H
+#define CLATTN_H
+
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#include <CL/cl.h>
+#include <stddef.h>
+
+#if defined(_WIN32) && defined(CLATTN_BUILDING)
+#define CLATTN_API __declspec(dllexport)
+#elif defined(_WIN32)
+#define CLATTN_API
+#elif defined(__GNUC__)
+#define CLATTN_API __attribute__((visibility("default")))
+#else
+#define CLATTN_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CLATTN_VERSION_MAJOR 0
+#define CLATTN_VERSION_MINOR 1
+#define CLATTN_VERSION_PATCH 0
+
+/* One list generates the enum and clattn_status_string(), so they never drift apart. */
+#define CLATTN_STATUS_MAP(X)                                                                       \
+  X(OK, 0, "success")                                                                              \
+  X(ERR_INVALID_ARGUMENT, -1, "invalid argument (pointer, shape, stride or buffer size)")          \
+  X(ERR_UNSUPPORTED, -2, "valid request that this device or runtime cannot run")                  \
+  X(ERR_OUT_OF_RESOURCES, -3, "out of device, host or local memory")                              \
+  X(ERR_BUILD, -4, "kernel compilation failed")                                                    \
+  X(ERR_OPENCL, -5, "an OpenCL call failed")                                                       \
+  X(ERR_IO, -6, "tuning database or cache file error")                                            \
+  X(ERR_NO_DEVICE, -7, "no OpenCL device found")
+
+typedef enum clattn_status {
+#define CLATTN_STATUS_ENUM_(name, value, text) CLATTN_##name = value,
+  CLATTN_STATUS_MAP(CLATTN_STATUS_ENUM_)
+#undef CLATTN_STATUS_ENUM_
+} clattn_status;
+
+typedef struct clattn_context clattn_context; /* opaque */
+
+typedef enum clattn_dtype { CLATTN_F32 = 0, CLATTN_F16 = 1, CLATTN_BF16 = 2 } clattn_dtype;
+
+/* Problem flags. */
+enum {
+  /* Bottom-right aligned causal mask (FlashAttention 2): query i sees key j iff
+   * j <= i + seqlen_kv - seqlen_q. */
+  CLATTN_CAUSAL = 1u << 0
+};
+
+/* The sizes of one attention call. Zero means the default in heads_kv (heads_q), head_dim_v
+ * (head_dim) and scale (1/sqrt(head_dim)). batch, heads_q or seqlen_q = 0 is a valid empty
+ * call; seqlen_kv = 0 is valid (every row sees no key: O = 0, LSE = -inf); head_dim = 0 is
+ * CLATTN_ERR_INVALID_ARGUMENT. heads_q must be a multiple of heads_kv (GQA/MQA: query head h
+ * reads K/V head h / (heads_q / heads_kv)). */
+typedef struct clattn_problem {
+  size_t batch;
+  size_t heads_q;
+  size_t heads_kv;
+  size_t seqlen_q;
+  size_t seqlen_kv;
+  size_t head_dim;   /* of Q and K, 1..256 */
+  size_t head_dim_v; /* of V and O, 1..256 */
+  clattn_dtype dtype; /* storage type; accumulation is always fp32. CLATTN_F32 only for now */
+  float scale;
+  unsigned flags; /* CLATTN_CAUSAL */
+} clattn_problem;
+
+/* A strided 4-D view [batch][seq][head][dim] of a buffer; the dim axis is contiguous. Offset and
+ * strides are in elements and may be any values for which every element lies inside the buffer
+ * (checked against CL_MEM_SIZE). */
+typedef struct clattn_tensor {
+  cl_mem buffer;
+  size_t offset;
+  size_t stride_batch, stride_seq, stride_head;
+} clattn_tensor;
+
+/* Packed views: [B][S][H][D] (FlashAttention's layout) and [B][H][S][D] (PyTorch's). */
+CLATTN_API clattn_tensor clattn_bshd(cl_mem buf, size_t seqlen, size_t heads, size_t dim);
+CLATTN_API clattn_tensor clattn_bhsd(cl_mem buf, size_t seqlen, size_t heads, size_t dim);
+
+/* Options of a context. NULL options, or a NULL field, take the default, read from the
+ * environment once at context creation. */
+typedef struct clattn_options {
+  const char *cache_dir;  /* NULL: $CLATTN_CACHE_DIR or $XDG_CACHE_HOME/clattn
+                             (~/.cache/clattn); "": no disk cache */
+  const char *tuning_db;  /* NULL: $CLATTN_TUNING_DB or <cache_dir>/tuning.json */
+  const char *kernel_dir; /* NULL: $CLATTN_KERNEL_DIR or the sources embedded in the library */
+} clattn_options;
+
+/* Create a context on the caller's OpenCL objects. The context retains them and releases them
+ * on destroy. queue may be NULL: the context then makes an in-order queue with profiling
+ * enabled. The strings of options are copied. *out is NULL on failure.
+ * Errors: INVALID_ARGUMENT (NULL context, device or out; queue of another context/device),
+ * OPENCL, OUT_OF_RESOURCES. Thread safe. */
+CLATTN_API clattn_status clattn_context_create(cl_context cl_ctx, cl_device_id device,
+                                               cl_command_queue queue,
+                                               const clattn_options *options,
+                                               clattn_context **out);
+
+/* Create a context on a device chosen by $CLATTN_DEVICE ("P:D" platform and device indices, or
+ * a substring of the device name), else the first GPU, else the first device of any type.
+ * Errors: NO_DEVICE (none, or $CLATTN_DEVICE matches none), OPENCL, OUT_OF_RESOURCES. */
+CLATTN_API clattn_status clattn_context_create_default(const clattn_options *options,
+                                                       clattn_context **out);
+
+/* Waits for nothing; the caller finishes its queue first. NULL is a no-op. */
+CLATTN_API void clattn_context_destroy(clattn_context *ctx);
+
+/* The context's OpenCL objects; owned by the context (retain them to keep them longer). */
+CLATTN_API cl_context clattn_context_cl_context(const clattn_context *ctx);
+CLATTN_API cl_command_queue clattn_context_queue(const clattn_context *ctx);
+CLATTN_API cl_device_id clattn_context_device(const clattn_context *ctx);
+
+/* Describes the context's device in one line: name, vendor, driver, local and global memory.
+ * Owned by the context. */
+CLATTN_API const char *clattn_context_device_summary(const clattn_context *ctx);
+
+/* A static string naming the status. Never NULL. */
+CLATTN_API const char *clattn_status_string(clattn_status status);
+
+/* The message of the last failed call on ctx by the calling thread, valid until that thread's
+ * next call on ctx; "" when there was none. clattn_last_error(NULL) is the last failure of a
+ * call that had no context (a failed create). Never NULL. */
+CLATTN_API const char *clattn_last_error(const clattn_context *ctx);
+
+/* Enqueue O = attention(Q, K, V). lse is NULL or an fp32 buffer [batch][heads_q][seqlen_q],
+ * packed from offset 0, that receives the natural-log sum-exp of the scaled scores of each row
+ * (-inf for a row that sees no key). o must not overlap q, k, v or lse. The call waits for the
+ * num_wait events of wait; *done (when done is not NULL) receives an event the caller releases,
+ * and is NULL on error, when nothing is left enqueued.
+ * Errors: INVALID_ARGUMENT (NULL pointer, zero head_dim, heads_q not a multiple of heads_kv, a
+ * view outside its buffer, overlapping output, size overflow), UNSUPPORTED (F16/BF16,
+ * head_dim > 256), BUILD, OPENCL, OUT_OF_RESOURCES. Thread safe. */
+CLATTN_API clattn_status clattn_forward(clattn_context *ctx, const clattn_problem *problem,
+                                        const clattn_tensor *q, const clattn_tensor *k,
+                                        const clattn_tensor *v, const clattn_tensor *o, cl_mem lse,
+                                        cl_uint num_wait, const cl_event *wait, cl_event *done);
+
+/* What a call with this problem would run, and why. */
+typedef struct clattn_plan_info {
+  char kernel[32];                 /* kernel variant */
+  unsigned block_q, block_kv;      /* query rows and keys per tile */
+  unsigned threads_per_row;        /* work-items sharing one query row */
+  unsigned stage_kv;               /* 1: K/V tiles staged in local memory */
+  unsigned pad;                    /* floats of padding per local-memory row */
+  size_t work_group_size;
+  size_t local_mem_bytes, local_mem_available;
+  char origin[16];                 /* "heuristic" (later: "tuned", "built-in", "override") */
+  double flops;                    /* FlashAttention convention; visible pairs only when causal */
+  char reason[160];                /* why these tiles, in words */
+} clattn_plan_info;
+
+/* Plan (and compile, so the work-group limits of the built kernel are known) without
+ * enqueueing anything. Errors: as clattn_forward's for the problem. Thread safe. */
+CLATTN_API clattn_status clattn_explain(clattn_context *ctx, const clattn_problem *problem,
+                                        clattn_plan_info *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CLATTN_H */

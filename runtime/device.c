@@ -1,0 +1,107 @@
+/* Device model: what the tiling and the memory plans need to know about a device, read once
+ * at context creation. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *clattn__cl_error_name(cl_int err) {
+  switch (err) {
+#define E(x)                                                                                       \
+  case x:                                                                                          \
+    return #x;
+    E(CL_SUCCESS) E(CL_DEVICE_NOT_FOUND) E(CL_DEVICE_NOT_AVAILABLE) E(CL_COMPILER_NOT_AVAILABLE)
+    E(CL_MEM_OBJECT_ALLOCATION_FAILURE) E(CL_OUT_OF_RESOURCES) E(CL_OUT_OF_HOST_MEMORY)
+    E(CL_PROFILING_INFO_NOT_AVAILABLE) E(CL_MEM_COPY_OVERLAP) E(CL_BUILD_PROGRAM_FAILURE)
+    E(CL_MAP_FAILURE) E(CL_MISALIGNED_SUB_BUFFER_OFFSET) E(CL_INVALID_VALUE)
+    E(CL_INVALID_DEVICE_TYPE) E(CL_INVALID_PLATFORM) E(CL_INVALID_DEVICE) E(CL_INVALID_CONTEXT)
+    E(CL_INVALID_QUEUE_PROPERTIES) E(CL_INVALID_COMMAND_QUEUE) E(CL_INVALID_HOST_PTR)
+    E(CL_INVALID_MEM_OBJECT) E(CL_INVALID_BUILD_OPTIONS) E(CL_INVALID_PROGRAM)
+    E(CL_INVALID_PROGRAM_EXECUTABLE) E(CL_INVALID_KERNEL_NAME) E(CL_INVALID_KERNEL)
+    E(CL_INVALID_ARG_INDEX) E(CL_INVALID_ARG_VALUE) E(CL_INVALID_ARG_SIZE)
+    E(CL_INVALID_KERNEL_ARGS) E(CL_INVALID_WORK_DIMENSION) E(CL_INVALID_WORK_GROUP_SIZE)
+    E(CL_INVALID_WORK_ITEM_SIZE) E(CL_INVALID_GLOBAL_OFFSET) E(CL_INVALID_EVENT_WAIT_LIST)
+    E(CL_INVALID_EVENT) E(CL_INVALID_OPERATION) E(CL_INVALID_BUFFER_SIZE)
+    E(CL_INVALID_GLOBAL_WORK_SIZE) E(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
+#undef E
+  default:
+    return "unknown OpenCL error";
+  }
+}
+
+static cl_int info_str(cl_device_id dev, cl_device_info what, char *buf, size_t len) {
+  cl_int err = clGetDeviceInfo(dev, what, len, buf, NULL);
+  if (err != CL_SUCCESS) buf[0] = 0;
+  buf[len - 1] = 0;
+  return err;
+}
+
+static cl_int info_alloc_str(cl_device_id dev, cl_device_info what, char **out) {
+  size_t n = 0;
+  cl_int err = clGetDeviceInfo(dev, what, 0, NULL, &n);
+  if (err != CL_SUCCESS) return err;
+  *out = calloc(n + 1, 1);
+  if (!*out) return CL_OUT_OF_HOST_MEMORY;
+  return clGetDeviceInfo(dev, what, n, *out, NULL);
+}
+
+cl_int clattn__device_query(cl_device_id dev, clattn__device *d, char *why, size_t why_len) {
+  memset(d, 0, sizeof *d);
+  cl_platform_id platform = NULL;
+  cl_device_local_mem_type lmt = CL_LOCAL;
+  struct {
+    cl_device_info what;
+    void *dst;
+    size_t size;
+    const char *name;
+  } fixed[] = {
+      {CL_DEVICE_PLATFORM, &platform, sizeof platform, "CL_DEVICE_PLATFORM"},
+      {CL_DEVICE_TYPE, &d->type, sizeof d->type, "CL_DEVICE_TYPE"},
+      {CL_DEVICE_LOCAL_MEM_SIZE, &d->local_mem, sizeof d->local_mem, "CL_DEVICE_LOCAL_MEM_SIZE"},
+      {CL_DEVICE_LOCAL_MEM_TYPE, &lmt, sizeof lmt, "CL_DEVICE_LOCAL_MEM_TYPE"},
+      {CL_DEVICE_GLOBAL_MEM_SIZE, &d->global_mem, sizeof d->global_mem,
+       "CL_DEVICE_GLOBAL_MEM_SIZE"},
+      {CL_DEVICE_MAX_MEM_ALLOC_SIZE, &d->max_alloc, sizeof d->max_alloc,
+       "CL_DEVICE_MAX_MEM_ALLOC_SIZE"},
+      {CL_DEVICE_MAX_COMPUTE_UNITS, &d->compute_units, sizeof d->compute_units,
+       "CL_DEVICE_MAX_COMPUTE_UNITS"},
+      {CL_DEVICE_MAX_WORK_GROUP_SIZE, &d->max_work_group, sizeof d->max_work_group,
+       "CL_DEVICE_MAX_WORK_GROUP_SIZE"},
+      {CL_DEVICE_MAX_WORK_ITEM_SIZES, d->max_item_size, sizeof d->max_item_size,
+       "CL_DEVICE_MAX_WORK_ITEM_SIZES"},
+      {CL_DEVICE_MEM_BASE_ADDR_ALIGN, &d->mem_base_align_bits, sizeof d->mem_base_align_bits,
+       "CL_DEVICE_MEM_BASE_ADDR_ALIGN"},
+  };
+  for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+    cl_int err = clGetDeviceInfo(dev, fixed[i].what, fixed[i].size, fixed[i].dst, NULL);
+    if (err != CL_SUCCESS) {
+      snprintf(why, why_len, "clGetDeviceInfo(%s)", fixed[i].name);
+      return err;
+    }
+  }
+  d->local_mem_emulated = lmt == CL_GLOBAL;
+  info_str(dev, CL_DEVICE_NAME, d->name, sizeof d->name);
+  info_str(dev, CL_DEVICE_VENDOR, d->vendor, sizeof d->vendor);
+  info_str(dev, CL_DRIVER_VERSION, d->driver, sizeof d->driver);
+  info_str(dev, CL_DEVICE_VERSION, d->version, sizeof d->version);
+  clGetPlatformInfo(platform, CL_PLATFORM_NAME, sizeof d->platform_name, d->platform_name, NULL);
+  clGetPlatformInfo(platform, CL_PLATFORM_VERSION, sizeof d->platform_version,
+                    d->platform_version, NULL);
+  d->platform_name[sizeof d->platform_name - 1] = 0;
+  d->platform_version[sizeof d->platform_version - 1] = 0;
+  cl_int err = info_alloc_str(dev, CL_DEVICE_EXTENSIONS, &d->extensions);
+  if (err != CL_SUCCESS) {
+    snprintf(why, why_len, "clGetDeviceInfo(CL_DEVICE_EXTENSIONS)");
+    return err;
+  }
+  snprintf(d->fingerprint, sizeof d->fingerprint, "%s|%s|%s|%s|%s|%u CU|%llu B local",
+           d->platform_name, d->platform_version, d->vendor, d->name, d->driver,
+           d->compute_units, (unsigned long long)d->local_mem);
+  return CL_SUCCESS;
+}
+
+void clattn__device_release(clattn__device *d) {
+  free(d->extensions);
+  d->extensions = NULL;
+}

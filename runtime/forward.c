@@ -1,0 +1,150 @@
+/* clattn_forward and clattn_explain: validate, plan, set arguments, enqueue. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Work-groups per enqueue: keeps every global size far from 32-bit limits of drivers and grid
+ * limits of GPUs; larger problems are split into several launches. */
+#define GROUPS_PER_LAUNCH ((size_t)1 << 20)
+
+typedef struct {
+  cl_kernel kernel;
+  cl_uint next;
+  cl_int err;
+} args;
+
+static void arg(args *a, size_t size, const void *value) {
+  if (a->err == CL_SUCCESS) a->err = clSetKernelArg(a->kernel, a->next, size, value);
+  a->next++;
+}
+
+static void arg_view(args *a, const clattn_tensor *t) {
+  cl_ulong v[4] = {t->offset, t->stride_batch, t->stride_seq, t->stride_head};
+  for (int i = 0; i < 4; i++) arg(a, sizeof v[i], &v[i]);
+}
+
+static clattn__class class_of(const clattn__shape *s) {
+  clattn__class c = {(unsigned)s->d, (unsigned)s->dv, s->causal};
+  return c;
+}
+
+static clattn_status enqueue(clattn_context *ctx, const clattn__shape *s, const clattn__plan *p,
+                             const clattn_tensor *q, const clattn_tensor *k,
+                             const clattn_tensor *v, const clattn_tensor *o, cl_mem lse,
+                             cl_uint num_wait, const cl_event *wait, cl_event *done) {
+  size_t nqb = (s->seqlen_q + p->cfg.bq - 1) / p->cfg.bq, groups;
+  if (__builtin_mul_overflow(nqb, s->heads_q, &groups) ||
+      __builtin_mul_overflow(groups, s->batch, &groups))
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "batch * heads * query blocks overflows");
+  args a = {p->kernel, 0, CL_SUCCESS};
+  cl_mem bufs[5] = {q->buffer, k->buffer, v->buffer, o->buffer, lse};
+  for (int i = 0; i < 5; i++) arg(&a, sizeof(cl_mem), &bufs[i]);
+  arg_view(&a, q);
+  arg_view(&a, k);
+  arg_view(&a, v);
+  arg_view(&a, o);
+  cl_uint heads = (cl_uint)s->heads_q, group = (cl_uint)(s->heads_q / s->heads_kv),
+          nq = (cl_uint)s->seqlen_q, nkv = (cl_uint)s->seqlen_kv, nb = (cl_uint)nqb;
+  cl_float scale_log2 = (cl_float)(s->scale * M_LOG2E);
+  cl_int write_lse = lse != NULL;
+  arg(&a, sizeof heads, &heads);
+  arg(&a, sizeof group, &group);
+  arg(&a, sizeof nq, &nq);
+  arg(&a, sizeof nkv, &nkv);
+  arg(&a, sizeof nb, &nb);
+  cl_uint base_index = a.next;
+  cl_ulong base = 0;
+  arg(&a, sizeof base, &base);
+  arg(&a, sizeof scale_log2, &scale_log2);
+  arg(&a, sizeof write_lse, &write_lse);
+  if (a.err != CL_SUCCESS) return clattn__fail_cl(ctx, a.err, "clSetKernelArg");
+
+  size_t wg = clattn__config_work_group(&p->cfg);
+  cl_event prev = NULL;
+  for (size_t first = 0; first < groups; first += GROUPS_PER_LAUNCH) {
+    size_t count = groups - first < GROUPS_PER_LAUNCH ? groups - first : GROUPS_PER_LAUNCH;
+    size_t global = count * wg;
+    base = first;
+    cl_int err = clSetKernelArg(p->kernel, base_index, sizeof base, &base);
+    /* The caller's wait list gates the first launch; later ones follow the previous launch
+     * (implicit on an in-order queue, by event on an out-of-order one). */
+    cl_uint nw = prev ? (ctx->queue_in_order ? 0 : 1) : num_wait;
+    const cl_event *w = prev ? (ctx->queue_in_order ? NULL : &prev) : (num_wait ? wait : NULL);
+    cl_event ev = NULL;
+    if (err == CL_SUCCESS)
+      err = clEnqueueNDRangeKernel(ctx->queue, p->kernel, 1, NULL, &global, &wg, nw, w, &ev);
+    if (prev) clReleaseEvent(prev);
+    if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clEnqueueNDRangeKernel(forward)");
+    prev = ev;
+  }
+  clFlush(ctx->queue);
+  if (done)
+    *done = prev;
+  else if (prev)
+    clReleaseEvent(prev);
+  return CLATTN_OK;
+}
+
+clattn_status clattn_forward(clattn_context *ctx, const clattn_problem *problem,
+                             const clattn_tensor *q, const clattn_tensor *k, const clattn_tensor *v,
+                             const clattn_tensor *o, cl_mem lse, cl_uint num_wait,
+                             const cl_event *wait, cl_event *done) {
+  if (done) *done = NULL;
+  if (!ctx) return clattn__fail(NULL, CLATTN_ERR_INVALID_ARGUMENT, "context is NULL");
+  pthread_mutex_lock(&ctx->lock);
+  clattn__shape s;
+  clattn_status st = clattn__shape_from_problem(ctx, problem, &s);
+  if (st == CLATTN_OK && num_wait && !wait)
+    st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "num_wait is %u but wait is NULL",
+                      num_wait);
+  if (st == CLATTN_OK) st = clattn__check_forward_tensors(ctx, &s, q, k, v, o, lse);
+  if (st == CLATTN_OK && s.empty) {
+    if (done) {
+      cl_int err = clEnqueueMarkerWithWaitList(ctx->queue, num_wait, wait, done);
+      if (err != CL_SUCCESS) st = clattn__fail_cl(ctx, err, "clEnqueueMarkerWithWaitList");
+      clFlush(ctx->queue);
+    }
+  } else if (st == CLATTN_OK) {
+    clattn__class cls = class_of(&s);
+    const clattn__plan *p;
+    st = clattn__plan_get(ctx, &cls, &p);
+    if (st == CLATTN_OK) st = enqueue(ctx, &s, p, q, k, v, o, lse, num_wait, wait, done);
+  }
+  pthread_mutex_unlock(&ctx->lock);
+  return st;
+}
+
+clattn_status clattn_explain(clattn_context *ctx, const clattn_problem *problem,
+                             clattn_plan_info *out) {
+  if (!ctx) return clattn__fail(NULL, CLATTN_ERR_INVALID_ARGUMENT, "context is NULL");
+  pthread_mutex_lock(&ctx->lock);
+  clattn__shape s;
+  clattn_status st = clattn__shape_from_problem(ctx, problem, &s);
+  if (st == CLATTN_OK && !out)
+    st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "out is NULL");
+  const clattn__plan *p = NULL;
+  if (st == CLATTN_OK) {
+    clattn__class cls = class_of(&s);
+    st = clattn__plan_get(ctx, &cls, &p);
+  }
+  if (st == CLATTN_OK) {
+    memset(out, 0, sizeof *out);
+    snprintf(out->kernel, sizeof out->kernel, "%s", "forward_rows");
+    out->block_q = p->cfg.bq;
+    out->block_kv = p->cfg.bkv;
+    out->threads_per_row = p->cfg.tpr;
+    out->stage_kv = p->cfg.stage;
+    out->pad = p->cfg.pad;
+    out->work_group_size = clattn__config_work_group(&p->cfg);
+    size_t model = clattn__config_local_bytes(&p->cfg, &p->cls);
+    out->local_mem_bytes = p->kernel_local_mem > model ? p->kernel_local_mem : model;
+    out->local_mem_available = (size_t)ctx->device.local_mem;
+    snprintf(out->origin, sizeof out->origin, "%s", "heuristic");
+    snprintf(out->reason, sizeof out->reason, "%s", p->reason);
+    out->flops = clattn__forward_flops(&s);
+  }
+  pthread_mutex_unlock(&ctx->lock);
+  return st;
+}

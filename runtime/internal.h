@@ -1,0 +1,146 @@
+/* Internal interfaces of the runtime; not API. Non-static internal names start with clattn__. */
+#ifndef CLATTN_INTERNAL_H
+#define CLATTN_INTERNAL_H
+
+#include "clattn.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+
+/* ---- device model (device.c) ---- */
+
+typedef struct clattn__device {
+  char name[256], vendor[256], driver[128], version[128];
+  char platform_name[256], platform_version[256];
+  cl_device_type type;
+  cl_ulong local_mem;      /* CL_DEVICE_LOCAL_MEM_SIZE */
+  int local_mem_emulated;  /* CL_DEVICE_LOCAL_MEM_TYPE is CL_GLOBAL (CPUs) */
+  cl_ulong global_mem;     /* CL_DEVICE_GLOBAL_MEM_SIZE */
+  cl_ulong max_alloc;      /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+  cl_uint compute_units;
+  size_t max_work_group;   /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
+  size_t max_item_size[3]; /* CL_DEVICE_MAX_WORK_ITEM_SIZES */
+  cl_uint mem_base_align_bits;
+  char *extensions;        /* owned */
+  char fingerprint[768];   /* platform|version|vendor|name|driver|CUs|local mem */
+} clattn__device;
+
+/* Reads the model of dev once. On failure returns an OpenCL error code and fills why. */
+cl_int clattn__device_query(cl_device_id dev, clattn__device *out, char *why, size_t why_len);
+void clattn__device_release(clattn__device *d);
+const char *clattn__cl_error_name(cl_int err);
+
+/* ---- local-memory model (tiling.c) ---- */
+
+/* What a compiled forward kernel depends on. */
+typedef struct clattn__class {
+  unsigned d, dv;
+  unsigned causal;
+} clattn__class;
+
+/* Tile parameters of the forward kernel; they reach cl/forward.cl as -D defines. */
+typedef struct clattn__config {
+  unsigned bq;    /* query rows per work-group */
+  unsigned bkv;   /* keys per K/V tile */
+  unsigned tpr;   /* work-items per query row: each owns bkv/tpr keys and dv/tpr columns of O */
+  unsigned stage; /* 1: K/V tiles staged in local memory; 0: read from global memory */
+  unsigned pad;   /* floats of padding per local-memory row (bank conflicts) */
+} clattn__config;
+
+size_t clattn__config_local_bytes(const clattn__config *c, const clattn__class *k);
+size_t clattn__config_work_group(const clattn__config *c);
+/* 1 when c is legal on dev for class k; otherwise 0 and why says what does not fit. */
+int clattn__config_legal(const clattn__device *dev, const clattn__class *k,
+                         const clattn__config *c, char *why, size_t why_len);
+/* Legal configs, best first by the heuristic; returns how many were written (≤ cap). The first
+ * one is the heuristic default. */
+size_t clattn__configs_ranked(const clattn__device *dev, const clattn__class *k,
+                              clattn__config *out, size_t cap);
+/* One line saying why the heuristic picked c on dev. */
+void clattn__config_reason(const clattn__device *dev, const clattn__class *k,
+                           const clattn__config *c, char *out, size_t len);
+
+/* ---- JIT (jit.c) ---- */
+
+typedef struct clattn__program {
+  uint64_t source_hash;
+  char *options;
+  cl_program program;
+  struct clattn__program *next;
+} clattn__program;
+
+uint64_t clattn__hash(const void *data, size_t len, uint64_t seed);
+/* The text of cl/<name>: from ctx->kernel_dir when set, else embedded. Caller frees *text. */
+clattn_status clattn__kernel_source(clattn_context *ctx, const char *name, char **text);
+/* A built program for (source, options), from the context's cache or compiled now. */
+clattn_status clattn__build(clattn_context *ctx, const char *source, const char *options,
+                            cl_program *out);
+void clattn__program_cache_release(clattn_context *ctx);
+size_t clattn__program_cache_size(const clattn_context *ctx);
+
+/* ---- context (context.c) ---- */
+
+typedef struct clattn__thread_error {
+  pthread_t thread;
+  char *message;
+  struct clattn__thread_error *next;
+} clattn__thread_error;
+
+typedef struct clattn__plan {
+  clattn__class cls;
+  clattn__config cfg;
+  cl_kernel kernel;
+  size_t kernel_local_mem;
+  char reason[160];
+  struct clattn__plan *next;
+} clattn__plan;
+
+struct clattn_context {
+  cl_context cl;
+  cl_device_id device_id;
+  cl_command_queue queue;
+  int queue_in_order;
+  clattn__device device;
+  char *cache_dir, *tuning_db, *kernel_dir; /* resolved at creation; NULL when unset */
+  char summary[512];
+  pthread_mutex_t lock; /* serialises calls; guards everything below */
+  clattn__thread_error *errors;
+  clattn__program *programs;
+  clattn__plan *plans;
+};
+
+/* Records a formatted message for the calling thread on ctx (ctx may be NULL) and returns
+ * status. Call with ctx->lock held, or before the context is shared. */
+clattn_status clattn__fail(clattn_context *ctx, clattn_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Like clattn__fail for an OpenCL error: the message names the call and the error. */
+clattn_status clattn__fail_cl(clattn_context *ctx, cl_int err, const char *what);
+/* Appends text to the calling thread's message (for build logs). */
+void clattn__append_error(clattn_context *ctx, const char *text);
+
+/* ---- validation (validate.c) ---- */
+
+/* The problem with its defaults applied, checked; sizes in elements. */
+typedef struct clattn__shape {
+  size_t batch, heads_q, heads_kv, seqlen_q, seqlen_kv, d, dv;
+  float scale;
+  unsigned causal;
+  int empty; /* nothing to compute: batch, heads_q or seqlen_q is 0 */
+} clattn__shape;
+
+clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_problem *p,
+                                         clattn__shape *out);
+clattn_status clattn__check_forward_tensors(clattn_context *ctx, const clattn__shape *s,
+                                            const clattn_tensor *q, const clattn_tensor *k,
+                                            const clattn_tensor *v, const clattn_tensor *o,
+                                            cl_mem lse);
+
+/* ---- planning (plan.c) ---- */
+
+/* The compiled kernel and config for the class, planned and built on first use. */
+clattn_status clattn__plan_get(clattn_context *ctx, const clattn__class *cls,
+                               const clattn__plan **out);
+double clattn__forward_flops(const clattn__shape *s);
+
+#endif

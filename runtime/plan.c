@@ -1,0 +1,127 @@
+/* Planning: the config for a problem class (heuristic from the local-memory model), built with
+ * -D parameters, checked against the built kernel's limits, stepping down when it does not fit.
+ * Plans are cached per context. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* How many ranked configs to try when built kernels do not fit their work-group or local
+ * memory (the compiler may use more registers or local memory than the model assumes). */
+enum { MAX_ATTEMPTS = 8, MAX_RANKED = 64 };
+
+static void config_options(const clattn__class *cls, const clattn__config *c, char *out,
+                           size_t len) {
+  snprintf(out, len,
+           "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DTPR=%u -DSTAGE_KV=%u -DPAD=%u "
+           "-DCAUSAL=%u",
+           cls->d, cls->dv, c->bq, c->bkv, c->tpr, c->stage, c->pad, cls->causal);
+}
+
+/* Builds c and checks the kernel's limits; *kernel is NULL (and why set) when it does not fit. */
+static clattn_status try_config(clattn_context *ctx, const char *source, const clattn__class *cls,
+                                const clattn__config *c, cl_kernel *kernel, size_t *local_mem,
+                                char *why, size_t why_len) {
+  char options[256];
+  config_options(cls, c, options, sizeof options);
+  cl_program prog;
+  clattn_status st = clattn__build(ctx, source, options, &prog);
+  if (st != CLATTN_OK) return st;
+  cl_int err;
+  cl_kernel kern = clCreateKernel(prog, "clattn_forward", &err);
+  if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clCreateKernel(clattn_forward)");
+  size_t wg_max = 0;
+  cl_ulong lmem = 0;
+  err = clGetKernelWorkGroupInfo(kern, ctx->device_id, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg_max,
+                                 &wg_max, NULL);
+  if (err == CL_SUCCESS)
+    err = clGetKernelWorkGroupInfo(kern, ctx->device_id, CL_KERNEL_LOCAL_MEM_SIZE, sizeof lmem,
+                                   &lmem, NULL);
+  if (err != CL_SUCCESS) {
+    clReleaseKernel(kern);
+    return clattn__fail_cl(ctx, err, "clGetKernelWorkGroupInfo");
+  }
+  size_t wg = clattn__config_work_group(c);
+  *kernel = NULL;
+  if (wg > wg_max) {
+    snprintf(why, why_len, "built kernel allows %zu work-items, config needs %zu", wg_max, wg);
+    clReleaseKernel(kern);
+  } else if (lmem > ctx->device.local_mem) {
+    snprintf(why, why_len, "built kernel uses %llu bytes of local memory, device has %llu",
+             (unsigned long long)lmem, (unsigned long long)ctx->device.local_mem);
+    clReleaseKernel(kern);
+  } else {
+    *kernel = kern;
+    *local_mem = (size_t)lmem;
+  }
+  return CLATTN_OK;
+}
+
+clattn_status clattn__plan_get(clattn_context *ctx, const clattn__class *cls,
+                               const clattn__plan **out) {
+  for (clattn__plan *p = ctx->plans; p; p = p->next)
+    if (memcmp(&p->cls, cls, sizeof *cls) == 0) {
+      *out = p;
+      return CLATTN_OK;
+    }
+  clattn__config ranked[MAX_RANKED];
+  size_t n = clattn__configs_ranked(&ctx->device, cls, ranked, MAX_RANKED);
+  if (n == 0)
+    return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES,
+                        "no tile config of head_dim %u / %u fits this device's %llu bytes of local "
+                        "memory and %zu work-items",
+                        cls->d, cls->dv, (unsigned long long)ctx->device.local_mem,
+                        ctx->device.max_work_group);
+  char *source;
+  clattn_status st = clattn__kernel_source(ctx, "forward.cl", &source);
+  if (st != CLATTN_OK) return st;
+  char why[MAX_ATTEMPTS][160];
+  cl_kernel kernel = NULL;
+  size_t lmem = 0, i;
+  for (i = 0; i < n && i < MAX_ATTEMPTS && !kernel; i++) {
+    st = try_config(ctx, source, cls, &ranked[i], &kernel, &lmem, why[i], sizeof why[i]);
+    if (st != CLATTN_OK) break;
+  }
+  free(source);
+  if (st != CLATTN_OK) return st;
+  if (!kernel) {
+    st = clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES,
+                      "none of the %zu best tile configs fits the built kernel's limits:", i);
+    for (size_t j = 0; j < i; j++) {
+      clattn__append_error(ctx, "\n  ");
+      clattn__append_error(ctx, why[j]);
+    }
+    return st;
+  }
+  clattn__plan *p = calloc(1, sizeof *p);
+  if (!p) {
+    clReleaseKernel(kernel);
+    return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
+  }
+  p->cls = *cls;
+  p->cfg = ranked[i - 1];
+  p->kernel = kernel;
+  p->kernel_local_mem = lmem;
+  clattn__config_reason(&ctx->device, cls, &p->cfg, p->reason, sizeof p->reason);
+  if (i > 1) {
+    size_t len = strlen(p->reason);
+    snprintf(p->reason + len, sizeof p->reason - len, " (stepped down %zu: %s)", i - 1, why[0]);
+  }
+  p->next = ctx->plans;
+  ctx->plans = p;
+  *out = p;
+  return CLATTN_OK;
+}
+
+double clattn__forward_flops(const clattn__shape *s) {
+  double pairs = (double)s->seqlen_q * (double)s->seqlen_kv;
+  if (s->causal) {
+    /* Row i sees max(0, i + nkv - nq + 1) keys, never more than nkv: the sum of an integer
+     * range ending at nkv. */
+    double a = (double)s->seqlen_kv - (double)s->seqlen_q + 1.0;
+    double lo = a > 1.0 ? a : 1.0, hi = (double)s->seqlen_kv;
+    pairs = hi >= lo && s->seqlen_q ? (lo + hi) * (hi - lo + 1.0) / 2.0 : 0.0;
+  }
+  return 2.0 * (double)s->batch * (double)s->heads_q * pairs * (double)(s->d + s->dv);
+}

@@ -1,0 +1,123 @@
+/* Local-memory model of the forward kernel: which tile configs are legal on a device, and
+ * which one the heuristic tries first. The byte formula mirrors the __local arrays of
+ * cl/forward.cl; keep the two in step. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+size_t clattn__config_local_bytes(const clattn__config *c, const clattn__class *k) {
+  size_t floats = (size_t)c->bq * (k->d + c->pad)      /* Qs */
+                  + (size_t)c->bq * (c->bkv + c->pad); /* Ss */
+  if (c->stage)
+    floats += (size_t)c->bkv * (k->d + c->pad) + (size_t)c->bkv * (k->dv + c->pad); /* Ks, Vs */
+  return floats * sizeof(float);
+}
+
+size_t clattn__config_work_group(const clattn__config *c) { return (size_t)c->bq * c->tpr; }
+
+int clattn__config_legal(const clattn__device *dev, const clattn__class *k,
+                         const clattn__config *c, char *why, size_t why_len) {
+  size_t bytes = clattn__config_local_bytes(c, k), wg = clattn__config_work_group(c);
+  if (c->bq == 0 || c->bkv == 0 || c->tpr == 0) {
+    snprintf(why, why_len, "tile sizes must be positive");
+    return 0;
+  }
+  if (bytes > dev->local_mem) {
+    snprintf(why, why_len, "BQ=%u BKV=%u: needs %.1f KiB local memory, device has %.1f KiB", c->bq,
+             c->bkv, bytes / 1024.0, dev->local_mem / 1024.0);
+    return 0;
+  }
+  if (wg > dev->max_work_group || wg > dev->max_item_size[0]) {
+    snprintf(why, why_len, "work-group of %zu exceeds the device's limit of %zu", wg,
+             dev->max_work_group < dev->max_item_size[0] ? dev->max_work_group
+                                                          : dev->max_item_size[0]);
+    return 0;
+  }
+  if (why_len) why[0] = 0;
+  return 1;
+}
+
+static unsigned ilog2(unsigned x) {
+  unsigned r = 0;
+  while (x > 1) x >>= 1, r++;
+  return r;
+}
+
+static unsigned udiff(unsigned a, unsigned b) { return a > b ? a - b : b - a; }
+
+static int is_cpu(const clattn__device *dev) {
+  return (dev->type & CL_DEVICE_TYPE_CPU) || dev->local_mem_emulated;
+}
+
+/* Lower is better. GPUs: a work-group of about 128, at most 16 output accumulators per
+ * work-item (more spills registers at large head dims), the largest K/V tile that fits (fewer
+ * passes over the online-softmax bookkeeping), padded rows against bank conflicts. CPUs
+ * (PoCL runs a work-group as loops over its work-items): one row per work-item, tiles that
+ * stay in the L2 cache, and no staging copy, since local memory is ordinary memory there. */
+static unsigned cost(const clattn__device *dev, const clattn__class *k, const clattn__config *c) {
+  unsigned wg = (unsigned)clattn__config_work_group(c);
+  unsigned dvp = (k->dv + c->tpr - 1) / c->tpr;
+  unsigned s = 0;
+  if (is_cpu(dev)) {
+    s += 40 * ilog2(c->tpr);
+    s += 4 * udiff(ilog2(c->bq), 6) + 4 * udiff(ilog2(c->bkv), 6);
+    s += c->stage ? 2 : 0;
+    s += c->pad ? 1 : 0;
+  } else {
+    s += 10 * udiff(ilog2(wg), 7);
+    if (dvp > 16) s += 20 * (dvp / 16);
+    if (c->tpr > k->dv) s += 50; /* idle work-items */
+    s += 3 * (7 - ilog2(c->bkv));
+    s += c->stage ? 0 : 100;
+    s += c->pad ? 0 : 1;
+  }
+  return s;
+}
+
+typedef struct {
+  clattn__config cfg;
+  unsigned cost, order;
+} ranked;
+
+static int by_cost(const void *a, const void *b) {
+  const ranked *x = a, *y = b;
+  if (x->cost != y->cost) return x->cost < y->cost ? -1 : 1;
+  return x->order < y->order ? -1 : x->order > y->order;
+}
+
+size_t clattn__configs_ranked(const clattn__device *dev, const clattn__class *k,
+                              clattn__config *out, size_t cap) {
+  static const unsigned bqs[] = {128, 64, 32, 16, 8, 4, 2, 1}, bkvs[] = {128, 64, 32, 16, 8},
+                        tprs[] = {1, 2, 4, 8, 16, 32};
+  enum { MAX = 8 * 5 * 6 * 2 * 2 };
+  ranked all[MAX];
+  size_t n = 0;
+  char why[160];
+  for (size_t a = 0; a < sizeof bqs / sizeof *bqs; a++)
+    for (size_t b = 0; b < sizeof bkvs / sizeof *bkvs; b++)
+      for (size_t t = 0; t < sizeof tprs / sizeof *tprs; t++)
+        for (unsigned stage = 0; stage < 2; stage++)
+          for (unsigned pad = 0; pad < 2; pad++) {
+            clattn__config c = {bqs[a], bkvs[b], tprs[t], stage, pad};
+            if (!clattn__config_legal(dev, k, &c, why, sizeof why)) continue;
+            all[n].cfg = c;
+            all[n].cost = cost(dev, k, &c);
+            all[n].order = (unsigned)n;
+            n++;
+          }
+  qsort(all, n, sizeof *all, by_cost);
+  size_t m = n < cap ? n : cap;
+  for (size_t i = 0; i < m; i++) out[i] = all[i].cfg;
+  return m;
+}
+
+void clattn__config_reason(const clattn__device *dev, const clattn__class *k,
+                           const clattn__config *c, char *out, size_t len) {
+  snprintf(out, len,
+           "%s heuristic: %.1f of %.1f KiB local memory, %zu work-items, %u keys per tile, "
+           "%u output columns per work-item%s",
+           is_cpu(dev) ? "CPU" : "GPU", clattn__config_local_bytes(c, k) / 1024.0,
+           dev->local_mem / 1024.0, clattn__config_work_group(c), c->bkv,
+           (k->dv + c->tpr - 1) / c->tpr, c->stage ? ", K/V staged in local memory" : "");
+}

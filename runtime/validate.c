@@ -1,0 +1,148 @@
+/* Validation of problems and tensors before anything is enqueued: every view must lie inside
+ * its buffer (CL_MEM_SIZE, overflow-safe arithmetic) and the output must not overlap an input. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+
+/* The kernels index rows with 32-bit unsigned integers and add a tile size to them. */
+#define MAX_SEQLEN ((size_t)1 << 31)
+
+clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_problem *p,
+                                         clattn__shape *s) {
+  if (!p) return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "problem is NULL");
+  if (p->dtype == CLATTN_F16 || p->dtype == CLATTN_BF16)
+    return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
+                        "dtype %s is not supported yet: only CLATTN_F32 storage is implemented",
+                        p->dtype == CLATTN_F16 ? "CLATTN_F16" : "CLATTN_BF16");
+  if (p->dtype != CLATTN_F32)
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "dtype %d is not a clattn_dtype",
+                        (int)p->dtype);
+  if (p->flags & ~(unsigned)CLATTN_CAUSAL)
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "unknown flags 0x%x",
+                        p->flags & ~(unsigned)CLATTN_CAUSAL);
+  s->batch = p->batch;
+  s->heads_q = p->heads_q;
+  s->heads_kv = p->heads_kv ? p->heads_kv : p->heads_q;
+  s->seqlen_q = p->seqlen_q;
+  s->seqlen_kv = p->seqlen_kv;
+  s->d = p->head_dim;
+  s->dv = p->head_dim_v ? p->head_dim_v : p->head_dim;
+  s->causal = (p->flags & CLATTN_CAUSAL) != 0;
+  if (s->d == 0) return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "head_dim is 0");
+  if (s->d > 256 || s->dv > 256)
+    return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
+                        "head_dim %zu / head_dim_v %zu: at most 256 is supported", s->d, s->dv);
+  if (!isfinite(p->scale))
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "scale is not finite");
+  s->scale = p->scale != 0.0f ? p->scale : (float)(1.0 / sqrt((double)s->d));
+  if (s->heads_q && s->heads_q % s->heads_kv)
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                        "heads_q (%zu) is not a multiple of heads_kv (%zu)", s->heads_q,
+                        s->heads_kv);
+  if (s->seqlen_q >= MAX_SEQLEN || s->seqlen_kv >= MAX_SEQLEN || s->heads_q > UINT32_MAX)
+    return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
+                        "seqlen_q %zu, seqlen_kv %zu, heads_q %zu: sequence lengths must be below "
+                        "2^31 and heads below 2^32",
+                        s->seqlen_q, s->seqlen_kv, s->heads_q);
+  s->empty = s->batch == 0 || s->heads_q == 0 || s->seqlen_q == 0;
+  return CLATTN_OK;
+}
+
+static int mul_add(size_t *acc, size_t n, size_t stride) {
+  if (n == 0) return 1;
+  size_t t;
+  if (__builtin_mul_overflow(n - 1, stride, &t)) return 0;
+  return !__builtin_add_overflow(*acc, t, acc);
+}
+
+/* A buffer region: the root buffer (sub-buffers resolved) and a byte range [lo, hi). */
+typedef struct {
+  cl_mem root;
+  size_t lo, hi;
+} region;
+
+static clattn_status check_buffer(clattn_context *ctx, const char *name, cl_mem buf, size_t bytes,
+                                  region *out) {
+  size_t size = 0, origin = 0;
+  cl_context owner = NULL;
+  cl_mem parent = NULL;
+  cl_int err = clGetMemObjectInfo(buf, CL_MEM_SIZE, sizeof size, &size, NULL);
+  if (err == CL_SUCCESS) err = clGetMemObjectInfo(buf, CL_MEM_CONTEXT, sizeof owner, &owner, NULL);
+  if (err == CL_SUCCESS)
+    err = clGetMemObjectInfo(buf, CL_MEM_ASSOCIATED_MEMOBJECT, sizeof parent, &parent, NULL);
+  if (err == CL_SUCCESS && parent)
+    err = clGetMemObjectInfo(buf, CL_MEM_OFFSET, sizeof origin, &origin, NULL);
+  if (err != CL_SUCCESS)
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "%s: not a valid buffer (%s)", name,
+                        clattn__cl_error_name(err));
+  if (owner != ctx->cl)
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                        "%s: the buffer belongs to another OpenCL context", name);
+  if (bytes > size)
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                        "%s: the view needs %zu bytes but the buffer has %zu (CL_MEM_SIZE)", name,
+                        bytes, size);
+  out->root = parent ? parent : buf;
+  out->lo += origin;
+  out->hi += origin;
+  return CLATTN_OK;
+}
+
+/* Checks that every element of a [n0][n1][n2][dim] view lies in its buffer; *r gets the byte
+ * range it spans (empty when the view is). */
+static clattn_status check_view(clattn_context *ctx, const char *name, const clattn_tensor *t,
+                                size_t n0, size_t n1, size_t n2, size_t dim, region *r) {
+  r->root = NULL;
+  r->lo = r->hi = 0;
+  if (!t) return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "tensor %s is NULL", name);
+  if (n0 == 0 || n1 == 0 || n2 == 0 || dim == 0) return CLATTN_OK;
+  if (!t->buffer) return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "%s.buffer is NULL", name);
+  size_t last = t->offset, bytes;
+  if (!mul_add(&last, n0, t->stride_batch) || !mul_add(&last, n1, t->stride_seq) ||
+      !mul_add(&last, n2, t->stride_head) || !mul_add(&last, dim, 1) ||
+      __builtin_add_overflow(last, 1, &bytes) ||
+      __builtin_mul_overflow(bytes, sizeof(float), &bytes))
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                        "%s: offset and strides overflow the address range", name);
+  r->lo = t->offset * sizeof(float);
+  r->hi = bytes;
+  return check_buffer(ctx, name, t->buffer, bytes, r);
+}
+
+static int overlap(const region *a, const region *b) {
+  return a->root && a->root == b->root && a->lo < b->hi && b->lo < a->hi;
+}
+
+clattn_status clattn__check_forward_tensors(clattn_context *ctx, const clattn__shape *s,
+                                            const clattn_tensor *q, const clattn_tensor *k,
+                                            const clattn_tensor *v, const clattn_tensor *o,
+                                            cl_mem lse) {
+  region rq, rk, rv, ro, rl = {0};
+  clattn_status st;
+  size_t nq = s->empty ? 0 : s->seqlen_q, nkv = s->empty ? 0 : s->seqlen_kv;
+  if ((st = check_view(ctx, "q", q, s->batch, nq, s->heads_q, s->d, &rq)) ||
+      (st = check_view(ctx, "k", k, s->batch, nkv, s->heads_kv, s->d, &rk)) ||
+      (st = check_view(ctx, "v", v, s->batch, nkv, s->heads_kv, s->dv, &rv)) ||
+      (st = check_view(ctx, "o", o, s->batch, nq, s->heads_q, s->dv, &ro)))
+    return st;
+  if (lse && !s->empty) {
+    size_t n;
+    if (__builtin_mul_overflow(s->batch, s->heads_q, &n) ||
+        __builtin_mul_overflow(n, s->seqlen_q, &n) || __builtin_mul_overflow(n, sizeof(float), &n))
+      return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "lse: size overflows");
+    rl.lo = 0;
+    rl.hi = n;
+    if ((st = check_buffer(ctx, "lse", lse, n, &rl))) return st;
+  }
+  const region *inputs[] = {&rq, &rk, &rv, &rl};
+  const char *names[] = {"q", "k", "v", "lse"};
+  for (int i = 0; i < 4; i++)
+    if (overlap(&ro, inputs[i]))
+      return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                          "o overlaps %s in the same buffer (bytes %zu..%zu and %zu..%zu)",
+                          names[i], ro.lo, ro.hi, inputs[i]->lo, inputs[i]->hi);
+  if (overlap(&rl, &rq) || overlap(&rl, &rk) || overlap(&rl, &rv))
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "lse overlaps an input tensor");
+  return CLATTN_OK;
+}

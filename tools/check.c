@@ -1,0 +1,183 @@
+/* One checked run of clattn_forward on random data, against the host references. */
+#include "reference.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static uint64_t next_u64(uint64_t *s) { /* xorshift64* */
+  *s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
+  return *s * 2685821657736338717ull;
+}
+
+static void fill_normal(float *x, size_t n, uint64_t *state) {
+  for (size_t i = 0; i < n; i += 2) { /* Box-Muller */
+    double u1 = ((next_u64(state) >> 11) + 1.0) / 9007199254740993.0;
+    double u2 = (next_u64(state) >> 11) / 9007199254740992.0;
+    double r = sqrt(-2.0 * log(u1));
+    x[i] = (float)(r * cos(2 * M_PI * u2));
+    if (i + 1 < n) x[i + 1] = (float)(r * sin(2 * M_PI * u2));
+  }
+}
+
+typedef struct {
+  float *host;
+  size_t elems; /* in the buffer, offset included */
+  cl_mem buf;
+  clattn_tensor view;
+} tensor;
+
+static cl_int make(cl_context cl, tensor *t, const check_spec *sp, size_t seq, size_t heads,
+                   size_t dim, uint64_t *rng) {
+  size_t b = sp->problem.batch, packed = b * seq * heads * dim;
+  t->elems = sp->offset + packed;
+  t->host = malloc((t->elems ? t->elems : 1) * sizeof(float));
+  if (!t->host) return CL_OUT_OF_HOST_MEMORY;
+  fill_normal(t->host, t->elems, rng);
+  cl_int err;
+  t->buf = clCreateBuffer(cl, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                          (t->elems ? t->elems : 1) * sizeof(float), t->host, &err);
+  t->view = sp->bhsd ? clattn_bhsd(t->buf, seq, heads, dim) : clattn_bshd(t->buf, seq, heads, dim);
+  t->view.offset = sp->offset;
+  return err;
+}
+
+static ref_view host_view(const tensor *t) {
+  ref_view r = {t->host, t->view.offset, t->view.stride_batch, t->view.stride_seq,
+                t->view.stride_head};
+  return r;
+}
+
+static double max_err_f64(const double *ref, const float *x, size_t n) {
+  double e = 0.0;
+  for (size_t i = 0; i < n; i++) {
+    if (isinf(ref[i]) && ref[i] == x[i]) continue; /* -inf LSE of rows that see no key */
+    double d = fabs((double)x[i] - ref[i]);
+    if (!(d <= e)) e = d; /* NaN propagates as a failure */
+  }
+  return e;
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static clattn_status time_runs(clattn_context *ctx, const check_spec *sp, tensor *t, cl_mem lse,
+                               check_result *r) {
+  cl_command_queue queue = clattn_context_queue(ctx);
+  cl_command_queue_properties props = 0;
+  clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
+  r->timed_by_events = (props & CL_QUEUE_PROFILING_ENABLE) != 0;
+  clattn_status st = CLATTN_OK;
+  for (int i = 0; i < sp->warmup && st == CLATTN_OK; i++)
+    st = clattn_forward(ctx, &sp->problem, &t[0].view, &t[1].view, &t[2].view, &t[3].view, lse, 0,
+                        NULL, NULL);
+  clFinish(queue);
+  double *ms = calloc(sp->repeat, sizeof *ms);
+  for (int i = 0; i < sp->repeat && st == CLATTN_OK; i++) {
+    cl_event ev = NULL;
+    double t0 = now_ms();
+    st = clattn_forward(ctx, &sp->problem, &t[0].view, &t[1].view, &t[2].view, &t[3].view, lse, 0,
+                        NULL, &ev);
+    if (st != CLATTN_OK) break;
+    clWaitForEvents(1, &ev);
+    ms[i] = now_ms() - t0;
+    cl_ulong start = 0, end = 0;
+    if (r->timed_by_events &&
+        clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof start, &start, NULL) ==
+            CL_SUCCESS &&
+        clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL) == CL_SUCCESS)
+      ms[i] = (end - start) / 1e6;
+    clReleaseEvent(ev);
+  }
+  if (st == CLATTN_OK && sp->repeat > 0) {
+    qsort(ms, sp->repeat, sizeof *ms, cmp_double);
+    r->median_ms = ms[sp->repeat / 2];
+    r->min_ms = ms[0];
+    r->max_ms = ms[sp->repeat - 1];
+  }
+  free(ms);
+  return st;
+}
+
+clattn_status check_run(clattn_context *ctx, const check_spec *sp, check_result *r) {
+  memset(r, 0, sizeof *r);
+  const clattn_problem *p = &sp->problem;
+  size_t hkv = p->heads_kv ? p->heads_kv : p->heads_q, dv = p->head_dim_v ? p->head_dim_v : p->head_dim;
+  uint64_t rng = 0x9E3779B97F4A7C15ull ^ ((uint64_t)sp->seed << 1 | 1);
+  cl_context cl = clattn_context_cl_context(ctx);
+  tensor t[4] = {{0}};
+  cl_int err = make(cl, &t[0], sp, p->seqlen_q, p->heads_q, p->head_dim, &rng);
+  if (err == CL_SUCCESS) err = make(cl, &t[1], sp, p->seqlen_kv, hkv, p->head_dim, &rng);
+  if (err == CL_SUCCESS) err = make(cl, &t[2], sp, p->seqlen_kv, hkv, dv, &rng);
+  if (err == CL_SUCCESS) err = make(cl, &t[3], sp, p->seqlen_q, p->heads_q, dv, &rng);
+  size_t rows = p->batch * p->heads_q * p->seqlen_q;
+  cl_mem lse = NULL;
+  if (err == CL_SUCCESS && sp->with_lse)
+    lse = clCreateBuffer(cl, CL_MEM_READ_WRITE, (rows ? rows : 1) * sizeof(float), NULL, &err);
+  clattn_status st = CLATTN_ERR_OPENCL;
+  if (err != CL_SUCCESS) goto done;
+  st = clattn_forward(ctx, p, &t[0].view, &t[1].view, &t[2].view, &t[3].view, lse, 0, NULL, NULL);
+  if (st != CLATTN_OK) goto done;
+  cl_command_queue queue = clattn_context_queue(ctx);
+  float *lse_host = calloc(rows ? rows : 1, sizeof(float));
+  err = clEnqueueReadBuffer(queue, t[3].buf, CL_TRUE, 0, t[3].elems * sizeof(float), t[3].host, 0,
+                            NULL, NULL);
+  if (err == CL_SUCCESS && lse && rows)
+    err = clEnqueueReadBuffer(queue, lse, CL_TRUE, 0, rows * sizeof(float), lse_host, 0, NULL,
+                              NULL);
+  if (err != CL_SUCCESS) {
+    free(lse_host);
+    st = CLATTN_ERR_OPENCL;
+    goto done;
+  }
+  if (!sp->skip_check) {
+    size_t n = rows * dv;
+    double *o64 = malloc((n ? n : 1) * sizeof *o64), *l64 = malloc((rows ? rows : 1) * sizeof *l64);
+    float *o32 = malloc((n ? n : 1) * sizeof *o32), *l32 = malloc((rows ? rows : 1) * sizeof *l32),
+          *got = malloc((n ? n : 1) * sizeof *got);
+    ref_forward_f64(p, host_view(&t[0]), host_view(&t[1]), host_view(&t[2]), o64, l64);
+    ref_forward_f32(p, host_view(&t[0]), host_view(&t[1]), host_view(&t[2]), o32, l32);
+    /* Gather the device's output from its strided view into the references' packed order. */
+    size_t idx = 0;
+    for (size_t b = 0; b < p->batch; b++)
+      for (size_t h = 0; h < p->heads_q; h++)
+        for (size_t i = 0; i < p->seqlen_q; i++, idx += dv)
+          memcpy(got + idx,
+                 t[3].host + t[3].view.offset + b * t[3].view.stride_batch +
+                     i * t[3].view.stride_seq + h * t[3].view.stride_head,
+                 dv * sizeof(float));
+    r->err_o = max_err_f64(o64, got, n);
+    r->naive_err_o = max_err_f64(o64, o32, n);
+    r->tol_o = 2.0 * r->naive_err_o + 1e-6;
+    r->pass = r->err_o <= r->tol_o;
+    if (lse) {
+      r->err_lse = max_err_f64(l64, lse_host, rows);
+      r->naive_err_lse = max_err_f64(l64, l32, rows);
+      r->tol_lse = 2.0 * r->naive_err_lse + 1e-6;
+      r->pass = r->pass && r->err_lse <= r->tol_lse;
+    }
+    free(o64), free(l64), free(o32), free(l32), free(got);
+  } else {
+    r->pass = 1;
+  }
+  free(lse_host);
+  if (sp->repeat > 0) st = time_runs(ctx, sp, t, lse, r);
+done:
+  for (int i = 0; i < 4; i++) {
+    if (t[i].buf) clReleaseMemObject(t[i].buf);
+    free(t[i].host);
+  }
+  if (lse) clReleaseMemObject(lse);
+  r->status = st;
+  if (st != CLATTN_OK) r->pass = 0;
+  return st;
+}

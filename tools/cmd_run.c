@@ -1,0 +1,149 @@
+/* `clattn run`: one problem on random data, checked against the host reference, timed. */
+#include "commands.h"
+#include "reference.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: clattn run [options]\n"
+             "  --batch B          (1)         --heads H          (8)\n"
+             "  --heads-kv H       (heads; GQA/MQA when smaller)\n"
+             "  --seqlen N         (1024; sets both)   --seqlen-q N  --seqlen-kv N\n"
+             "  --head-dim D       (64)        --head-dim-v D     (head-dim)\n"
+             "  --causal           bottom-right aligned causal mask\n"
+             "  --scale S          (1/sqrt(head-dim))\n"
+             "  --dtype f32|f16|bf16 (f32)     --layout bshd|bhsd (bshd)\n"
+             "  --offset E         elements before each tensor in its buffer (0)\n"
+             "  --lse              also write and check the log-sum-exp\n"
+             "  --warmup W (3)  --repeat R (10)  --seed S (1)\n"
+             "  --no-check         skip the host reference (large problems)\n"
+             "  --device SPEC      like CLATTN_DEVICE: \"P:D\" or a part of the device name\n");
+}
+
+static int parse_size(const char *s, size_t *out) {
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || end == s || *end || s[0] == '-') return 0;
+  *out = (size_t)v;
+  return 1;
+}
+
+int cmd_run(int argc, char **argv) {
+  check_spec sp = {0};
+  clattn_problem *p = &sp.problem;
+  p->batch = 1, p->heads_q = 8, p->seqlen_q = p->seqlen_kv = 1024, p->head_dim = 64;
+  sp.warmup = 3, sp.repeat = 10, sp.seed = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+    size_t n = 0;
+    struct {
+      const char *flag;
+      size_t *dst;
+    } sizes[] = {{"--batch", &p->batch},         {"--heads", &p->heads_q},
+                 {"--heads-kv", &p->heads_kv},   {"--seqlen-q", &p->seqlen_q},
+                 {"--seqlen-kv", &p->seqlen_kv}, {"--head-dim", &p->head_dim},
+                 {"--head-dim-v", &p->head_dim_v}, {"--offset", &sp.offset}};
+    int matched = 0;
+    for (size_t j = 0; j < sizeof sizes / sizeof *sizes && !matched; j++)
+      if (!strcmp(a, sizes[j].flag)) {
+        if (!val || !parse_size(val, sizes[j].dst)) goto bad_value;
+        matched = 1, i++;
+      }
+    if (matched) continue;
+    if (!strcmp(a, "--seqlen")) {
+      if (!val || !parse_size(val, &n)) goto bad_value;
+      p->seqlen_q = p->seqlen_kv = n, i++;
+    } else if (!strcmp(a, "--causal")) {
+      p->flags |= CLATTN_CAUSAL;
+    } else if (!strcmp(a, "--lse")) {
+      sp.with_lse = 1;
+    } else if (!strcmp(a, "--no-check")) {
+      sp.skip_check = 1;
+    } else if (!strcmp(a, "--scale")) {
+      char *end;
+      if (!val || (p->scale = strtof(val, &end), *end)) goto bad_value;
+      i++;
+    } else if (!strcmp(a, "--dtype")) {
+      if (!val) goto bad_value;
+      if (!strcmp(val, "f32")) p->dtype = CLATTN_F32;
+      else if (!strcmp(val, "f16")) p->dtype = CLATTN_F16;
+      else if (!strcmp(val, "bf16")) p->dtype = CLATTN_BF16;
+      else goto bad_value;
+      i++;
+    } else if (!strcmp(a, "--layout")) {
+      if (!val || (strcmp(val, "bshd") && strcmp(val, "bhsd"))) goto bad_value;
+      sp.bhsd = !strcmp(val, "bhsd"), i++;
+    } else if (!strcmp(a, "--warmup") || !strcmp(a, "--repeat") || !strcmp(a, "--seed")) {
+      if (!val || !parse_size(val, &n) || n > 100000) goto bad_value;
+      if (a[2] == 'w') sp.warmup = (int)n;
+      else if (a[2] == 'r') sp.repeat = (int)n;
+      else sp.seed = (unsigned)n;
+      i++;
+    } else if (!strcmp(a, "--device")) {
+      if (!val) goto bad_value;
+      setenv("CLATTN_DEVICE", val, 1), i++;
+    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      return CLI_OK;
+    } else {
+      fprintf(stderr, "clattn run: unknown option '%s'\n", a);
+      usage(stderr);
+      return CLI_USAGE;
+    }
+    continue;
+  bad_value:
+    fprintf(stderr, "clattn run: %s needs a valid value\n", a);
+    return CLI_USAGE;
+  }
+
+  clattn_context *ctx = NULL;
+  if (clattn_context_create_default(NULL, &ctx) != CLATTN_OK) {
+    fprintf(stderr, "clattn: %s\n", clattn_last_error(NULL));
+    return CLI_ERROR;
+  }
+  int rc = CLI_ERROR;
+  printf("device:  %s\n", clattn_context_device_summary(ctx));
+  printf("problem: batch %zu, heads %zu/%zu, seqlen %zu x %zu, head_dim %zu/%zu, %s, %s%s\n",
+         p->batch, p->heads_q, p->heads_kv ? p->heads_kv : p->heads_q, p->seqlen_q, p->seqlen_kv,
+         p->head_dim, p->head_dim_v ? p->head_dim_v : p->head_dim,
+         p->flags & CLATTN_CAUSAL ? "causal" : "non-causal", sp.bhsd ? "bhsd" : "bshd",
+         sp.offset ? ", offset" : "");
+  clattn_plan_info info;
+  if (clattn_explain(ctx, p, &info) != CLATTN_OK) {
+    fprintf(stderr, "clattn: %s\n", clattn_last_error(ctx));
+    goto out;
+  }
+  printf("plan:    %s BQ=%u BKV=%u TPR=%u stage_kv=%u pad=%u, %zu work-items, local memory %.1f "
+         "of %.1f KiB (%s)\n",
+         info.kernel, info.block_q, info.block_kv, info.threads_per_row, info.stage_kv, info.pad,
+         info.work_group_size, info.local_mem_bytes / 1024.0, info.local_mem_available / 1024.0,
+         info.origin);
+  printf("why:     %s\n", info.reason);
+  check_result r;
+  if (check_run(ctx, &sp, &r) != CLATTN_OK) {
+    const char *msg = clattn_last_error(ctx);
+    fprintf(stderr, "clattn: %s%s\n", clattn_status_string(r.status), msg[0] ? "" : "");
+    if (msg[0]) fprintf(stderr, "  %s\n", msg);
+    goto out;
+  }
+  if (!sp.skip_check) {
+    printf("check:   max|o - ref| = %.3g (tolerance %.3g = 2 x naive fp32 %.3g + 1e-6)", r.err_o,
+           r.tol_o, r.naive_err_o);
+    if (sp.with_lse) printf("; max|lse - ref| = %.3g (tolerance %.3g)", r.err_lse, r.tol_lse);
+    printf(" -> %s\n", r.pass ? "PASS" : "FAIL");
+  }
+  if (sp.repeat > 0)
+    printf("time:    median %.3f ms (min %.3f, max %.3f; %d runs after %d warm-up, %s); "
+           "%.1f GFLOP/s\n",
+           r.median_ms, r.min_ms, r.max_ms, sp.repeat, sp.warmup,
+           r.timed_by_events ? "OpenCL events" : "wall clock",
+           r.median_ms > 0 ? info.flops / (r.median_ms * 1e6) : 0.0);
+  rc = r.pass ? CLI_OK : CLI_CHECK_FAILED;
+out:
+  clattn_context_destroy(ctx);
+  return rc;
+}

@@ -1,0 +1,36 @@
+/* The `clattn` command: a front end over the public API only. */
+#include "commands.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: clattn <command> [options]\n"
+          "\n"
+          "commands:\n"
+          "  devices   list OpenCL platforms and devices, their memory, and the tiles a sample\n"
+          "            problem would get on each\n"
+          "  run       run one attention problem on random data, check it against the host\n"
+          "            reference, print the plan, time and GFLOP/s (`clattn run --help`)\n"
+          "\n"
+          "environment: CLATTN_DEVICE, CLATTN_CACHE_DIR, CLATTN_TUNING_DB, CLATTN_KERNEL_DIR\n"
+          "exit codes: 0 success, 1 a result failed its check, 2 usage error, 3 clattn error\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return CLI_USAGE;
+  }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "devices")) return cmd_devices(argc - 1, argv + 1);
+  if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
+  if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+    usage(stdout);
+    return CLI_OK;
+  }
+  fprintf(stderr, "clattn: unknown command '%s'\n", cmd);
+  usage(stderr);
+  return CLI_USAGE;
+}
