@@ -20,9 +20,10 @@
 #define WG (BQ * TPR)
 #define DVP ((DV + TPR - 1) / TPR) /* output columns per work-item */
 #define KPT ((BKV + TPR - 1) / TPR) /* keys per work-item and tile */
-#define QS (D + PAD)
-#define VS (DV + PAD)
-#define SS (BKV + PAD)
+#define QS (D + PAD)   /* row stride of the K tile */
+#define VS (DV + PAD)  /* row stride of the V tile */
+#define BQP (BQ + PAD) /* Qs and Ss are stored transposed, [column][row]: the work-items of a
+                          tile read consecutive words */
 
 #if STAGE_KV
 #define KAT(j, c) Ks[(j)*QS + (c)]
@@ -39,8 +40,8 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
                ulong v_sb, ulong v_ss, ulong v_sh, ulong o_off, ulong o_sb, ulong o_ss,
                ulong o_sh, uint heads_q, uint group, uint seqlen_q, uint seqlen_kv,
                uint num_qblocks, ulong group_base, float scale_log2, int write_lse) {
-  __local float Qs[BQ * QS];
-  __local float Ss[BQ * SS];
+  __local float Qs[D * BQP];
+  __local float Ss[BKV * BQP];
 #if STAGE_KV
   __local float Ks[BKV * QS];
   __local float Vs[BKV * VS];
@@ -61,7 +62,7 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
 
   for (uint i = lid; i < BQ * D; i += WG) {
     const uint rr = i / D, c = i % D;
-    Qs[rr * QS + c] = q0 + rr < seqlen_q ? q[qbase + (ulong)(q0 + rr) * q_ss + c] * scale_log2 : 0.0f;
+    Qs[c * BQP + rr] = q0 + rr < seqlen_q ? q[qbase + (ulong)(q0 + rr) * q_ss + c] * scale_log2 : 0.0f;
   }
 
   /* Keys [0, kv_end) are visible to some row of this block; later blocks are skipped whole. */
@@ -96,17 +97,17 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
       const uint j = t + u * TPR;
       if (j < nk) {
         float s = 0.0f;
-        for (uint c = 0; c < D; c++) s = fma(Qs[r * QS + c], KAT(j, c), s);
+        for (uint c = 0; c < D; c++) s = fma(Qs[c * BQP + r], KAT(j, c), s);
 #if CAUSAL
         if ((long)(kv0 + j) > row_last) s = -INFINITY;
 #endif
-        Ss[r * SS + j] = s;
+        Ss[j * BQP + r] = s;
       }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 
     float mb = -INFINITY;
-    for (uint j = 0; j < nk; j++) mb = fmax(mb, Ss[r * SS + j]);
+    for (uint j = 0; j < nk; j++) mb = fmax(mb, Ss[j * BQP + r]);
     const float mn = fmax(m, mb);
     /* While no key has been seen (mn = -inf) nothing changes: never exp2(-inf - -inf). */
     if (mn != -INFINITY) {
@@ -114,7 +115,7 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
       l *= alpha;
       for (uint u = 0; u < DVP; u++) acc[u] *= alpha;
       for (uint j = 0; j < nk; j++) {
-        const float p = exp2(Ss[r * SS + j] - mn);
+        const float p = exp2(Ss[j * BQP + r] - mn);
         l += p;
         for (uint u = 0; u < DVP; u++) {
           const uint c = t + u * TPR;

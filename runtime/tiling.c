@@ -7,8 +7,7 @@
 #include <stdlib.h>
 
 size_t clattn__config_local_bytes(const clattn__config *c, const clattn__class *k) {
-  size_t floats = (size_t)c->bq * (k->d + c->pad)      /* Qs */
-                  + (size_t)c->bq * (c->bkv + c->pad); /* Ss */
+  size_t floats = (size_t)(c->bq + c->pad) * (k->d + c->bkv); /* Qs and Ss, transposed */
   if (c->stage)
     floats += (size_t)c->bkv * (k->d + c->pad) + (size_t)c->bkv * (k->dv + c->pad); /* Ks, Vs */
   return floats * sizeof(float);

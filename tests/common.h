@@ -1,0 +1,25 @@
+/* Shared helpers of the tests: a context on the test device whose caches point at a fresh
+ * temporary folder, and small buffer utilities. */
+#ifndef CLATTN_TEST_COMMON_H
+#define CLATTN_TEST_COMMON_H
+
+#include "clattn.h"
+#include "reference.h"
+
+#include <criterion/criterion.h>
+
+/* A context on the default device ($CLATTN_DEVICE, else the first GPU, else the first
+ * device), with cache_dir and tuning_db in a new temporary folder (and kernel_dir when not
+ * NULL). Fails the test when none can be made. */
+clattn_context *test_context(const char *kernel_dir);
+/* The temporary folder test_context made last. */
+const char *test_tmpdir(void);
+
+/* A device buffer of n floats, filled with value. */
+cl_mem test_buffer(clattn_context *ctx, size_t n, float value);
+
+/* A tiny valid problem and its packed tensors: checks that a context still works after a
+ * failure (the result is compared against the reference). */
+void test_context_still_works(clattn_context *ctx);
+
+#endif

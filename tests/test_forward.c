@@ -1,0 +1,101 @@
+/* Forward results against the double-precision reference, under DESIGN.md's rule
+ * (max|o - ref| <= 2 * max|naive fp32 - ref| + 1e-6), on a curated list of shapes that covers
+ * DESIGN.md's shape list: head dims 1..256 (odd ones too) and head_dim_v != head_dim, lengths 1,
+ * 17, 113x203, 1023x1024, GQA/MQA, causal with seqlen_q < and > seqlen_kv, empty KV, both
+ * layouts, nonzero offsets and LSE. */
+#include "common.h"
+
+#include <math.h>
+
+static void run(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d, size_t dv,
+                unsigned flags, int bhsd, size_t offset, int lse) {
+  clattn_context *ctx = test_context(NULL);
+  check_spec sp = {0};
+  clattn_problem *p = &sp.problem;
+  p->batch = b, p->heads_q = hq, p->heads_kv = hkv, p->seqlen_q = nq, p->seqlen_kv = nkv;
+  p->head_dim = d, p->head_dim_v = dv, p->flags = flags;
+  sp.bhsd = bhsd, sp.offset = offset, sp.with_lse = lse, sp.seed = (unsigned)(nq * 31 + d);
+  check_result r;
+  clattn_status st = check_run(ctx, &sp, &r);
+  cr_assert_eq(st, CLATTN_OK, "forward failed: %s", clattn_last_error(ctx));
+  cr_log_info("max|o-ref| %.3g (tol %.3g), max|lse-ref| %.3g (tol %.3g)", r.err_o, r.tol_o,
+              r.err_lse, r.tol_lse);
+  cr_expect_leq(r.err_o, r.tol_o, "O error %.3g exceeds tolerance %.3g", r.err_o, r.tol_o);
+  if (lse) cr_expect_leq(r.err_lse, r.tol_lse, "LSE error %.3g > %.3g", r.err_lse, r.tol_lse);
+  clattn_context_destroy(ctx);
+}
+
+enum { BSHD = 0, BHSD = 1, NOLSE = 0, LSE = 1 };
+#define C CLATTN_CAUSAL
+
+/*                        b  hq hkv   nq    nkv    d   dv flags layout off lse */
+Test(forward, d1_len1) { run(1, 1, 0, 1, 1, 1, 0, 0, BSHD, 0, LSE); }
+Test(forward, d59_len17) { run(2, 3, 0, 17, 17, 59, 0, 0, BSHD, 0, NOLSE); }
+Test(forward, d111_113x203_bhsd) { run(1, 2, 0, 113, 203, 111, 0, 0, BHSD, 0, LSE); }
+Test(forward, d256_80x64) { run(1, 2, 0, 80, 64, 256, 0, 0, BSHD, 0, NOLSE); }
+Test(forward, d64_1023x1024) { run(1, 1, 0, 1023, 1024, 64, 0, 0, BSHD, 0, LSE); }
+Test(forward, d128_1023x1024_causal) { run(1, 1, 0, 1023, 1024, 128, 0, C, BHSD, 0, LSE); }
+Test(forward, causal_q_shorter) { run(1, 2, 0, 113, 203, 64, 0, C, BSHD, 0, LSE); }
+Test(forward, causal_q_longer) { run(1, 2, 0, 203, 113, 64, 0, C, BSHD, 0, LSE); }
+Test(forward, causal_rows_without_keys) { run(1, 1, 0, 50, 10, 16, 0, C, BSHD, 0, LSE); }
+Test(forward, empty_kv) { run(2, 2, 0, 7, 0, 32, 0, 0, BSHD, 0, LSE); }
+Test(forward, dv_larger) { run(1, 2, 0, 45, 61, 32, 100, 0, BSHD, 0, LSE); }
+Test(forward, dv_smaller) { run(1, 2, 0, 61, 45, 100, 32, C, BHSD, 0, NOLSE); }
+Test(forward, gqa) { run(2, 8, 2, 129, 129, 64, 0, 0, BSHD, 0, LSE); }
+Test(forward, mqa_causal_bhsd) { run(1, 4, 1, 77, 77, 32, 0, C, BHSD, 0, LSE); }
+Test(forward, offset_bshd) { run(2, 3, 0, 33, 41, 40, 0, 0, BSHD, 37, LSE); }
+Test(forward, offset_bhsd_causal) { run(1, 2, 2, 31, 29, 17, 0, C, BHSD, 5, LSE); }
+Test(forward, decode_one_query) { run(2, 4, 0, 1, 1000, 128, 0, C, BSHD, 0, LSE); }
+Test(forward, many_heads_small_dim) { run(3, 5, 0, 65, 65, 8, 0, 0, BHSD, 0, NOLSE); }
+Test(forward, d2_dv1) { run(1, 1, 0, 31, 31, 2, 1, 0, BSHD, 0, LSE); }
+Test(forward, d256_causal_bhsd) { run(1, 2, 1, 130, 130, 256, 0, C, BHSD, 3, LSE); }
+
+/* Arbitrary strides: Q, K and V interleaved in one packed QKV buffer [B][S][3][H][D] (a common
+ * layout of fused projections), O in a padded buffer with a row stride larger than needed. */
+Test(forward, interleaved_qkv_padded_output) {
+  clattn_context *ctx = test_context(NULL);
+  const size_t B = 2, S = 37, H = 3, D = 24, OS = H * D + 5;
+  size_t nqkv = B * S * 3 * H * D, no = B * S * OS;
+  float *host = malloc(nqkv * sizeof *host);
+  for (size_t i = 0; i < nqkv; i++) host[i] = (float)sin(0.37 * (double)i);
+  cl_int err;
+  cl_mem qkv = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_COPY_HOST_PTR | CL_MEM_READ_ONLY,
+                              nqkv * sizeof *host, host, &err);
+  cr_assert_eq(err, CL_SUCCESS);
+  cl_mem o = test_buffer(ctx, no, NAN); /* padding must stay untouched (NaN) */
+  clattn_tensor tq = {qkv, 0, S * 3 * H * D, 3 * H * D, D}, tk = tq, tv = tq;
+  tk.offset = H * D, tv.offset = 2 * H * D;
+  clattn_tensor to = {o, 0, S * OS, OS, D};
+  clattn_problem p = {0};
+  p.batch = B, p.heads_q = H, p.seqlen_q = p.seqlen_kv = S, p.head_dim = D, p.flags = C;
+  cr_assert_eq(clattn_forward(ctx, &p, &tq, &tk, &tv, &to, NULL, 0, NULL, NULL), CLATTN_OK, "%s",
+               clattn_last_error(ctx));
+  float *got = malloc(no * sizeof *got);
+  clEnqueueReadBuffer(clattn_context_queue(ctx), o, CL_TRUE, 0, no * sizeof *got, got, 0, NULL,
+                      NULL);
+  double *ref = malloc(B * H * S * D * sizeof *ref);
+  float *naive = malloc(B * H * S * D * sizeof *naive);
+  ref_view vq = {host, 0, tq.stride_batch, tq.stride_seq, tq.stride_head}, vk = vq, vv = vq;
+  vk.offset = tk.offset, vv.offset = tv.offset;
+  ref_forward_f64(&p, vq, vk, vv, ref, NULL);
+  ref_forward_f32(&p, vq, vk, vv, naive, NULL);
+  double err_o = 0, err_naive = 0;
+  for (size_t b = 0; b < B; b++)
+    for (size_t h = 0; h < H; h++)
+      for (size_t s = 0; s < S; s++)
+        for (size_t c = 0; c < D; c++) {
+          size_t i = ((b * H + h) * S + s) * D + c;
+          err_o = fmax(err_o, fabs(got[b * S * OS + s * OS + h * D + c] - ref[i]));
+          err_naive = fmax(err_naive, fabs(naive[i] - ref[i]));
+        }
+  cr_expect_leq(err_o, 2 * err_naive + 1e-6, "error %g, naive %g", err_o, err_naive);
+  for (size_t b = 0; b < B; b++)
+    for (size_t s = 0; s < S; s++)
+      for (size_t c = H * D; c < OS; c++)
+        cr_assert(isnan(got[b * S * OS + s * OS + c]), "padding overwritten at b%zu s%zu c%zu", b,
+                  s, c);
+  free(host), free(got), free(ref), free(naive);
+  clReleaseMemObject(qkv);
+  clReleaseMemObject(o);
+  clattn_context_destroy(ctx);
+}

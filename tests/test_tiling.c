@@ -1,0 +1,2 @@
+#include "common.h"
+Test(placeholder_tiling, none) {}
