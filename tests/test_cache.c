@@ -1,2 +1,84 @@
+/* The per-context program cache: keyed by source hash and options; shapes of one problem class
+ * reuse the compiled kernel; CLATTN_KERNEL_DIR sources are keyed by their own text. */
 #include "common.h"
-Test(placeholder_cache, none) {}
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void forward_once(clattn_context *ctx, size_t nq, size_t nkv, size_t d, unsigned flags) {
+  check_spec sp = {0};
+  sp.problem.batch = 1, sp.problem.heads_q = 2, sp.problem.seqlen_q = nq;
+  sp.problem.seqlen_kv = nkv, sp.problem.head_dim = d, sp.problem.flags = flags;
+  check_result r;
+  cr_assert_eq(check_run(ctx, &sp, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert(r.pass, "err %g > tol %g", r.err_o, r.tol_o);
+}
+
+Test(cache, one_program_per_problem_class) {
+  clattn_context *ctx = test_context(NULL);
+  cr_assert_eq(clattn__program_cache_size(ctx), 0);
+  forward_once(ctx, 10, 20, 32, 0);
+  cr_assert_eq(clattn__program_cache_size(ctx), 1);
+  forward_once(ctx, 70, 33, 32, 0); /* other lengths, same class: reused */
+  cr_assert_eq(clattn__program_cache_size(ctx), 1);
+  forward_once(ctx, 10, 20, 32, CLATTN_CAUSAL); /* causal is another class */
+  cr_assert_eq(clattn__program_cache_size(ctx), 2);
+  forward_once(ctx, 10, 20, 48, 0); /* another head_dim */
+  cr_assert_eq(clattn__program_cache_size(ctx), 3);
+  clattn_context_destroy(ctx);
+}
+
+Test(cache, keyed_by_source_and_options) {
+  clattn_context *ctx = test_context(NULL);
+  const char *src = "__kernel void f(__global float *x) { x[0] = VALUE; }";
+  cl_program a, b, c, d;
+  cr_assert_eq(clattn__build(ctx, src, "-DVALUE=1", &a), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_eq(clattn__build(ctx, src, "-DVALUE=1", &b), CLATTN_OK);
+  cr_assert_eq(a, b, "same source and options must reuse the program");
+  cr_assert_eq(clattn__build(ctx, src, "-DVALUE=2", &c), CLATTN_OK);
+  cr_assert_neq(a, c, "other options are another program");
+  const char *src2 = "__kernel void f(__global float *x) { x[0] = VALUE + 0; }";
+  cr_assert_eq(clattn__build(ctx, src2, "-DVALUE=1", &d), CLATTN_OK);
+  cr_assert_neq(a, d, "other source text is another program");
+  cr_assert_eq(clattn__program_cache_size(ctx), 3);
+  clattn_context_destroy(ctx);
+}
+
+Test(cache, hash_distinguishes_texts) {
+  uint64_t h1 = clattn__hash("abc", 3, 0), h2 = clattn__hash("abd", 3, 0);
+  cr_assert_neq(h1, h2);
+  cr_assert_eq(h1, clattn__hash("abc", 3, 0));
+}
+
+/* A kernel directory replaces the embedded text at run time: an edited copy is compiled (and
+ * cached) on its own and gives the same results. */
+Test(cache, kernel_dir_replaces_embedded_source) {
+  char dir[] = "/tmp/clattn-kdir-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  char path[256];
+  snprintf(path, sizeof path, "%s/forward.cl", dir);
+  FILE *in = fopen(CLATTN_SOURCE_DIR "/cl/forward.cl", "rb"), *out = fopen(path, "wb");
+  cr_assert(in && out);
+  fputs("/* edited copy */\n", out);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, n, out);
+  fclose(in), fclose(out);
+  clattn_context *ctx = test_context(dir);
+  forward_once(ctx, 33, 47, 24, CLATTN_CAUSAL);
+  cr_assert_eq(clattn__program_cache_size(ctx), 1);
+  uint64_t want = 0;
+  {
+    char *text = NULL;
+    cr_assert_eq(clattn__kernel_source(ctx, "forward.cl", &text), CLATTN_OK);
+    cr_assert(strncmp(text, "/* edited copy */", 17) == 0, "the kernel dir's text is used");
+    want = clattn__hash(text, strlen(text), 0);
+    free(text);
+  }
+  cr_assert_eq(ctx->programs->source_hash, want);
+  clattn_context_destroy(ctx);
+  remove(path);
+  remove(dir);
+}

@@ -1,2 +1,239 @@
+/* Failure paths: each bad input returns its status with a message naming what is wrong, sets
+ * *done to NULL, writes nothing, and leaves the context usable. */
 #include "common.h"
-Test(placeholder_errors, none) {}
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+  clattn_context *ctx;
+  clattn_problem p;
+  cl_mem q, k, v, o, lse;
+  clattn_tensor tq, tk, tv, to;
+} fixture;
+
+/* A valid problem (B=1, H=4, N=16, d=8) with packed bshd tensors; tests break one thing. */
+static fixture make_in(const char *kernel_dir) {
+  fixture f;
+  memset(&f, 0, sizeof f);
+  f.ctx = test_context(kernel_dir);
+  f.p.batch = 1, f.p.heads_q = 4, f.p.seqlen_q = f.p.seqlen_kv = 16, f.p.head_dim = 8;
+  size_t n = 1 * 16 * 4 * 8;
+  f.q = test_buffer(f.ctx, n, 0.5f), f.k = test_buffer(f.ctx, n, 0.25f);
+  f.v = test_buffer(f.ctx, n, 1.0f), f.o = test_buffer(f.ctx, n, 7.0f);
+  f.lse = test_buffer(f.ctx, 4 * 16, 7.0f);
+  f.tq = clattn_bshd(f.q, 16, 4, 8), f.tk = clattn_bshd(f.k, 16, 4, 8);
+  f.tv = clattn_bshd(f.v, 16, 4, 8), f.to = clattn_bshd(f.o, 16, 4, 8);
+  return f;
+}
+
+static fixture make(void) { return make_in(NULL); }
+
+static clattn_status call(fixture *f, cl_event *done) {
+  return clattn_forward(f->ctx, &f->p, &f->tq, &f->tk, &f->tv, &f->to, f->lse, 0, NULL, done);
+}
+
+/* The call fails with want, a message containing needle, no event, O untouched; then the
+ * context still computes correct results. */
+static void expect_failure(fixture *f, clattn_status want, const char *needle) {
+  cl_event done = (cl_event)(uintptr_t)1;
+  clattn_status st = call(f, &done);
+  const char *msg = clattn_last_error(f->ctx);
+  cr_assert_eq(st, want, "got %s, want %s (%s)", clattn_status_string(st),
+               clattn_status_string(want), msg);
+  cr_assert_null(done, "*done must be NULL on error");
+  cr_assert(strstr(msg, needle), "message \"%s\" should mention \"%s\"", msg, needle);
+  float first = 0;
+  clEnqueueReadBuffer(clattn_context_queue(f->ctx), f->o, CL_TRUE, 0, sizeof first, &first, 0,
+                      NULL, NULL);
+  cr_assert_eq(first, 7.0f, "O was written by a failed call");
+  test_context_still_works(f->ctx);
+}
+
+static void done_with(fixture *f) {
+  cl_mem m[] = {f->q, f->k, f->v, f->o, f->lse};
+  for (int i = 0; i < 5; i++) clReleaseMemObject(m[i]);
+  clattn_context_destroy(f->ctx);
+}
+
+Test(errors, null_context) {
+  clattn_problem p = {0};
+  cl_event done = (cl_event)(uintptr_t)1;
+  cr_assert_eq(clattn_forward(NULL, &p, NULL, NULL, NULL, NULL, NULL, 0, NULL, &done),
+               CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert_null(done);
+  cr_assert(strstr(clattn_last_error(NULL), "context is NULL"));
+  clattn_plan_info info;
+  cr_assert_eq(clattn_explain(NULL, &p, &info), CLATTN_ERR_INVALID_ARGUMENT);
+}
+
+Test(errors, null_problem_and_tensors) {
+  fixture f = make();
+  cl_event done;
+  cr_assert_eq(clattn_forward(f.ctx, NULL, &f.tq, &f.tk, &f.tv, &f.to, NULL, 0, NULL, &done),
+               CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(f.ctx), "problem is NULL"));
+  cr_assert_eq(clattn_forward(f.ctx, &f.p, &f.tq, NULL, &f.tv, &f.to, NULL, 0, NULL, &done),
+               CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(f.ctx), "tensor k is NULL"));
+  clattn_plan_info info;
+  cr_assert_eq(clattn_explain(f.ctx, &f.p, NULL), CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert_eq(clattn_explain(f.ctx, NULL, &info), CLATTN_ERR_INVALID_ARGUMENT);
+  f.tv.buffer = NULL;
+  expect_failure(&f, CLATTN_ERR_INVALID_ARGUMENT, "v.buffer is NULL");
+  done_with(&f);
+}
+
+Test(errors, heads_not_a_multiple) {
+  fixture f = make();
+  f.p.heads_kv = 3;
+  expect_failure(&f, CLATTN_ERR_INVALID_ARGUMENT, "not a multiple of heads_kv");
+  done_with(&f);
+}
+
+Test(errors, zero_head_dim) {
+  fixture f = make();
+  f.p.head_dim = 0;
+  expect_failure(&f, CLATTN_ERR_INVALID_ARGUMENT, "head_dim is 0");
+  done_with(&f);
+}
+
+Test(errors, head_dim_too_large) {
+  fixture f = make();
+  f.p.head_dim = 300;
+  expect_failure(&f, CLATTN_ERR_UNSUPPORTED, "at most 256");
+  done_with(&f);
+}
+
+Test(errors, half_precision_not_yet) {
+  fixture f = make();
+  f.p.dtype = CLATTN_F16;
+  expect_failure(&f, CLATTN_ERR_UNSUPPORTED, "CLATTN_F16");
+  f.p.dtype = CLATTN_BF16;
+  expect_failure(&f, CLATTN_ERR_UNSUPPORTED, "CLATTN_BF16");
+  f.p.dtype = (clattn_dtype)9;
+  expect_failure(&f, CLATTN_ERR_INVALID_ARGUMENT, "not a clattn_dtype");
+  done_with(&f);
+}
+
+Test(errors, bad_flags_and_scale) {
+  fixture f = make();
+  f.p.flags = 0x80;
+  expect_failure(&f, CLATTN_ERR_INVALID_ARGUMENT, "unknown flags");
+  f.p.flags = 0;
+  f.p.scale = NAN;
+  expect_failure(&f, CLATTN_ERR_INVALID_ARGUMENT, "scale");
+  done_with(&f);
+}
+
+Test(errors, buffer_too_small) {
+  fixture f = make();
+  f.p.seqlen_kv = 17; /* K holds 16 rows */
+  expect_failure(&f, CLATTN_ERR_INVALID_ARGUMENT, "CL_MEM_SIZE");
+  f.p.seqlen_kv = 16;
+  f.tq.offset = 1; /* one element past the end */
+  expect_failure(&f, CLATTN_ERR_INVALID_ARGUMENT, "q: the view needs");
+  done_with(&f);
+}
+
+Test(errors, lse_too_small) {
+  fixture f = make();
+  clReleaseMemObject(f.lse);
+  f.lse = test_buffer(f.ctx, 4 * 16 - 1, 0.0f);
+  expect_failure(&f, CLATTN_ERR_INVALID_ARGUMENT, "lse");
+  done_with(&f);
+}
+
+Test(errors, size_overflow) {
+  fixture f = make();
+  f.tk.stride_seq = SIZE_MAX / 8;
+  expect_failure(&f, CLATTN_ERR_INVALID_ARGUMENT, "overflow");
+  f.tk = clattn_bshd(f.k, 16, 4, 8);
+  f.p.batch = SIZE_MAX / 2;
+  expect_failure(&f, CLATTN_ERR_INVALID_ARGUMENT, "overflow");
+  f.p.batch = 1;
+  f.p.seqlen_q = (size_t)1 << 40;
+  expect_failure(&f, CLATTN_ERR_UNSUPPORTED, "below 2^31");
+  done_with(&f);
+}
+
+Test(errors, output_overlaps_input) {
+  fixture f = make();
+  f.to.buffer = f.q; /* in place over Q */
+  expect_failure(&f, CLATTN_ERR_INVALID_ARGUMENT, "o overlaps q");
+  f.to.buffer = f.o;
+  clattn_tensor keep = f.to;
+  cl_mem lse_keep = f.lse;
+  f.lse = f.o; /* LSE over O */
+  expect_failure(&f, CLATTN_ERR_INVALID_ARGUMENT, "overlaps lse");
+  f.lse = lse_keep, f.to = keep;
+  done_with(&f);
+}
+
+Test(errors, wait_list_inconsistent) {
+  fixture f = make();
+  cl_event done = (cl_event)(uintptr_t)1;
+  cr_assert_eq(clattn_forward(f.ctx, &f.p, &f.tq, &f.tk, &f.tv, &f.to, NULL, 2, NULL, &done),
+               CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert_null(done);
+  cr_assert(strstr(clattn_last_error(f.ctx), "wait is NULL"));
+  test_context_still_works(f.ctx);
+  done_with(&f);
+}
+
+Test(errors, buffer_of_another_context) {
+  fixture f = make();
+  clattn_context *other = test_context(NULL);
+  cl_mem foreign = test_buffer(other, 16 * 4 * 8, 0.0f);
+  f.tk.buffer = foreign;
+  expect_failure(&f, CLATTN_ERR_INVALID_ARGUMENT, "another OpenCL context");
+  clReleaseMemObject(foreign);
+  clattn_context_destroy(other);
+  done_with(&f);
+}
+
+static void write_file(const char *path, const char *text) {
+  FILE *out = fopen(path, "wb");
+  cr_assert_not_null(out, "cannot write %s", path);
+  fputs(text, out);
+  fclose(out);
+}
+
+/* A kernel that does not compile gives CLATTN_ERR_BUILD with the build log; once the source is
+ * fixed the same context builds and runs (the kernel dir is read when a class is planned). */
+Test(errors, kernel_that_fails_to_build) {
+  char dir[] = "/tmp/clattn-broken-XXXXXX", path[256];
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/forward.cl", dir);
+  write_file(path, "__kernel void clattn_forward(__global float *q) { this is not C; }\n");
+  fixture f = make_in(dir);
+  cl_event done = (cl_event)(uintptr_t)1;
+  cr_assert_eq(call(&f, &done), CLATTN_ERR_BUILD, "%s", clattn_last_error(f.ctx));
+  cr_assert_null(done);
+  const char *msg = clattn_last_error(f.ctx);
+  cr_assert(strstr(msg, "clBuildProgram failed") && strstr(msg, "build log"), "msg: %s", msg);
+  cr_assert(strstr(msg, "error"), "the build log should be in the message: %s", msg);
+  /* Fix the source: copy the real kernel in. */
+  FILE *in = fopen(CLATTN_SOURCE_DIR "/cl/forward.cl", "rb"), *out = fopen(path, "wb");
+  cr_assert(in && out);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, n, out);
+  fclose(in), fclose(out);
+  test_context_still_works(f.ctx);
+  remove(path);
+  remove(dir);
+  done_with(&f);
+}
+
+Test(errors, missing_kernel_file) {
+  fixture f = make_in("/nonexistent/clattn-kernels");
+  cl_event done = (cl_event)(uintptr_t)1;
+  cr_assert_eq(call(&f, &done), CLATTN_ERR_IO);
+  cr_assert_null(done);
+  cr_assert(strstr(clattn_last_error(f.ctx), "/nonexistent/clattn-kernels/forward.cl"), "%s",
+            clattn_last_error(f.ctx));
+  done_with(&f);
+}

@@ -1,2 +1,114 @@
+/* The local-memory model: byte formula, legality, the heuristic's choice on synthetic devices
+ * (a 48 KiB GPU like the H200, a 512 KiB device), and the built kernel's use of local memory. */
 #include "common.h"
-Test(placeholder_tiling, none) {}
+#include "internal.h"
+
+#include <string.h>
+
+static clattn__device gpu(cl_ulong local_kib) {
+  clattn__device d;
+  memset(&d, 0, sizeof d);
+  d.type = CL_DEVICE_TYPE_GPU;
+  d.local_mem = local_kib * 1024;
+  d.max_work_group = 1024;
+  d.max_item_size[0] = 1024;
+  d.compute_units = 132;
+  return d;
+}
+
+Test(tiling, local_bytes_formula) {
+  clattn__class k = {64, 32, 0};
+  clattn__config c = {16, 32, 4, 1, 1};
+  /* Qs + Ss: (16+1)*(64+32) floats; Ks: 32*(64+1); Vs: 32*(32+1). */
+  size_t want = ((16 + 1) * (64 + 32) + 32 * 65 + 32 * 33) * 4;
+  cr_assert_eq(clattn__config_local_bytes(&c, &k), want);
+  c.stage = 0; /* K/V read from global memory: no Ks, Vs */
+  cr_assert_eq(clattn__config_local_bytes(&c, &k), (size_t)(17 * 96 * 4));
+  cr_assert_eq(clattn__config_work_group(&c), (size_t)64);
+}
+
+Test(tiling, legality_names_what_does_not_fit) {
+  clattn__device d = gpu(48);
+  clattn__class k = {128, 128, 0};
+  clattn__config big = {128, 128, 1, 1, 0};
+  char why[160];
+  cr_assert_not(clattn__config_legal(&d, &k, &big, why, sizeof why));
+  cr_assert(strstr(why, "BQ=128") && strstr(why, "device has 48.0 KiB"), "why: %s", why);
+  clattn__config wide = {64, 8, 32, 0, 0}; /* 2048 work-items */
+  cr_assert_not(clattn__config_legal(&d, &k, &wide, why, sizeof why));
+  cr_assert(strstr(why, "work-group"), "why: %s", why);
+}
+
+Test(tiling, ranked_configs_are_all_legal) {
+  unsigned dims[] = {1, 59, 64, 128, 256};
+  cl_ulong kibs[] = {16, 48, 512};
+  for (size_t a = 0; a < 5; a++)
+    for (size_t b = 0; b < 3; b++) {
+      clattn__device d = gpu(kibs[b]);
+      clattn__class k = {dims[a], dims[a], 0};
+      clattn__config out[400];
+      size_t n = clattn__configs_ranked(&d, &k, out, 400);
+      cr_assert_gt(n, 0, "no config for d=%u on %llu KiB", dims[a], (unsigned long long)kibs[b]);
+      for (size_t i = 0; i < n; i++) {
+        cr_assert_leq(clattn__config_local_bytes(&out[i], &k), d.local_mem);
+        cr_assert_leq(clattn__config_work_group(&out[i]), d.max_work_group);
+      }
+    }
+}
+
+/* The point of the model: a device with less local memory gets smaller tiles. */
+Test(tiling, h200_48k_and_512k_pick_different_tiles) {
+  clattn__device small = gpu(48), large = gpu(512);
+  unsigned dims[] = {64, 128, 256};
+  for (size_t i = 0; i < 3; i++) {
+    clattn__class k = {dims[i], dims[i], 0};
+    clattn__config a, b;
+    cr_assert_eq(clattn__configs_ranked(&small, &k, &a, 1), 1);
+    cr_assert_eq(clattn__configs_ranked(&large, &k, &b, 1), 1);
+    size_t ba = clattn__config_local_bytes(&a, &k), bb = clattn__config_local_bytes(&b, &k);
+    cr_log_info("d=%u: 48 KiB -> BQ=%u BKV=%u TPR=%u (%zu B); 512 KiB -> BQ=%u BKV=%u TPR=%u "
+                "(%zu B)",
+                dims[i], a.bq, a.bkv, a.tpr, ba, b.bq, b.bkv, b.tpr, bb);
+    cr_assert_leq(ba, (size_t)48 * 1024);
+    cr_assert(a.bq != b.bq || a.bkv != b.bkv, "d=%u: same tiles on 48 KiB and 512 KiB", dims[i]);
+    cr_assert_lt(ba, bb, "the 512 KiB device should use more local memory");
+  }
+}
+
+Test(tiling, gpu_heuristic_stages_kv_and_limits_accumulators) {
+  clattn__device d = gpu(48);
+  clattn__class k = {128, 128, 0};
+  clattn__config c;
+  cr_assert_eq(clattn__configs_ranked(&d, &k, &c, 1), 1);
+  cr_assert_eq(c.stage, 1, "GPUs have real local memory: stage K/V");
+  cr_assert_leq((k.dv + c.tpr - 1) / c.tpr, 16, "at most 16 accumulators per work-item");
+}
+
+Test(tiling, tiny_local_memory_still_has_a_config) {
+  clattn__device d = gpu(4); /* 4 KiB: only unstaged, small tiles fit */
+  clattn__class k = {256, 256, 0};
+  clattn__config c;
+  cr_assert_eq(clattn__configs_ranked(&d, &k, &c, 1), 1);
+  cr_assert_leq(clattn__config_local_bytes(&c, &k), (size_t)4096);
+  cr_assert_eq(c.stage, 0);
+}
+
+/* On the real test device: the built kernel's local memory agrees with the model. */
+Test(tiling, built_kernel_within_model_and_device) {
+  clattn_context *ctx = test_context(NULL);
+  clattn_problem p = {0};
+  p.batch = 1, p.heads_q = 1, p.seqlen_q = p.seqlen_kv = 64, p.head_dim = 96;
+  clattn_plan_info info;
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_leq(info.local_mem_bytes, info.local_mem_available);
+  cr_assert_gt(info.local_mem_bytes, 0);
+  cr_assert_str_eq(info.origin, "heuristic");
+  cr_assert(strstr(info.reason, "KiB local memory"), "reason: %s", info.reason);
+  cr_assert_eq(info.work_group_size, (size_t)info.block_q * info.threads_per_row);
+  double flops = 4.0 * 64 * 64 * 96;
+  cr_assert_float_eq(info.flops, flops, 1e-6 * flops);
+  p.flags = CLATTN_CAUSAL; /* 64x64 causal: 64*65/2 visible pairs */
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
+  cr_assert_float_eq(info.flops, 2.0 * 64 * 65 / 2 * 192, 1e-3);
+  clattn_context_destroy(ctx);
+}
