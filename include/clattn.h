@@ -47,11 +47,11 @@ extern "C" {
 #define CLATTN_STATUS_MAP(X)                                                                       \
   X(OK, 0, "success")                                                                              \
   X(ERR_INVALID_ARGUMENT, -1, "invalid argument (pointer, shape, stride or buffer size)")          \
-  X(ERR_UNSUPPORTED, -2, "valid request that this device or runtime cannot run")                  \
-  X(ERR_OUT_OF_RESOURCES, -3, "out of device, host or local memory")                              \
+  X(ERR_UNSUPPORTED, -2, "valid request that this device or runtime cannot run")                   \
+  X(ERR_OUT_OF_RESOURCES, -3, "out of device, host or local memory")                               \
   X(ERR_BUILD, -4, "kernel compilation failed")                                                    \
   X(ERR_OPENCL, -5, "an OpenCL call failed")                                                       \
-  X(ERR_IO, -6, "tuning database or cache file error")                                            \
+  X(ERR_IO, -6, "tuning database or cache file error")                                             \
   X(ERR_NO_DEVICE, -7, "no OpenCL device found")
 
 typedef enum clattn_status {
@@ -82,8 +82,8 @@ typedef struct clattn_problem {
   size_t heads_kv;
   size_t seqlen_q;
   size_t seqlen_kv;
-  size_t head_dim;   /* of Q and K, 1..256 */
-  size_t head_dim_v; /* of V and O, 1..256 */
+  size_t head_dim;    /* of Q and K, 1..256 */
+  size_t head_dim_v;  /* of V and O, 1..256 */
   clattn_dtype dtype; /* storage type; accumulation is always fp32. CLATTN_F32 only for now */
   float scale;
   unsigned flags; /* CLATTN_CAUSAL */
@@ -118,8 +118,7 @@ typedef struct clattn_options {
  * OPENCL, OUT_OF_RESOURCES. Thread safe. */
 CLATTN_API clattn_status clattn_context_create(cl_context cl_ctx, cl_device_id device,
                                                cl_command_queue queue,
-                                               const clattn_options *options,
-                                               clattn_context **out);
+                                               const clattn_options *options, clattn_context **out);
 
 /* Create a context on a device chosen by $CLATTN_DEVICE ("P:D" platform and device indices, or
  * a substring of the device name), else the first GPU, else the first device of any type.
@@ -162,16 +161,16 @@ CLATTN_API clattn_status clattn_forward(clattn_context *ctx, const clattn_proble
 
 /* What a call with this problem would run, and why. */
 typedef struct clattn_plan_info {
-  char kernel[32];                 /* kernel variant */
-  unsigned block_q, block_kv;      /* query rows and keys per tile */
-  unsigned threads_per_row;        /* work-items sharing one query row */
-  unsigned stage_kv;               /* 1: K/V tiles staged in local memory */
-  unsigned pad;                    /* floats of padding per local-memory row */
+  char kernel[32];            /* kernel variant */
+  unsigned block_q, block_kv; /* query rows and keys per tile */
+  unsigned threads_per_row;   /* work-items sharing one query row */
+  unsigned stage_kv;          /* 1: K/V tiles staged in local memory */
+  unsigned pad;               /* floats of padding per local-memory row */
   size_t work_group_size;
   size_t local_mem_bytes, local_mem_available;
-  char origin[16];                 /* "heuristic" (later: "tuned", "built-in", "override") */
-  double flops;                    /* FlashAttention convention; visible pairs only when causal */
-  char reason[160];                /* why these tiles, in words */
+  char origin[16];  /* "heuristic" (later: "tuned", "built-in", "override") */
+  double flops;     /* FlashAttention convention; visible pairs only when causal */
+  char reason[160]; /* why these tiles, in words */
 } clattn_plan_info;
 
 /* Plan (and compile, so the work-group limits of the built kernel are known) without

@@ -87,7 +87,9 @@ const char *clattn_last_error(const clattn_context *cctx) {
   return msg;
 }
 
-static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+static char *dup_or_null(const char *s) {
+  return s ? strdup(s) : NULL;
+}
 
 /* An option given explicitly wins; then the environment (read here, once); then the default. */
 static void resolve_options(clattn_context *ctx, const clattn_options *opt) {
@@ -143,8 +145,8 @@ clattn_status clattn_context_create(cl_context cl_ctx, cl_device_id device, cl_c
       goto fail;
     }
     if (qctx != cl_ctx || qdev != device) {
-      st = clattn__fail(NULL, CLATTN_ERR_INVALID_ARGUMENT,
-                        "the queue belongs to another %s", qctx != cl_ctx ? "context" : "device");
+      st = clattn__fail(NULL, CLATTN_ERR_INVALID_ARGUMENT, "the queue belongs to another %s",
+                        qctx != cl_ctx ? "context" : "device");
       goto fail;
     }
     clRetainCommandQueue(queue);
@@ -203,8 +205,12 @@ void clattn_context_destroy(clattn_context *ctx) {
   free(ctx);
 }
 
-cl_context clattn_context_cl_context(const clattn_context *ctx) { return ctx ? ctx->cl : NULL; }
-cl_command_queue clattn_context_queue(const clattn_context *ctx) { return ctx ? ctx->queue : NULL; }
+cl_context clattn_context_cl_context(const clattn_context *ctx) {
+  return ctx ? ctx->cl : NULL;
+}
+cl_command_queue clattn_context_queue(const clattn_context *ctx) {
+  return ctx ? ctx->queue : NULL;
+}
 cl_device_id clattn_context_device(const clattn_context *ctx) {
   return ctx ? ctx->device_id : NULL;
 }

@@ -11,22 +11,25 @@ const char *clattn__cl_error_name(cl_int err) {
 #define E(x)                                                                                       \
   case x:                                                                                          \
     return #x;
-    E(CL_SUCCESS) E(CL_DEVICE_NOT_FOUND) E(CL_DEVICE_NOT_AVAILABLE) E(CL_COMPILER_NOT_AVAILABLE)
-    E(CL_MEM_OBJECT_ALLOCATION_FAILURE) E(CL_OUT_OF_RESOURCES) E(CL_OUT_OF_HOST_MEMORY)
-    E(CL_PROFILING_INFO_NOT_AVAILABLE) E(CL_MEM_COPY_OVERLAP) E(CL_BUILD_PROGRAM_FAILURE)
-    E(CL_MAP_FAILURE) E(CL_MISALIGNED_SUB_BUFFER_OFFSET) E(CL_INVALID_VALUE)
-    E(CL_INVALID_DEVICE_TYPE) E(CL_INVALID_PLATFORM) E(CL_INVALID_DEVICE) E(CL_INVALID_CONTEXT)
-    E(CL_INVALID_QUEUE_PROPERTIES) E(CL_INVALID_COMMAND_QUEUE) E(CL_INVALID_HOST_PTR)
-    E(CL_INVALID_MEM_OBJECT) E(CL_INVALID_BUILD_OPTIONS) E(CL_INVALID_PROGRAM)
-    E(CL_INVALID_PROGRAM_EXECUTABLE) E(CL_INVALID_KERNEL_NAME) E(CL_INVALID_KERNEL)
-    E(CL_INVALID_ARG_INDEX) E(CL_INVALID_ARG_VALUE) E(CL_INVALID_ARG_SIZE)
-    E(CL_INVALID_KERNEL_ARGS) E(CL_INVALID_WORK_DIMENSION) E(CL_INVALID_WORK_GROUP_SIZE)
-    E(CL_INVALID_WORK_ITEM_SIZE) E(CL_INVALID_GLOBAL_OFFSET) E(CL_INVALID_EVENT_WAIT_LIST)
-    E(CL_INVALID_EVENT) E(CL_INVALID_OPERATION) E(CL_INVALID_BUFFER_SIZE)
-    E(CL_INVALID_GLOBAL_WORK_SIZE) E(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
+    E(CL_SUCCESS)
+    E(CL_DEVICE_NOT_FOUND)
+    E(CL_DEVICE_NOT_AVAILABLE) E(CL_COMPILER_NOT_AVAILABLE) E(CL_MEM_OBJECT_ALLOCATION_FAILURE)
+        E(CL_OUT_OF_RESOURCES) E(CL_OUT_OF_HOST_MEMORY) E(CL_PROFILING_INFO_NOT_AVAILABLE) E(
+            CL_MEM_COPY_OVERLAP) E(CL_BUILD_PROGRAM_FAILURE) E(CL_MAP_FAILURE)
+            E(CL_MISALIGNED_SUB_BUFFER_OFFSET) E(CL_INVALID_VALUE) E(CL_INVALID_DEVICE_TYPE) E(
+                CL_INVALID_PLATFORM) E(CL_INVALID_DEVICE) E(CL_INVALID_CONTEXT)
+                E(CL_INVALID_QUEUE_PROPERTIES) E(CL_INVALID_COMMAND_QUEUE) E(CL_INVALID_HOST_PTR) E(
+                    CL_INVALID_MEM_OBJECT) E(CL_INVALID_BUILD_OPTIONS) E(CL_INVALID_PROGRAM)
+                    E(CL_INVALID_PROGRAM_EXECUTABLE) E(CL_INVALID_KERNEL_NAME) E(CL_INVALID_KERNEL)
+                        E(CL_INVALID_ARG_INDEX) E(CL_INVALID_ARG_VALUE) E(CL_INVALID_ARG_SIZE)
+                            E(CL_INVALID_KERNEL_ARGS) E(CL_INVALID_WORK_DIMENSION)
+                                E(CL_INVALID_WORK_GROUP_SIZE) E(CL_INVALID_WORK_ITEM_SIZE)
+                                    E(CL_INVALID_GLOBAL_OFFSET) E(CL_INVALID_EVENT_WAIT_LIST)
+                                        E(CL_INVALID_EVENT) E(CL_INVALID_OPERATION)
+                                            E(CL_INVALID_BUFFER_SIZE) E(CL_INVALID_GLOBAL_WORK_SIZE)
+                                                E(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
 #undef E
-  default:
-    return "unknown OpenCL error";
+                                                    default : return "unknown OpenCL error";
   }
 }
 
@@ -86,8 +89,8 @@ cl_int clattn__device_query(cl_device_id dev, clattn__device *d, char *why, size
   info_str(dev, CL_DRIVER_VERSION, d->driver, sizeof d->driver);
   info_str(dev, CL_DEVICE_VERSION, d->version, sizeof d->version);
   clGetPlatformInfo(platform, CL_PLATFORM_NAME, sizeof d->platform_name, d->platform_name, NULL);
-  clGetPlatformInfo(platform, CL_PLATFORM_VERSION, sizeof d->platform_version,
-                    d->platform_version, NULL);
+  clGetPlatformInfo(platform, CL_PLATFORM_VERSION, sizeof d->platform_version, d->platform_version,
+                    NULL);
   d->platform_name[sizeof d->platform_name - 1] = 0;
   d->platform_version[sizeof d->platform_version - 1] = 0;
   cl_int err = info_alloc_str(dev, CL_DEVICE_EXTENSIONS, &d->extensions);
@@ -96,8 +99,8 @@ cl_int clattn__device_query(cl_device_id dev, clattn__device *d, char *why, size
     return err;
   }
   snprintf(d->fingerprint, sizeof d->fingerprint, "%s|%s|%s|%s|%s|%u CU|%llu B local",
-           d->platform_name, d->platform_version, d->vendor, d->name, d->driver,
-           d->compute_units, (unsigned long long)d->local_mem);
+           d->platform_name, d->platform_version, d->vendor, d->name, d->driver, d->compute_units,
+           (unsigned long long)d->local_mem);
   return CL_SUCCESS;
 }
 

@@ -31,9 +31,9 @@ static clattn__class class_of(const clattn__shape *s) {
 }
 
 static clattn_status enqueue(clattn_context *ctx, const clattn__shape *s, const clattn__plan *p,
-                             const clattn_tensor *q, const clattn_tensor *k,
-                             const clattn_tensor *v, const clattn_tensor *o, cl_mem lse,
-                             cl_uint num_wait, const cl_event *wait, cl_event *done) {
+                             const clattn_tensor *q, const clattn_tensor *k, const clattn_tensor *v,
+                             const clattn_tensor *o, cl_mem lse, cl_uint num_wait,
+                             const cl_event *wait, cl_event *done) {
   size_t nqb = (s->seqlen_q + p->cfg.bq - 1) / p->cfg.bq, groups;
   if (__builtin_mul_overflow(nqb, s->heads_q, &groups) ||
       __builtin_mul_overflow(groups, s->batch, &groups))
@@ -97,8 +97,8 @@ clattn_status clattn_forward(clattn_context *ctx, const clattn_problem *problem,
   clattn__shape s;
   clattn_status st = clattn__shape_from_problem(ctx, problem, &s);
   if (st == CLATTN_OK && num_wait && !wait)
-    st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "num_wait is %u but wait is NULL",
-                      num_wait);
+    st =
+        clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "num_wait is %u but wait is NULL", num_wait);
   if (st == CLATTN_OK) st = clattn__check_forward_tensors(ctx, &s, q, k, v, o, lse);
   if (st == CLATTN_OK && s.empty) {
     if (done) {
@@ -122,8 +122,7 @@ clattn_status clattn_explain(clattn_context *ctx, const clattn_problem *problem,
   pthread_mutex_lock(&ctx->lock);
   clattn__shape s;
   clattn_status st = clattn__shape_from_problem(ctx, problem, &s);
-  if (st == CLATTN_OK && !out)
-    st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "out is NULL");
+  if (st == CLATTN_OK && !out) st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "out is NULL");
   const clattn__plan *p = NULL;
   if (st == CLATTN_OK) {
     clattn__class cls = class_of(&s);

@@ -14,16 +14,16 @@ typedef struct clattn__device {
   char name[256], vendor[256], driver[128], version[128];
   char platform_name[256], platform_version[256];
   cl_device_type type;
-  cl_ulong local_mem;      /* CL_DEVICE_LOCAL_MEM_SIZE */
-  int local_mem_emulated;  /* CL_DEVICE_LOCAL_MEM_TYPE is CL_GLOBAL (CPUs) */
-  cl_ulong global_mem;     /* CL_DEVICE_GLOBAL_MEM_SIZE */
-  cl_ulong max_alloc;      /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+  cl_ulong local_mem;     /* CL_DEVICE_LOCAL_MEM_SIZE */
+  int local_mem_emulated; /* CL_DEVICE_LOCAL_MEM_TYPE is CL_GLOBAL (CPUs) */
+  cl_ulong global_mem;    /* CL_DEVICE_GLOBAL_MEM_SIZE */
+  cl_ulong max_alloc;     /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
   cl_uint compute_units;
   size_t max_work_group;   /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
   size_t max_item_size[3]; /* CL_DEVICE_MAX_WORK_ITEM_SIZES */
   cl_uint mem_base_align_bits;
-  char *extensions;        /* owned */
-  char fingerprint[768];   /* platform|version|vendor|name|driver|CUs|local mem */
+  char *extensions;      /* owned */
+  char fingerprint[768]; /* platform|version|vendor|name|driver|CUs|local mem */
 } clattn__device;
 
 /* Reads the model of dev once. On failure returns an OpenCL error code and fills why. */
@@ -51,8 +51,8 @@ typedef struct clattn__config {
 size_t clattn__config_local_bytes(const clattn__config *c, const clattn__class *k);
 size_t clattn__config_work_group(const clattn__config *c);
 /* 1 when c is legal on dev for class k; otherwise 0 and why says what does not fit. */
-int clattn__config_legal(const clattn__device *dev, const clattn__class *k,
-                         const clattn__config *c, char *why, size_t why_len);
+int clattn__config_legal(const clattn__device *dev, const clattn__class *k, const clattn__config *c,
+                         char *why, size_t why_len);
 /* Legal configs, best first by the heuristic; returns how many were written (≤ cap). The first
  * one is the heuristic default. */
 size_t clattn__configs_ranked(const clattn__device *dev, const clattn__class *k,

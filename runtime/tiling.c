@@ -13,10 +13,12 @@ size_t clattn__config_local_bytes(const clattn__config *c, const clattn__class *
   return floats * sizeof(float);
 }
 
-size_t clattn__config_work_group(const clattn__config *c) { return (size_t)c->bq * c->tpr; }
+size_t clattn__config_work_group(const clattn__config *c) {
+  return (size_t)c->bq * c->tpr;
+}
 
-int clattn__config_legal(const clattn__device *dev, const clattn__class *k,
-                         const clattn__config *c, char *why, size_t why_len) {
+int clattn__config_legal(const clattn__device *dev, const clattn__class *k, const clattn__config *c,
+                         char *why, size_t why_len) {
   size_t bytes = clattn__config_local_bytes(c, k), wg = clattn__config_work_group(c);
   if (c->bq == 0 || c->bkv == 0 || c->tpr == 0) {
     snprintf(why, why_len, "tile sizes must be positive");
@@ -30,7 +32,7 @@ int clattn__config_legal(const clattn__device *dev, const clattn__class *k,
   if (wg > dev->max_work_group || wg > dev->max_item_size[0]) {
     snprintf(why, why_len, "work-group of %zu exceeds the device's limit of %zu", wg,
              dev->max_work_group < dev->max_item_size[0] ? dev->max_work_group
-                                                          : dev->max_item_size[0]);
+                                                         : dev->max_item_size[0]);
     return 0;
   }
   if (why_len) why[0] = 0;
@@ -43,7 +45,9 @@ static unsigned ilog2(unsigned x) {
   return r;
 }
 
-static unsigned udiff(unsigned a, unsigned b) { return a > b ? a - b : b - a; }
+static unsigned udiff(unsigned a, unsigned b) {
+  return a > b ? a - b : b - a;
+}
 
 static int is_cpu(const clattn__device *dev) {
   return (dev->type & CL_DEVICE_TYPE_CPU) || dev->local_mem_emulated;

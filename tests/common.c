@@ -6,7 +6,9 @@
 
 static char tmpdir[256];
 
-const char *test_tmpdir(void) { return tmpdir; }
+const char *test_tmpdir(void) {
+  return tmpdir;
+}
 
 clattn_context *test_context(const char *kernel_dir) {
   const char *base = getenv("TMPDIR");
@@ -23,8 +25,8 @@ clattn_context *test_context(const char *kernel_dir) {
 
 cl_mem test_buffer(clattn_context *ctx, size_t n, float value) {
   cl_int err;
-  cl_mem buf = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_WRITE,
-                              n * sizeof(float), NULL, &err);
+  cl_mem buf = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_WRITE, n * sizeof(float),
+                              NULL, &err);
   cr_assert_eq(err, CL_SUCCESS, "clCreateBuffer(%zu floats): %d", n, err);
   err = clEnqueueFillBuffer(clattn_context_queue(ctx), buf, &value, sizeof value, 0,
                             n * sizeof(float), 0, NULL, NULL);

@@ -29,7 +29,9 @@ static fixture make_in(const char *kernel_dir) {
   return f;
 }
 
-static fixture make(void) { return make_in(NULL); }
+static fixture make(void) {
+  return make_in(NULL);
+}
 
 static clattn_status call(fixture *f, cl_event *done) {
   return clattn_forward(f->ctx, &f->p, &f->tq, &f->tk, &f->tv, &f->to, f->lse, 0, NULL, done);
@@ -46,8 +48,8 @@ static void expect_failure(fixture *f, clattn_status want, const char *needle) {
   cr_assert_null(done, "*done must be NULL on error");
   cr_assert(strstr(msg, needle), "message \"%s\" should mention \"%s\"", msg, needle);
   float first = 0;
-  clEnqueueReadBuffer(clattn_context_queue(f->ctx), f->o, CL_TRUE, 0, sizeof first, &first, 0,
-                      NULL, NULL);
+  clEnqueueReadBuffer(clattn_context_queue(f->ctx), f->o, CL_TRUE, 0, sizeof first, &first, 0, NULL,
+                      NULL);
   cr_assert_eq(first, 7.0f, "O was written by a failed call");
   test_context_still_works(f->ctx);
 }

@@ -29,26 +29,66 @@ enum { BSHD = 0, BHSD = 1, NOLSE = 0, LSE = 1 };
 #define C CLATTN_CAUSAL
 
 /*                        b  hq hkv   nq    nkv    d   dv flags layout off lse */
-Test(forward, d1_len1) { run(1, 1, 0, 1, 1, 1, 0, 0, BSHD, 0, LSE); }
-Test(forward, d59_len17) { run(2, 3, 0, 17, 17, 59, 0, 0, BSHD, 0, NOLSE); }
-Test(forward, d111_113x203_bhsd) { run(1, 2, 0, 113, 203, 111, 0, 0, BHSD, 0, LSE); }
-Test(forward, d256_80x64) { run(1, 2, 0, 80, 64, 256, 0, 0, BSHD, 0, NOLSE); }
-Test(forward, d64_1023x1024) { run(1, 1, 0, 1023, 1024, 64, 0, 0, BSHD, 0, LSE); }
-Test(forward, d128_1023x1024_causal) { run(1, 1, 0, 1023, 1024, 128, 0, C, BHSD, 0, LSE); }
-Test(forward, causal_q_shorter) { run(1, 2, 0, 113, 203, 64, 0, C, BSHD, 0, LSE); }
-Test(forward, causal_q_longer) { run(1, 2, 0, 203, 113, 64, 0, C, BSHD, 0, LSE); }
-Test(forward, causal_rows_without_keys) { run(1, 1, 0, 50, 10, 16, 0, C, BSHD, 0, LSE); }
-Test(forward, empty_kv) { run(2, 2, 0, 7, 0, 32, 0, 0, BSHD, 0, LSE); }
-Test(forward, dv_larger) { run(1, 2, 0, 45, 61, 32, 100, 0, BSHD, 0, LSE); }
-Test(forward, dv_smaller) { run(1, 2, 0, 61, 45, 100, 32, C, BHSD, 0, NOLSE); }
-Test(forward, gqa) { run(2, 8, 2, 129, 129, 64, 0, 0, BSHD, 0, LSE); }
-Test(forward, mqa_causal_bhsd) { run(1, 4, 1, 77, 77, 32, 0, C, BHSD, 0, LSE); }
-Test(forward, offset_bshd) { run(2, 3, 0, 33, 41, 40, 0, 0, BSHD, 37, LSE); }
-Test(forward, offset_bhsd_causal) { run(1, 2, 2, 31, 29, 17, 0, C, BHSD, 5, LSE); }
-Test(forward, decode_one_query) { run(2, 4, 0, 1, 1000, 128, 0, C, BSHD, 0, LSE); }
-Test(forward, many_heads_small_dim) { run(3, 5, 0, 65, 65, 8, 0, 0, BHSD, 0, NOLSE); }
-Test(forward, d2_dv1) { run(1, 1, 0, 31, 31, 2, 1, 0, BSHD, 0, LSE); }
-Test(forward, d256_causal_bhsd) { run(1, 2, 1, 130, 130, 256, 0, C, BHSD, 3, LSE); }
+Test(forward, d1_len1) {
+  run(1, 1, 0, 1, 1, 1, 0, 0, BSHD, 0, LSE);
+}
+Test(forward, d59_len17) {
+  run(2, 3, 0, 17, 17, 59, 0, 0, BSHD, 0, NOLSE);
+}
+Test(forward, d111_113x203_bhsd) {
+  run(1, 2, 0, 113, 203, 111, 0, 0, BHSD, 0, LSE);
+}
+Test(forward, d256_80x64) {
+  run(1, 2, 0, 80, 64, 256, 0, 0, BSHD, 0, NOLSE);
+}
+Test(forward, d64_1023x1024) {
+  run(1, 1, 0, 1023, 1024, 64, 0, 0, BSHD, 0, LSE);
+}
+Test(forward, d128_1023x1024_causal) {
+  run(1, 1, 0, 1023, 1024, 128, 0, C, BHSD, 0, LSE);
+}
+Test(forward, causal_q_shorter) {
+  run(1, 2, 0, 113, 203, 64, 0, C, BSHD, 0, LSE);
+}
+Test(forward, causal_q_longer) {
+  run(1, 2, 0, 203, 113, 64, 0, C, BSHD, 0, LSE);
+}
+Test(forward, causal_rows_without_keys) {
+  run(1, 1, 0, 50, 10, 16, 0, C, BSHD, 0, LSE);
+}
+Test(forward, empty_kv) {
+  run(2, 2, 0, 7, 0, 32, 0, 0, BSHD, 0, LSE);
+}
+Test(forward, dv_larger) {
+  run(1, 2, 0, 45, 61, 32, 100, 0, BSHD, 0, LSE);
+}
+Test(forward, dv_smaller) {
+  run(1, 2, 0, 61, 45, 100, 32, C, BHSD, 0, NOLSE);
+}
+Test(forward, gqa) {
+  run(2, 8, 2, 129, 129, 64, 0, 0, BSHD, 0, LSE);
+}
+Test(forward, mqa_causal_bhsd) {
+  run(1, 4, 1, 77, 77, 32, 0, C, BHSD, 0, LSE);
+}
+Test(forward, offset_bshd) {
+  run(2, 3, 0, 33, 41, 40, 0, 0, BSHD, 37, LSE);
+}
+Test(forward, offset_bhsd_causal) {
+  run(1, 2, 2, 31, 29, 17, 0, C, BHSD, 5, LSE);
+}
+Test(forward, decode_one_query) {
+  run(2, 4, 0, 1, 1000, 128, 0, C, BSHD, 0, LSE);
+}
+Test(forward, many_heads_small_dim) {
+  run(3, 5, 0, 65, 65, 8, 0, 0, BHSD, 0, NOLSE);
+}
+Test(forward, d2_dv1) {
+  run(1, 1, 0, 31, 31, 2, 1, 0, BSHD, 0, LSE);
+}
+Test(forward, d256_causal_bhsd) {
+  run(1, 2, 1, 130, 130, 256, 0, C, BHSD, 3, LSE);
+}
 
 /* Arbitrary strides: Q, K and V interleaved in one packed QKV buffer [B][S][3][H][D] (a common
  * layout of fused projections), O in a padded buffer with a row stride larger than needed. */
@@ -59,8 +99,9 @@ Test(forward, interleaved_qkv_padded_output) {
   float *host = malloc(nqkv * sizeof *host);
   for (size_t i = 0; i < nqkv; i++) host[i] = (float)sin(0.37 * (double)i);
   cl_int err;
-  cl_mem qkv = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_COPY_HOST_PTR | CL_MEM_READ_ONLY,
-                              nqkv * sizeof *host, host, &err);
+  cl_mem qkv =
+      clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_COPY_HOST_PTR | CL_MEM_READ_ONLY,
+                     nqkv * sizeof *host, host, &err);
   cr_assert_eq(err, CL_SUCCESS);
   cl_mem o = test_buffer(ctx, no, NAN); /* padding must stay untouched (NaN) */
   clattn_tensor tq = {qkv, 0, S * 3 * H * D, 3 * H * D, D}, tk = tq, tv = tq;

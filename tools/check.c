@@ -111,7 +111,8 @@ static clattn_status time_runs(clattn_context *ctx, const check_spec *sp, tensor
 clattn_status check_run(clattn_context *ctx, const check_spec *sp, check_result *r) {
   memset(r, 0, sizeof *r);
   const clattn_problem *p = &sp->problem;
-  size_t hkv = p->heads_kv ? p->heads_kv : p->heads_q, dv = p->head_dim_v ? p->head_dim_v : p->head_dim;
+  size_t hkv = p->heads_kv ? p->heads_kv : p->heads_q,
+         dv = p->head_dim_v ? p->head_dim_v : p->head_dim;
   uint64_t rng = 0x9E3779B97F4A7C15ull ^ ((uint64_t)sp->seed << 1 | 1);
   cl_context cl = clattn_context_cl_context(ctx);
   tensor t[4] = {{0}};
@@ -125,15 +126,18 @@ clattn_status check_run(clattn_context *ctx, const check_spec *sp, check_result 
     lse = clCreateBuffer(cl, CL_MEM_READ_WRITE, (rows ? rows : 1) * sizeof(float), NULL, &err);
   clattn_status st = CLATTN_ERR_OPENCL;
   if (err != CL_SUCCESS) goto done;
-  st = clattn_forward(ctx, p, &t[0].view, &t[1].view, &t[2].view, &t[3].view, lse, 0, NULL, NULL);
+  /* The reads wait for the call's event: the queue may be out of order. */
+  cl_event ran = NULL;
+  st = clattn_forward(ctx, p, &t[0].view, &t[1].view, &t[2].view, &t[3].view, lse, 0, NULL, &ran);
   if (st != CLATTN_OK) goto done;
   cl_command_queue queue = clattn_context_queue(ctx);
   float *lse_host = calloc(rows ? rows : 1, sizeof(float));
-  err = clEnqueueReadBuffer(queue, t[3].buf, CL_TRUE, 0, t[3].elems * sizeof(float), t[3].host, 0,
-                            NULL, NULL);
+  err = clEnqueueReadBuffer(queue, t[3].buf, CL_TRUE, 0, t[3].elems * sizeof(float), t[3].host,
+                            ran ? 1 : 0, ran ? &ran : NULL, NULL);
   if (err == CL_SUCCESS && lse && rows)
-    err = clEnqueueReadBuffer(queue, lse, CL_TRUE, 0, rows * sizeof(float), lse_host, 0, NULL,
-                              NULL);
+    err = clEnqueueReadBuffer(queue, lse, CL_TRUE, 0, rows * sizeof(float), lse_host, ran ? 1 : 0,
+                              ran ? &ran : NULL, NULL);
+  if (ran) clReleaseEvent(ran);
   if (err != CL_SUCCESS) {
     free(lse_host);
     st = CLATTN_ERR_OPENCL;

@@ -43,9 +43,9 @@ int cmd_run(int argc, char **argv) {
     struct {
       const char *flag;
       size_t *dst;
-    } sizes[] = {{"--batch", &p->batch},         {"--heads", &p->heads_q},
-                 {"--heads-kv", &p->heads_kv},   {"--seqlen-q", &p->seqlen_q},
-                 {"--seqlen-kv", &p->seqlen_kv}, {"--head-dim", &p->head_dim},
+    } sizes[] = {{"--batch", &p->batch},           {"--heads", &p->heads_q},
+                 {"--heads-kv", &p->heads_kv},     {"--seqlen-q", &p->seqlen_q},
+                 {"--seqlen-kv", &p->seqlen_kv},   {"--head-dim", &p->head_dim},
                  {"--head-dim-v", &p->head_dim_v}, {"--offset", &sp.offset}};
     int matched = 0;
     for (size_t j = 0; j < sizeof sizes / sizeof *sizes && !matched; j++)
@@ -69,19 +69,26 @@ int cmd_run(int argc, char **argv) {
       i++;
     } else if (!strcmp(a, "--dtype")) {
       if (!val) goto bad_value;
-      if (!strcmp(val, "f32")) p->dtype = CLATTN_F32;
-      else if (!strcmp(val, "f16")) p->dtype = CLATTN_F16;
-      else if (!strcmp(val, "bf16")) p->dtype = CLATTN_BF16;
-      else goto bad_value;
+      if (!strcmp(val, "f32"))
+        p->dtype = CLATTN_F32;
+      else if (!strcmp(val, "f16"))
+        p->dtype = CLATTN_F16;
+      else if (!strcmp(val, "bf16"))
+        p->dtype = CLATTN_BF16;
+      else
+        goto bad_value;
       i++;
     } else if (!strcmp(a, "--layout")) {
       if (!val || (strcmp(val, "bshd") && strcmp(val, "bhsd"))) goto bad_value;
       sp.bhsd = !strcmp(val, "bhsd"), i++;
     } else if (!strcmp(a, "--warmup") || !strcmp(a, "--repeat") || !strcmp(a, "--seed")) {
       if (!val || !parse_size(val, &n) || n > 100000) goto bad_value;
-      if (a[2] == 'w') sp.warmup = (int)n;
-      else if (a[2] == 'r') sp.repeat = (int)n;
-      else sp.seed = (unsigned)n;
+      if (a[2] == 'w')
+        sp.warmup = (int)n;
+      else if (a[2] == 'r')
+        sp.repeat = (int)n;
+      else
+        sp.seed = (unsigned)n;
       i++;
     } else if (!strcmp(a, "--device")) {
       if (!val) goto bad_value;

@@ -5,17 +5,16 @@
 #include <string.h>
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: clattn <command> [options]\n"
-          "\n"
-          "commands:\n"
-          "  devices   list OpenCL platforms and devices, their memory, and the tiles a sample\n"
-          "            problem would get on each\n"
-          "  run       run one attention problem on random data, check it against the host\n"
-          "            reference, print the plan, time and GFLOP/s (`clattn run --help`)\n"
-          "\n"
-          "environment: CLATTN_DEVICE, CLATTN_CACHE_DIR, CLATTN_TUNING_DB, CLATTN_KERNEL_DIR\n"
-          "exit codes: 0 success, 1 a result failed its check, 2 usage error, 3 clattn error\n");
+  fprintf(f, "usage: clattn <command> [options]\n"
+             "\n"
+             "commands:\n"
+             "  devices   list OpenCL platforms and devices, their memory, and the tiles a sample\n"
+             "            problem would get on each\n"
+             "  run       run one attention problem on random data, check it against the host\n"
+             "            reference, print the plan, time and GFLOP/s (`clattn run --help`)\n"
+             "\n"
+             "environment: CLATTN_DEVICE, CLATTN_CACHE_DIR, CLATTN_TUNING_DB, CLATTN_KERNEL_DIR\n"
+             "exit codes: 0 success, 1 a result failed its check, 2 usage error, 3 clattn error\n");
 }
 
 int main(int argc, char **argv) {

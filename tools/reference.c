@@ -11,8 +11,13 @@ typedef struct {
 } dims;
 
 static dims dims_of(const clattn_problem *p) {
-  dims s = {p->batch, p->heads_q, p->heads_kv ? p->heads_kv : p->heads_q, p->seqlen_q,
-            p->seqlen_kv, p->head_dim, p->head_dim_v ? p->head_dim_v : p->head_dim,
+  dims s = {p->batch,
+            p->heads_q,
+            p->heads_kv ? p->heads_kv : p->heads_q,
+            p->seqlen_q,
+            p->seqlen_kv,
+            p->head_dim,
+            p->head_dim_v ? p->head_dim_v : p->head_dim,
             p->scale != 0.0f ? p->scale : 1.0 / sqrt((double)p->head_dim),
             (p->flags & CLATTN_CAUSAL) != 0};
   return s;

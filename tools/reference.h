@@ -24,8 +24,8 @@ void ref_forward_f32(const clattn_problem *p, ref_view q, ref_view k, ref_view v
  * the references under the rule max|out - ref| <= 2 * max|naive - ref| + 1e-6. */
 typedef struct check_spec {
   clattn_problem problem;
-  int bhsd;        /* 0: [B][S][H][D] views, 1: [B][H][S][D] */
-  size_t offset;   /* elements before each tensor's first element in its buffer */
+  int bhsd;      /* 0: [B][S][H][D] views, 1: [B][H][S][D] */
+  size_t offset; /* elements before each tensor's first element in its buffer */
   int with_lse;
   unsigned seed;
   int warmup, repeat; /* timing runs after the checked one (0: none) */
@@ -36,7 +36,7 @@ typedef struct check_result {
   clattn_status status; /* of the clattn calls; message in clattn_last_error(ctx) */
   double err_o, naive_err_o, tol_o;
   double err_lse, naive_err_lse, tol_lse;
-  int pass; /* status OK and both errors within tolerance */
+  int pass;                         /* status OK and both errors within tolerance */
   double median_ms, min_ms, max_ms; /* of the timing runs (OpenCL event profiling) */
   int timed_by_events;              /* 0: the queue has no profiling; wall clock was used */
 } check_result;

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# On the device machine: correctness of `clattn run` on the DESIGN.md shape list, then fp32
+# forward timings beside PyTorch SDPA in the same call. Usage: tools/gpu-check.sh DIR
+# (DIR from tools/gpu-pack.sh). Writes to $OUT (or ./gpu-out).
+set -uo pipefail
+dir=$(cd "${1:-.gpu}" && pwd)
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+source "$dir/nvidia-env.sh"
+export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export CLATTN_CACHE_DIR="$out/cache" CLATTN_DEVICE=${CLATTN_DEVICE:-NVIDIA}
+cl="$dir/clattn"
+{ echo "commit $(cat "$dir/commit")"; nvidia-smi --query-gpu=name,driver_version --format=csv; } \
+  | tee "$out/env.txt"
+"$cl" devices | tee "$out/devices.txt"
+
+# b hq hkv nq nkv d dv flags layout offset
+shapes="1 1 0 1 1 1 0 - bshd 0
+2 3 0 17 17 59 0 - bshd 0
+1 2 0 113 203 111 0 - bhsd 0
+1 2 0 80 64 256 0 - bshd 0
+1 1 0 1023 1024 64 0 - bshd 0
+1 1 0 1023 1024 128 0 c bhsd 0
+1 2 0 113 203 64 0 c bshd 0
+1 2 0 203 113 64 0 c bshd 0
+1 1 0 50 10 16 0 c bshd 0
+2 2 0 7 0 32 0 - bshd 0
+1 2 0 45 61 32 100 - bshd 0
+1 2 0 61 45 100 32 c bhsd 0
+2 8 2 129 129 64 0 - bshd 0
+1 4 1 77 77 32 0 c bhsd 0
+2 3 0 33 41 40 0 - bshd 37
+1 2 2 31 29 17 0 c bhsd 5
+2 4 0 1 1000 128 0 c bshd 0
+3 5 0 65 65 8 0 - bhsd 0
+1 1 0 31 31 2 1 - bshd 0
+1 2 1 130 130 256 0 c bhsd 3
+4 16 0 2048 2048 128 0 c bshd 0"
+pass=0 fail=0
+while read -r b hq hkv nq nkv d dv f lay off; do
+  args=(--batch $b --heads $hq --heads-kv $hkv --seqlen-q $nq --seqlen-kv $nkv --head-dim $d
+    --head-dim-v $dv --layout $lay --offset $off --lse --repeat 0 --warmup 0)
+  [ "$f" = c ] && args+=(--causal)
+  if "$cl" run "${args[@]}" >"$out/run.tmp" 2>&1; then pass=$((pass + 1)); r=PASS
+  else fail=$((fail + 1)); r=FAIL; fi
+  echo "$r ${args[*]} | $(grep -E 'check:|clattn:' "$out/run.tmp" | head -1)" | tee -a "$out/correctness.txt"
+done <<<"$shapes"
+echo "correctness: $pass passed, $fail failed" | tee -a "$out/correctness.txt"
+
+# Timings: FlashAttention benchmark shapes (batch = 16384 / N, heads = 2048 / d), fp32.
+for d in 64 128; do for n in 1024 4096 8192; do for c in 0 1; do
+  args=(--batch $((16384 / n)) --heads $((2048 / d)) --seqlen $n --head-dim $d --no-check
+    --warmup 3 --repeat 10 --layout bhsd)
+  [ $c = 1 ] && args+=(--causal)
+  echo "d=$d n=$n causal=$c: $("$cl" run "${args[@]}" 2>&1 | grep -E 'plan:|time:|clattn:' | tr '\n' ' ')" \
+    | tee -a "$out/clattn_bench.txt"
+done; done; done
+timeout 300 python3 "$dir/torch_sdpa.py" --dtype float32 --d 64,128 --n 1024,4096,8192 \
+  --causal 0,1 --json "$out/torch.json" >"$out/torch.txt" 2>&1
+tail -3 "$out/torch.txt"

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Prepares .gpu/ (ignored by git) for a run on the device machine: the built `clattn` command and
+# library, the NVIDIA ICD helper and the PyTorch peer script from ../shared. Name .gpu in the
+# device call's carry, then run `bash tools/gpu-check.sh .gpu` there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${BUILD_DIR:-build}
+rm -rf .gpu && mkdir -p .gpu
+cp "$build"/tools/clattn "$build"/libclattn.so* .gpu/
+cp ../shared/gpu/nvidia-env.sh ../shared/peers/torch_sdpa.py .gpu/
+git rev-parse --short HEAD > .gpu/commit
+du -sh .gpu
