@@ -170,7 +170,7 @@ typedef struct clattn_plan_info {
   size_t local_mem_bytes, local_mem_available;
   char origin[16];  /* "heuristic" (later: "tuned", "built-in", "override") */
   double flops;     /* FlashAttention convention; visible pairs only when causal */
-  char reason[160]; /* why these tiles, in words */
+  char reason[320]; /* why these tiles, in words */
 } clattn_plan_info;
 
 /* Plan (and compile, so the work-group limits of the built kernel are known) without

@@ -92,7 +92,7 @@ typedef struct clattn__plan {
   clattn__config cfg;
   cl_kernel kernel;
   size_t kernel_local_mem;
-  char reason[160];
+  char reason[320];
   struct clattn__plan *next;
 } clattn__plan;
 

@@ -3,6 +3,7 @@
  * Plans are cached per context. */
 #include "internal.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,13 +20,15 @@ static void config_options(const clattn__class *cls, const clattn__config *c, ch
            cls->d, cls->dv, c->bq, c->bkv, c->tpr, c->stage, c->pad, cls->causal);
 }
 
-/* Builds c and checks the kernel's limits; *kernel is NULL (and why set) when it does not fit. */
+/* Builds c and checks the kernel's limits. *kernel is NULL when it does not fit: then why says
+ * what did not, and *max_wg / *max_bytes are lowered so that later candidates step down. */
 static clattn_status try_config(clattn_context *ctx, const char *source, const clattn__class *cls,
                                 const clattn__config *c, cl_kernel *kernel, size_t *local_mem,
-                                char *why, size_t why_len) {
+                                size_t *max_wg, size_t *max_bytes, char *why, size_t why_len) {
   char options[256];
   config_options(cls, c, options, sizeof options);
   cl_program prog;
+  *kernel = NULL;
   clattn_status st = clattn__build(ctx, source, options, &prog);
   if (st != CLATTN_OK) return st;
   cl_int err;
@@ -42,14 +45,18 @@ static clattn_status try_config(clattn_context *ctx, const char *source, const c
     clReleaseKernel(kern);
     return clattn__fail_cl(ctx, err, "clGetKernelWorkGroupInfo");
   }
-  size_t wg = clattn__config_work_group(c);
-  *kernel = NULL;
+  size_t wg = clattn__config_work_group(c), model = clattn__config_local_bytes(c, cls);
   if (wg > wg_max) {
-    snprintf(why, why_len, "built kernel allows %zu work-items, config needs %zu", wg_max, wg);
+    snprintf(why, why_len, "BQ=%u BKV=%u TPR=%u: built kernel allows %zu work-items, needs %zu",
+             c->bq, c->bkv, c->tpr, wg_max, wg);
+    if (wg_max < *max_wg) *max_wg = wg_max;
     clReleaseKernel(kern);
   } else if (lmem > ctx->device.local_mem) {
-    snprintf(why, why_len, "built kernel uses %llu bytes of local memory, device has %llu",
-             (unsigned long long)lmem, (unsigned long long)ctx->device.local_mem);
+    snprintf(why, why_len,
+             "BQ=%u BKV=%u TPR=%u: built kernel uses %llu bytes of local memory, device has %llu",
+             c->bq, c->bkv, c->tpr, (unsigned long long)lmem,
+             (unsigned long long)ctx->device.local_mem);
+    if (model < *max_bytes) *max_bytes = model;
     clReleaseKernel(kern);
   } else {
     *kernel = kern;
@@ -76,19 +83,25 @@ clattn_status clattn__plan_get(clattn_context *ctx, const clattn__class *cls,
   char *source;
   clattn_status st = clattn__kernel_source(ctx, "forward.cl", &source);
   if (st != CLATTN_OK) return st;
+  /* Step down: after a built kernel exceeds a limit, only candidates below it are built. */
   char why[MAX_ATTEMPTS][160];
   cl_kernel kernel = NULL;
-  size_t lmem = 0, i;
-  for (i = 0; i < n && i < MAX_ATTEMPTS && !kernel; i++) {
-    st = try_config(ctx, source, cls, &ranked[i], &kernel, &lmem, why[i], sizeof why[i]);
+  size_t lmem = 0, i, tried = 0, max_wg = SIZE_MAX, max_bytes = SIZE_MAX;
+  for (i = 0; i < n && tried < MAX_ATTEMPTS && !kernel; i++) {
+    if (clattn__config_work_group(&ranked[i]) > max_wg ||
+        clattn__config_local_bytes(&ranked[i], cls) >= max_bytes)
+      continue;
+    st = try_config(ctx, source, cls, &ranked[i], &kernel, &lmem, &max_wg, &max_bytes, why[tried],
+                    sizeof why[tried]);
     if (st != CLATTN_OK) break;
+    tried++;
   }
   free(source);
   if (st != CLATTN_OK) return st;
   if (!kernel) {
     st = clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES,
-                      "none of the %zu best tile configs fits the built kernel's limits:", i);
-    for (size_t j = 0; j < i; j++) {
+                      "none of the %zu tile configs tried fits the built kernel's limits:", tried);
+    for (size_t j = 0; j < tried; j++) {
       clattn__append_error(ctx, "\n  ");
       clattn__append_error(ctx, why[j]);
     }
@@ -104,9 +117,9 @@ clattn_status clattn__plan_get(clattn_context *ctx, const clattn__class *cls,
   p->kernel = kernel;
   p->kernel_local_mem = lmem;
   clattn__config_reason(&ctx->device, cls, &p->cfg, p->reason, sizeof p->reason);
-  if (i > 1) {
+  if (tried > 1) {
     size_t len = strlen(p->reason);
-    snprintf(p->reason + len, sizeof p->reason - len, " (stepped down %zu: %s)", i - 1, why[0]);
+    snprintf(p->reason + len, sizeof p->reason - len, "; stepped down from %s", why[0]);
   }
   p->next = ctx->plans;
   ctx->plans = p;

@@ -3,6 +3,7 @@
 #include "common.h"
 #include "internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static clattn__device gpu(cl_ulong local_kib) {
@@ -111,4 +112,42 @@ Test(tiling, built_kernel_within_model_and_device) {
   cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
   cr_assert_float_eq(info.flops, 2.0 * 64 * 65 / 2 * 192, 1e-3);
   clattn_context_destroy(ctx);
+}
+
+/* When the built kernel needs more local memory than the model says (here an edited kernel
+ * that hogs all of it when BQ >= 64), the planner steps down the ranked list to a config that
+ * fits, says so, and computes the right result. */
+Test(tiling, steps_down_when_the_built_kernel_does_not_fit) {
+  clattn_context *probe = test_context(NULL);
+  cl_ulong local = 0;
+  clGetDeviceInfo(clattn_context_device(probe), CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local,
+                  NULL);
+  clattn_context_destroy(probe);
+  char dir[] = "/tmp/clattn-hog-XXXXXX", path[256];
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/forward.cl", dir);
+  FILE *in = fopen(CLATTN_SOURCE_DIR "/cl/forward.cl", "rb"), *out = fopen(path, "wb");
+  cr_assert(in && out);
+  char line[1024];
+  while (fgets(line, sizeof line, in)) {
+    fputs(line, out);
+    if (strstr(line, "__local float Ss[")) /* right after the last __local declaration */
+      fprintf(out,
+              "#if BQ >= 64\n  __local volatile float hog[%llu];\n  hog[get_local_id(0)] = 0.0f;\n"
+              "#endif\n",
+              (unsigned long long)(local / 4));
+  }
+  fclose(in), fclose(out);
+  clattn_context *ctx = test_context(dir);
+  clattn_problem p = {0};
+  p.batch = 1, p.heads_q = 2, p.seqlen_q = 70, p.seqlen_kv = 90, p.head_dim = 32;
+  clattn_plan_info info;
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_log_info("plan after step-down: BQ=%u BKV=%u (%s)", info.block_q, info.block_kv, info.reason);
+  cr_assert_lt(info.block_q, 64, "a config with BQ >= 64 cannot fit");
+  cr_assert(strstr(info.reason, "stepped down"), "reason: %s", info.reason);
+  test_context_still_works(ctx);
+  clattn_context_destroy(ctx);
+  remove(path);
+  remove(dir);
 }
