@@ -2,7 +2,7 @@
 # Installs the Debian/Ubuntu packages clattn needs to build and test, when any is missing.
 # Sourced or run by tools/test.sh and tools/quickstart.sh.
 set -euo pipefail
-packages=(gcc make cmake pkg-config ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
+packages=(build-essential cmake pkg-config ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
   libcriterion-dev)
 missing=()
 for p in "${packages[@]}"; do
