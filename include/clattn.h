@@ -159,6 +159,29 @@ CLATTN_API clattn_status clattn_forward(clattn_context *ctx, const clattn_proble
                                         const clattn_tensor *v, const clattn_tensor *o, cl_mem lse,
                                         cl_uint num_wait, const cl_event *wait, cl_event *done);
 
+/* A tile config of the forward kernel (what the tuner varies). */
+typedef struct clattn_config {
+  char kernel[32];          /* kernel variant: "forward_rows" */
+  unsigned block_q;         /* query rows per work-group */
+  unsigned block_kv;        /* keys per K/V tile */
+  unsigned threads_per_row; /* work-items sharing one query row */
+  unsigned stage_kv;        /* 1: K/V tiles staged in local memory */
+  unsigned pad;             /* floats of padding per local-memory row */
+} clattn_config;
+
+/* Use cfg, instead of the tuning database or the heuristic, for problems of this problem's
+ * class (head dims, causal, sequence-length bucket of seqlen_q) on ctx; cfg NULL removes the
+ * override. For experiments and tuning by hand. Errors: INVALID_ARGUMENT (an unknown kernel, or
+ * a config that exceeds the device's local memory or work-group limits, with the numbers).
+ * Thread safe. */
+CLATTN_API clattn_status clattn_override_config(clattn_context *ctx, const clattn_problem *problem,
+                                                const clattn_config *cfg);
+
+/* Warnings of the context so far, one per line (a corrupt tuning database, an entry that no
+ * longer fits the device, ...); each is reported once. "" when none. Owned by ctx; valid until
+ * the next call on ctx. */
+CLATTN_API const char *clattn_context_diagnostics(const clattn_context *ctx);
+
 /* What a call with this problem would run, and why. */
 typedef struct clattn_plan_info {
   char kernel[32];            /* kernel variant */
@@ -168,9 +191,14 @@ typedef struct clattn_plan_info {
   unsigned pad;               /* floats of padding per local-memory row */
   size_t work_group_size;
   size_t local_mem_bytes, local_mem_available;
-  char origin[16];  /* "heuristic" (later: "tuned", "built-in", "override") */
-  double flops;     /* FlashAttention convention; visible pairs only when causal */
-  char reason[320]; /* why these tiles, in words */
+  char origin[16]; /* where the config came from: "override", "tuned" (database entry for this
+                      device, driver and sequence-length bucket), "fallback" (database entry for
+                      this device with another driver or bucket, or another device of the same
+                      vendor and type), "built-in" (defaults shipped with the library),
+                      "heuristic" (local-memory model) */
+  unsigned seqlen_bucket; /* of the problem class */
+  double flops;           /* FlashAttention convention; visible pairs only when causal */
+  char reason[320];       /* why these tiles, in words */
 } clattn_plan_info;
 
 /* Plan (and compile, so the work-group limits of the built kernel are known) without

@@ -1,6 +1,7 @@
 /* Context: the caller's OpenCL objects, the device model, options, per-thread error messages,
  * and the caches that belong to one device. */
 #include "internal.h"
+#include "tunedb.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,35 @@ clattn_status clattn__fail_cl(clattn_context *ctx, cl_int err, const char *what)
       err == CL_MEM_OBJECT_ALLOCATION_FAILURE)
     st = CLATTN_ERR_OUT_OF_RESOURCES;
   return clattn__fail(ctx, st, "%s failed: %s (%d)", what, clattn__cl_error_name(err), err);
+}
+
+void clattn__warn(clattn_context *ctx, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *line = NULL;
+  if (vasprintf(&line, fmt, ap) < 0) line = NULL;
+  va_end(ap);
+  if (!line) return;
+  if (!ctx->diagnostics || !strstr(ctx->diagnostics, line)) {
+    char *all = NULL;
+    if (asprintf(&all, "%s%s\n", ctx->diagnostics ? ctx->diagnostics : "", line) >= 0) {
+      free(ctx->diagnostics);
+      ctx->diagnostics = all;
+    }
+  }
+  free(line);
+}
+
+const char *clattn__diagnostics_last(const clattn_context *ctx) {
+  if (!ctx->diagnostics) return "";
+  size_t n = strlen(ctx->diagnostics);
+  const char *p = ctx->diagnostics + n - 1; /* the final newline */
+  while (p > ctx->diagnostics && p[-1] != '\n') p--;
+  return p;
+}
+
+const char *clattn_context_diagnostics(const clattn_context *ctx) {
+  return ctx && ctx->diagnostics ? ctx->diagnostics : "";
 }
 
 void clattn__append_error(clattn_context *ctx, const char *text) {
@@ -183,11 +213,14 @@ fail:
 
 void clattn_context_destroy(clattn_context *ctx) {
   if (!ctx) return;
-  for (clattn__plan *p = ctx->plans, *next; p; p = next) {
-    next = p->next;
-    clReleaseKernel(p->kernel);
-    free(p);
+  clattn__plans_forget(ctx, NULL);
+  for (clattn__override *o = ctx->overrides, *next; o; o = next) {
+    next = o->next;
+    free(o);
   }
+  if (ctx->db) clattn__db_free(ctx->db);
+  free(ctx->db);
+  free(ctx->diagnostics);
   clattn__program_cache_release(ctx);
   for (clattn__thread_error *e = ctx->errors, *next; e; e = next) {
     next = e->next;

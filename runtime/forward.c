@@ -26,7 +26,8 @@ static void arg_view(args *a, const clattn_tensor *t) {
 }
 
 static clattn__class class_of(const clattn__shape *s) {
-  clattn__class c = {(unsigned)s->d, (unsigned)s->dv, s->causal};
+  clattn__class c = {(unsigned)s->d, (unsigned)s->dv, s->causal,
+                     clattn__seqlen_bucket(s->seqlen_q)};
   return c;
 }
 
@@ -140,7 +141,8 @@ clattn_status clattn_explain(clattn_context *ctx, const clattn_problem *problem,
     size_t model = clattn__config_local_bytes(&p->cfg, &p->cls);
     out->local_mem_bytes = p->kernel_local_mem > model ? p->kernel_local_mem : model;
     out->local_mem_available = (size_t)ctx->device.local_mem;
-    snprintf(out->origin, sizeof out->origin, "%s", "heuristic");
+    snprintf(out->origin, sizeof out->origin, "%s", p->origin);
+    out->seqlen_bucket = p->cls.bucket;
     snprintf(out->reason, sizeof out->reason, "%s", p->reason);
     out->flops = clattn__forward_flops(&s);
   }

@@ -37,15 +37,21 @@ const char *clattn__cl_error_name(cl_int err);
 typedef struct clattn__class {
   unsigned d, dv;
   unsigned causal;
+  unsigned bucket; /* sequence-length bucket of seqlen_q (clattn__seqlen_bucket) */
 } clattn__class;
+
+/* The smallest of 64, 256, 1024, 4096, 16384 that is >= n, else 65536: tiles that suit 100
+ * query rows and tiles that suit 100 000 differ (work-groups to fill the device). */
+unsigned clattn__seqlen_bucket(size_t n);
 
 /* Tile parameters of the forward kernel; they reach cl/forward.cl as -D defines. */
 typedef struct clattn__config {
-  unsigned bq;    /* query rows per work-group */
-  unsigned bkv;   /* keys per K/V tile */
-  unsigned tpr;   /* work-items per query row: each owns bkv/tpr keys and dv/tpr columns of O */
-  unsigned stage; /* 1: K/V tiles staged in local memory; 0: read from global memory */
-  unsigned pad;   /* floats of padding per local-memory row (bank conflicts) */
+  unsigned bq;      /* query rows per work-group */
+  unsigned bkv;     /* keys per K/V tile */
+  unsigned tpr;     /* work-items per query row: each owns bkv/tpr keys and dv/tpr columns of O */
+  unsigned stage;   /* 1: K/V tiles staged in local memory; 0: read from global memory */
+  unsigned pad;     /* floats of padding per local-memory row (bank conflicts) */
+  unsigned variant; /* kernel variant: 0 forward_rows (cl/forward.cl) */
 } clattn__config;
 
 size_t clattn__config_local_bytes(const clattn__config *c, const clattn__class *k);
@@ -92,9 +98,18 @@ typedef struct clattn__plan {
   clattn__config cfg;
   cl_kernel kernel;
   size_t kernel_local_mem;
+  char origin[16];
   char reason[320];
   struct clattn__plan *next;
 } clattn__plan;
+
+typedef struct clattn__override {
+  clattn__class cls;
+  clattn__config cfg;
+  struct clattn__override *next;
+} clattn__override;
+
+struct clattn__db; /* tunedb.h */
 
 struct clattn_context {
   cl_context cl;
@@ -108,6 +123,9 @@ struct clattn_context {
   clattn__thread_error *errors;
   clattn__program *programs;
   clattn__plan *plans;
+  clattn__override *overrides;
+  struct clattn__db *db; /* the tuning database, read at the first plan; NULL until then */
+  char *diagnostics;     /* warnings, one per line, each once */
 };
 
 /* Records a formatted message for the calling thread on ctx (ctx may be NULL) and returns
@@ -116,6 +134,10 @@ clattn_status clattn__fail(clattn_context *ctx, clattn_status status, const char
     __attribute__((format(printf, 3, 4)));
 /* Like clattn__fail for an OpenCL error: the message names the call and the error. */
 clattn_status clattn__fail_cl(clattn_context *ctx, cl_int err, const char *what);
+/* Records a warning once (a repeated text is not added again). */
+void clattn__warn(clattn_context *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The last warning, "" when none. */
+const char *clattn__diagnostics_last(const clattn_context *ctx);
 /* Appends text to the calling thread's message (for build logs). */
 void clattn__append_error(clattn_context *ctx, const char *text);
 
@@ -137,6 +159,29 @@ clattn_status clattn__check_forward_tensors(clattn_context *ctx, const clattn__s
                                             cl_mem lse);
 
 /* ---- planning (plan.c) ---- */
+
+/* Builds config c for class cls and checks the built kernel's limits. *kernel is NULL when it
+ * does not fit: then why says what did not, and *max_wg / *max_bytes are lowered. */
+clattn_status clattn__build_config(clattn_context *ctx, const char *source,
+                                   const clattn__class *cls, const clattn__config *c,
+                                   cl_kernel *kernel, size_t *local_mem, size_t *max_wg,
+                                   size_t *max_bytes, char *why, size_t why_len);
+/* Drops cached plans of class cls (all when NULL), after an override or a new tuning entry. */
+void clattn__plans_forget(clattn_context *ctx, const clattn__class *cls);
+
+/* ---- configs from outside the heuristic (config.c, builtin.c) ---- */
+
+const clattn__config *clattn__override_find(const clattn_context *ctx, const clattn__class *cls);
+/* The context's tuning database, read (once) on first use; never NULL. */
+const struct clattn__db *clattn__context_db(clattn_context *ctx);
+/* Adds entries to the in-memory database after a tuning run wrote them. */
+void clattn__context_db_put(clattn_context *ctx, const void *entry);
+/* Defaults shipped with the library for devices measured by the project; NULL when none. */
+const clattn__config *clattn__builtin_find(const clattn__device *dev, const clattn__class *cls);
+void clattn__config_to_public(const clattn__config *c, clattn_config *out);
+/* 0 and why when the public config is not a kernel variant with positive tiles. */
+int clattn__config_from_public(const clattn_config *in, clattn__config *out, char *why,
+                               size_t why_len);
 
 /* The compiled kernel and config for the class, planned and built on first use. */
 clattn_status clattn__plan_get(clattn_context *ctx, const clattn__class *cls,

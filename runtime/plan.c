@@ -2,6 +2,7 @@
  * -D parameters, checked against the built kernel's limits, stepping down when it does not fit.
  * Plans are cached per context. */
 #include "internal.h"
+#include "tunedb.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -22,9 +23,10 @@ static void config_options(const clattn__class *cls, const clattn__config *c, ch
 
 /* Builds c and checks the kernel's limits. *kernel is NULL when it does not fit: then why says
  * what did not, and *max_wg / *max_bytes are lowered so that later candidates step down. */
-static clattn_status try_config(clattn_context *ctx, const char *source, const clattn__class *cls,
-                                const clattn__config *c, cl_kernel *kernel, size_t *local_mem,
-                                size_t *max_wg, size_t *max_bytes, char *why, size_t why_len) {
+clattn_status clattn__build_config(clattn_context *ctx, const char *source,
+                                   const clattn__class *cls, const clattn__config *c,
+                                   cl_kernel *kernel, size_t *local_mem, size_t *max_wg,
+                                   size_t *max_bytes, char *why, size_t why_len) {
   char options[256];
   config_options(cls, c, options, sizeof options);
   cl_program prog;
@@ -65,13 +67,10 @@ static clattn_status try_config(clattn_context *ctx, const char *source, const c
   return CLATTN_OK;
 }
 
-clattn_status clattn__plan_get(clattn_context *ctx, const clattn__class *cls,
-                               const clattn__plan **out) {
-  for (clattn__plan *p = ctx->plans; p; p = p->next)
-    if (memcmp(&p->cls, cls, sizeof *cls) == 0) {
-      *out = p;
-      return CLATTN_OK;
-    }
+/* The heuristic's ranked configs, built in order; after a built kernel exceeds a limit, only
+ * candidates below it are built (step down). */
+static clattn_status heuristic_plan(clattn_context *ctx, const char *source,
+                                    const clattn__class *cls, clattn__plan *p) {
   clattn__config ranked[MAX_RANKED];
   size_t n = clattn__configs_ranked(&ctx->device, cls, ranked, MAX_RANKED);
   if (n == 0)
@@ -80,25 +79,20 @@ clattn_status clattn__plan_get(clattn_context *ctx, const clattn__class *cls,
                         "memory and %zu work-items",
                         cls->d, cls->dv, (unsigned long long)ctx->device.local_mem,
                         ctx->device.max_work_group);
-  char *source;
-  clattn_status st = clattn__kernel_source(ctx, "forward.cl", &source);
-  if (st != CLATTN_OK) return st;
-  /* Step down: after a built kernel exceeds a limit, only candidates below it are built. */
   char why[MAX_ATTEMPTS][160];
-  cl_kernel kernel = NULL;
-  size_t lmem = 0, i, tried = 0, max_wg = SIZE_MAX, max_bytes = SIZE_MAX;
-  for (i = 0; i < n && tried < MAX_ATTEMPTS && !kernel; i++) {
+  size_t tried = 0, max_wg = SIZE_MAX, max_bytes = SIZE_MAX;
+  clattn_status st = CLATTN_OK;
+  for (size_t i = 0; i < n && tried < MAX_ATTEMPTS && !p->kernel; i++) {
     if (clattn__config_work_group(&ranked[i]) > max_wg ||
         clattn__config_local_bytes(&ranked[i], cls) >= max_bytes)
       continue;
-    st = try_config(ctx, source, cls, &ranked[i], &kernel, &lmem, &max_wg, &max_bytes, why[tried],
-                    sizeof why[tried]);
-    if (st != CLATTN_OK) break;
+    st = clattn__build_config(ctx, source, cls, &ranked[i], &p->kernel, &p->kernel_local_mem,
+                              &max_wg, &max_bytes, why[tried], sizeof why[tried]);
+    if (st != CLATTN_OK) return st;
+    p->cfg = ranked[i];
     tried++;
   }
-  free(source);
-  if (st != CLATTN_OK) return st;
-  if (!kernel) {
+  if (!p->kernel) {
     st = clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES,
                       "none of the %zu tile configs tried fits the built kernel's limits:", tried);
     for (size_t j = 0; j < tried; j++) {
@@ -107,24 +101,110 @@ clattn_status clattn__plan_get(clattn_context *ctx, const clattn__class *cls,
     }
     return st;
   }
-  clattn__plan *p = calloc(1, sizeof *p);
-  if (!p) {
-    clReleaseKernel(kernel);
-    return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
-  }
-  p->cls = *cls;
-  p->cfg = ranked[i - 1];
-  p->kernel = kernel;
-  p->kernel_local_mem = lmem;
+  snprintf(p->origin, sizeof p->origin, "heuristic");
   clattn__config_reason(&ctx->device, cls, &p->cfg, p->reason, sizeof p->reason);
   if (tried > 1) {
     size_t len = strlen(p->reason);
     snprintf(p->reason + len, sizeof p->reason - len, "; stepped down from %s", why[0]);
   }
+  return CLATTN_OK;
+}
+
+/* A chosen config (override, database, built-in): legal on this device and fits once built,
+ * or a warning says why it was passed over. */
+static clattn_status try_chosen(clattn_context *ctx, const char *source, const clattn__class *cls,
+                                const clattn__config *cfg, const char *origin, const char *what,
+                                clattn__plan *p) {
+  char why[160];
+  size_t max_wg = SIZE_MAX, max_bytes = SIZE_MAX;
+  if (!clattn__config_legal(&ctx->device, cls, cfg, why, sizeof why)) {
+    clattn__warn(ctx, "%s for head_dim %u/%u%s no longer fits this device (%s); ignored", what,
+                 cls->d, cls->dv, cls->causal ? " causal" : "", why);
+    return CLATTN_OK;
+  }
+  clattn_status st = clattn__build_config(ctx, source, cls, cfg, &p->kernel, &p->kernel_local_mem,
+                                          &max_wg, &max_bytes, why, sizeof why);
+  if (st != CLATTN_OK) return st;
+  if (!p->kernel) {
+    clattn__warn(ctx, "%s for head_dim %u/%u: %s; ignored", what, cls->d, cls->dv, why);
+    return CLATTN_OK;
+  }
+  p->cfg = *cfg;
+  snprintf(p->origin, sizeof p->origin, "%s", origin);
+  snprintf(p->reason, sizeof p->reason, "%s: %.1f of %.1f KiB local memory, %zu work-items", what,
+           clattn__config_local_bytes(cfg, cls) / 1024.0, ctx->device.local_mem / 1024.0,
+           clattn__config_work_group(cfg));
+  return CLATTN_OK;
+}
+
+static const char *match_name(clattn__match m) {
+  return m == CLATTN__MATCH_EXACT    ? "tuning database entry for this device and driver"
+         : m == CLATTN__MATCH_DEVICE ? "tuning database entry for this device, another driver"
+                                     : "tuning database entry for another device of this vendor";
+}
+
+clattn_status clattn__plan_get(clattn_context *ctx, const clattn__class *cls,
+                               const clattn__plan **out) {
+  for (clattn__plan *p = ctx->plans; p; p = p->next)
+    if (memcmp(&p->cls, cls, sizeof *cls) == 0) {
+      *out = p;
+      return CLATTN_OK;
+    }
+  char *source;
+  clattn_status st = clattn__kernel_source(ctx, "forward.cl", &source);
+  if (st != CLATTN_OK) return st;
+  uint64_t hash = clattn__hash(source, strlen(source), 0);
+  clattn__plan *p = calloc(1, sizeof *p);
+  if (!p) {
+    free(source);
+    return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
+  }
+  p->cls = *cls;
+  const clattn__config *forced = clattn__override_find(ctx, cls);
+  if (forced) {
+    st = try_chosen(ctx, source, cls, forced, "override", "override", p);
+    if (st == CLATTN_OK && !p->kernel)
+      st = clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "the override does not fit: %s",
+                        clattn__diagnostics_last(ctx));
+  }
+  if (st == CLATTN_OK && !p->kernel) {
+    clattn__match level;
+    const clattn__db_entry *e =
+        clattn__db_lookup(clattn__context_db(ctx), &ctx->device, hash, cls, &level);
+    if (e)
+      st = try_chosen(ctx, source, cls, &e->cfg,
+                      level == CLATTN__MATCH_EXACT && e->cls.bucket == cls->bucket ? "tuned"
+                                                                                   : "fallback",
+                      match_name(level), p);
+  }
+  if (st == CLATTN_OK && !p->kernel) {
+    const clattn__config *b = clattn__builtin_find(&ctx->device, cls);
+    if (b) st = try_chosen(ctx, source, cls, b, "built-in", "built-in default", p);
+  }
+  if (st == CLATTN_OK && !p->kernel) st = heuristic_plan(ctx, source, cls, p);
+  free(source);
+  if (st != CLATTN_OK) {
+    if (p->kernel) clReleaseKernel(p->kernel);
+    free(p);
+    return st;
+  }
   p->next = ctx->plans;
   ctx->plans = p;
   *out = p;
   return CLATTN_OK;
+}
+
+void clattn__plans_forget(clattn_context *ctx, const clattn__class *cls) {
+  for (clattn__plan **pp = &ctx->plans; *pp;) {
+    clattn__plan *p = *pp;
+    if (!cls || !memcmp(&p->cls, cls, sizeof *cls)) {
+      *pp = p->next;
+      clReleaseKernel(p->kernel);
+      free(p);
+    } else {
+      pp = &p->next;
+    }
+  }
 }
 
 double clattn__forward_flops(const clattn__shape *s) {

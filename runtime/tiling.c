@@ -13,6 +13,12 @@ size_t clattn__config_local_bytes(const clattn__config *c, const clattn__class *
   return floats * sizeof(float);
 }
 
+unsigned clattn__seqlen_bucket(size_t n) {
+  unsigned b = 64;
+  while (b < 65536 && b < n) b *= 4;
+  return b;
+}
+
 size_t clattn__config_work_group(const clattn__config *c) {
   return (size_t)c->bq * c->tpr;
 }
@@ -102,7 +108,7 @@ size_t clattn__configs_ranked(const clattn__device *dev, const clattn__class *k,
       for (size_t t = 0; t < sizeof tprs / sizeof *tprs; t++)
         for (unsigned stage = 0; stage < 2; stage++)
           for (unsigned pad = 0; pad < 2; pad++) {
-            clattn__config c = {bqs[a], bkvs[b], tprs[t], stage, pad};
+            clattn__config c = {bqs[a], bkvs[b], tprs[t], stage, pad, 0};
             if (!clattn__config_legal(dev, k, &c, why, sizeof why)) continue;
             all[n].cfg = c;
             all[n].cost = cost(dev, k, &c);

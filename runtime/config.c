@@ -1,0 +1,95 @@
+/* Configs that come from outside the heuristic: overrides set through the API, and the tuning
+ * database, read once per context. */
+#include "internal.h"
+#include "tunedb.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void clattn__config_to_public(const clattn__config *c, clattn_config *out) {
+  memset(out, 0, sizeof *out);
+  snprintf(out->kernel, sizeof out->kernel, "%s", "forward_rows");
+  out->block_q = c->bq, out->block_kv = c->bkv, out->threads_per_row = c->tpr;
+  out->stage_kv = c->stage, out->pad = c->pad;
+}
+
+int clattn__config_from_public(const clattn_config *in, clattn__config *out, char *why,
+                               size_t why_len) {
+  memset(out, 0, sizeof *out);
+  if (in->kernel[0] && strncmp(in->kernel, "forward_rows", sizeof in->kernel)) {
+    snprintf(why, why_len, "unknown kernel variant \"%.31s\" (known: forward_rows)", in->kernel);
+    return 0;
+  }
+  if (!in->block_q || !in->block_kv || !in->threads_per_row || in->block_q > 4096 ||
+      in->block_kv > 4096 || in->threads_per_row > 1024 || in->stage_kv > 1 || in->pad > 64) {
+    snprintf(why, why_len,
+             "config out of range: block_q %u, block_kv %u (1..4096), threads_per_row %u "
+             "(1..1024), stage_kv %u (0/1), pad %u (0..64)",
+             in->block_q, in->block_kv, in->threads_per_row, in->stage_kv, in->pad);
+    return 0;
+  }
+  out->bq = in->block_q, out->bkv = in->block_kv, out->tpr = in->threads_per_row;
+  out->stage = in->stage_kv, out->pad = in->pad;
+  return 1;
+}
+
+const clattn__config *clattn__override_find(const clattn_context *ctx, const clattn__class *cls) {
+  for (const clattn__override *o = ctx->overrides; o; o = o->next)
+    if (!memcmp(&o->cls, cls, sizeof *cls)) return &o->cfg;
+  return NULL;
+}
+
+clattn_status clattn_override_config(clattn_context *ctx, const clattn_problem *problem,
+                                     const clattn_config *cfg) {
+  if (!ctx) return clattn__fail(NULL, CLATTN_ERR_INVALID_ARGUMENT, "context is NULL");
+  pthread_mutex_lock(&ctx->lock);
+  clattn__shape s;
+  clattn_status st = clattn__shape_from_problem(ctx, problem, &s);
+  clattn__class cls = {(unsigned)s.d, (unsigned)s.dv, s.causal, clattn__seqlen_bucket(s.seqlen_q)};
+  clattn__config c;
+  char why[200];
+  if (st == CLATTN_OK && cfg &&
+      (!clattn__config_from_public(cfg, &c, why, sizeof why) ||
+       !clattn__config_legal(&ctx->device, &cls, &c, why, sizeof why)))
+    st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "override rejected: %s", why);
+  if (st == CLATTN_OK) {
+    for (clattn__override **pp = &ctx->overrides; *pp;)
+      if (!memcmp(&(*pp)->cls, &cls, sizeof cls)) {
+        clattn__override *dead = *pp;
+        *pp = dead->next;
+        free(dead);
+      } else {
+        pp = &(*pp)->next;
+      }
+    clattn__override *o = cfg ? calloc(1, sizeof *o) : NULL;
+    if (cfg && !o) {
+      st = clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
+    } else if (o) {
+      o->cls = cls, o->cfg = c, o->next = ctx->overrides;
+      ctx->overrides = o;
+    }
+    clattn__plans_forget(ctx, &cls);
+  }
+  pthread_mutex_unlock(&ctx->lock);
+  return st;
+}
+
+const struct clattn__db *clattn__context_db(clattn_context *ctx) {
+  if (ctx->db) return ctx->db;
+  ctx->db = calloc(1, sizeof *ctx->db);
+  static const clattn__db empty; /* only when even the empty database cannot be allocated */
+  if (!ctx->db) return &empty;
+  if (ctx->tuning_db) {
+    size_t skipped = 0;
+    char why[512];
+    clattn_status st = clattn__db_load(ctx->tuning_db, ctx->db, &skipped, why, sizeof why);
+    if (st != CLATTN_OK || skipped) clattn__warn(ctx, "tuning database: %s", why);
+  }
+  return ctx->db;
+}
+
+void clattn__context_db_put(clattn_context *ctx, const void *entry) {
+  clattn__context_db(ctx);
+  if (ctx->db) clattn__db_put(ctx->db, entry);
+}

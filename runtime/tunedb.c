@@ -1,0 +1,372 @@
+/* Tuning database: JSON through cJSON. Every value read from a file is checked for type and
+ * range before use; a bad entry is skipped, a bad file ignored, never fatal. */
+#include "tunedb.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define DB_FORMAT "clattn-tuning-db"
+#define DB_VERSION 1
+#define DB_MAX_BYTES (64u << 20)
+
+void clattn__db_device_of(const clattn__device *d, clattn__db_device *out) {
+  memset(out, 0, sizeof *out);
+  snprintf(out->platform, sizeof out->platform, "%s", d->platform_name);
+  snprintf(out->platform_version, sizeof out->platform_version, "%s", d->platform_version);
+  snprintf(out->vendor, sizeof out->vendor, "%s", d->vendor);
+  snprintf(out->name, sizeof out->name, "%s", d->name);
+  snprintf(out->driver, sizeof out->driver, "%s", d->driver);
+  out->gpu = (d->type & CL_DEVICE_TYPE_GPU) != 0;
+  out->compute_units = d->compute_units;
+  out->local_mem = d->local_mem;
+}
+
+void clattn__db_free(clattn__db *db) {
+  free(db->entries);
+  memset(db, 0, sizeof *db);
+}
+
+static int same_device(const clattn__db_device *a, const clattn__db_device *b) {
+  return !strcmp(a->platform, b->platform) && !strcmp(a->platform_version, b->platform_version) &&
+         !strcmp(a->vendor, b->vendor) && !strcmp(a->name, b->name) &&
+         !strcmp(a->driver, b->driver) && a->compute_units == b->compute_units &&
+         a->local_mem == b->local_mem;
+}
+
+static int same_key(const clattn__db_entry *a, const clattn__db_entry *b) {
+  return same_device(&a->dev, &b->dev) && a->source_hash == b->source_hash &&
+         !memcmp(&a->cls, &b->cls, sizeof a->cls);
+}
+
+int clattn__db_put(clattn__db *db, const clattn__db_entry *e) {
+  for (size_t i = 0; i < db->count; i++)
+    if (same_key(&db->entries[i], e)) {
+      db->entries[i] = *e;
+      return 1;
+    }
+  if (db->count == db->cap) {
+    size_t cap = db->cap ? db->cap * 2 : 16;
+    clattn__db_entry *bigger = realloc(db->entries, cap * sizeof *bigger);
+    if (!bigger) return 0;
+    db->entries = bigger, db->cap = cap;
+  }
+  db->entries[db->count++] = *e;
+  return 1;
+}
+
+/* ---- reading: every field is checked ---- */
+
+static int get_str(const cJSON *o, const char *key, char *dst, size_t len) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  if (!cJSON_IsString(v) || !v->valuestring || strlen(v->valuestring) >= len) return 0;
+  memcpy(dst, v->valuestring, strlen(v->valuestring) + 1);
+  return 1;
+}
+
+static int get_uint(const cJSON *o, const char *key, double max, unsigned long long *dst) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0 ||
+      v->valuedouble > max || v->valuedouble != floor(v->valuedouble))
+    return 0;
+  *dst = (unsigned long long)v->valuedouble;
+  return 1;
+}
+
+static int get_bool(const cJSON *o, const char *key, unsigned *dst) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  if (!cJSON_IsBool(v)) return 0;
+  *dst = cJSON_IsTrue(v) ? 1u : 0u;
+  return 1;
+}
+
+static int is_pow2_in(unsigned long long v, unsigned long long lo, unsigned long long hi) {
+  return v >= lo && v <= hi && (v & (v - 1)) == 0;
+}
+
+/* One entry; 0 and why when a field is missing, of the wrong type or out of range. */
+static int parse_entry(const cJSON *e, clattn__db_entry *out, char *why, size_t why_len) {
+  memset(out, 0, sizeof *out);
+  const cJSON *dev = cJSON_GetObjectItemCaseSensitive(e, "device");
+  const cJSON *cls = cJSON_GetObjectItemCaseSensitive(e, "class");
+  const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(e, "config");
+  const cJSON *hash = cJSON_GetObjectItemCaseSensitive(e, "source_hash");
+  const cJSON *ms = cJSON_GetObjectItemCaseSensitive(e, "median_ms");
+  unsigned long long u[16];
+  unsigned gpu = 0;
+  char dtype[8], kernel[32];
+  if (!cJSON_IsObject(dev) || !cJSON_IsObject(cls) || !cJSON_IsObject(cfg)) {
+    snprintf(why, why_len, "an entry lacks device, class or config objects");
+    return 0;
+  }
+  clattn__db_device *d = &out->dev;
+  if (!get_str(dev, "platform", d->platform, sizeof d->platform) ||
+      !get_str(dev, "platform_version", d->platform_version, sizeof d->platform_version) ||
+      !get_str(dev, "vendor", d->vendor, sizeof d->vendor) ||
+      !get_str(dev, "name", d->name, sizeof d->name) ||
+      !get_str(dev, "driver", d->driver, sizeof d->driver) ||
+      !get_uint(dev, "compute_units", 1e6, &u[0]) || !get_uint(dev, "local_mem", 1e12, &u[1]) ||
+      !get_bool(dev, "gpu", &gpu)) {
+    snprintf(why, why_len, "an entry's device has a missing or bad field");
+    return 0;
+  }
+  d->gpu = (int)gpu;
+  d->compute_units = (unsigned)u[0], d->local_mem = u[1];
+  char hex[24];
+  if (!cJSON_IsString(hash) || !hash->valuestring || strlen(hash->valuestring) != 16 ||
+      strspn(hash->valuestring, "0123456789abcdef") != 16) {
+    snprintf(why, why_len, "an entry's source_hash is not 16 hex digits");
+    return 0;
+  }
+  snprintf(hex, sizeof hex, "%s", hash->valuestring);
+  out->source_hash = strtoull(hex, NULL, 16);
+  if (!get_str(cls, "dtype", dtype, sizeof dtype) || strcmp(dtype, "f32") ||
+      !get_uint(cls, "head_dim", 256, &u[2]) || u[2] < 1 ||
+      !get_uint(cls, "head_dim_v", 256, &u[3]) || u[3] < 1 ||
+      !get_bool(cls, "causal", &out->cls.causal) || !get_uint(cls, "seqlen_bucket", 65536, &u[4]) ||
+      clattn__seqlen_bucket(u[4]) != u[4]) {
+    snprintf(why, why_len, "an entry's class has a missing or bad field");
+    return 0;
+  }
+  out->cls.d = (unsigned)u[2], out->cls.dv = (unsigned)u[3], out->cls.bucket = (unsigned)u[4];
+  if (!get_str(cfg, "kernel", kernel, sizeof kernel) || strcmp(kernel, "forward_rows") ||
+      !get_uint(cfg, "block_q", 1024, &u[5]) || !is_pow2_in(u[5], 1, 1024) ||
+      !get_uint(cfg, "block_kv", 1024, &u[6]) || !is_pow2_in(u[6], 1, 1024) ||
+      !get_uint(cfg, "threads_per_row", 1024, &u[7]) || !is_pow2_in(u[7], 1, 1024) ||
+      !get_bool(cfg, "stage_kv", &out->cfg.stage) || !get_uint(cfg, "pad", 1, &u[8])) {
+    snprintf(why, why_len, "an entry's config has a missing or bad field");
+    return 0;
+  }
+  out->cfg.bq = (unsigned)u[5], out->cfg.bkv = (unsigned)u[6], out->cfg.tpr = (unsigned)u[7];
+  out->cfg.pad = (unsigned)u[8], out->cfg.variant = 0;
+  out->median_ms = cJSON_IsNumber(ms) && isfinite(ms->valuedouble) ? ms->valuedouble : 0.0;
+  const cJSON *sp = cJSON_GetObjectItemCaseSensitive(e, "spread");
+  out->spread = cJSON_IsNumber(sp) && isfinite(sp->valuedouble) ? sp->valuedouble : 0.0;
+  get_str(e, "date", out->date, sizeof out->date);
+  return 1;
+}
+
+static clattn_status read_text(const char *path, char **text, char *why, size_t why_len) {
+  *text = NULL;
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    if (errno == ENOENT) return CLATTN_OK;
+    snprintf(why, why_len, "cannot open %s: %s", path, strerror(errno));
+    return CLATTN_ERR_IO;
+  }
+  struct stat st;
+  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > DB_MAX_BYTES) {
+    fclose(f);
+    snprintf(why, why_len, "%s is not a regular file of at most %u bytes", path, DB_MAX_BYTES);
+    return CLATTN_ERR_IO;
+  }
+  char *buf = malloc((size_t)st.st_size + 1);
+  size_t n = buf ? fread(buf, 1, (size_t)st.st_size, f) : 0;
+  fclose(f);
+  if (!buf || n != (size_t)st.st_size) {
+    free(buf);
+    snprintf(why, why_len, "cannot read %s", path);
+    return CLATTN_ERR_IO;
+  }
+  buf[n] = 0;
+  *text = buf;
+  return CLATTN_OK;
+}
+
+static clattn_status parse_db(const char *path, const char *text, clattn__db *db, size_t *skipped,
+                              char *why, size_t why_len) {
+  cJSON *root = cJSON_Parse(text); /* cJSON limits nesting depth (CJSON_NESTING_LIMIT) */
+  const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
+  const cJSON *version = cJSON_GetObjectItemCaseSensitive(root, "version");
+  const cJSON *entries = cJSON_GetObjectItemCaseSensitive(root, "entries");
+  clattn_status st = CLATTN_OK;
+  if (!root) {
+    snprintf(why, why_len, "%s is not valid JSON (corrupt or truncated); ignored", path);
+    st = CLATTN_ERR_IO;
+  } else if (!cJSON_IsString(format) || strcmp(format->valuestring, DB_FORMAT) ||
+             !cJSON_IsArray(entries)) {
+    snprintf(why, why_len, "%s is not a clattn tuning database; ignored", path);
+    st = CLATTN_ERR_IO;
+  } else if (!cJSON_IsNumber(version) || version->valuedouble != DB_VERSION) {
+    snprintf(why, why_len, "%s has an unknown version; ignored", path);
+    st = CLATTN_ERR_IO;
+  } else {
+    const cJSON *e;
+    char first[160] = "";
+    cJSON_ArrayForEach(e, entries) {
+      clattn__db_entry entry;
+      char w[160];
+      if (!parse_entry(e, &entry, w, sizeof w)) {
+        if (!(*skipped)++) snprintf(first, sizeof first, "%s", w);
+      } else if (!clattn__db_put(db, &entry)) {
+        st = CLATTN_ERR_OUT_OF_RESOURCES;
+        snprintf(why, why_len, "out of host memory reading %s", path);
+        break;
+      }
+    }
+    if (st == CLATTN_OK && *skipped)
+      snprintf(why, why_len, "%s: %zu entries skipped (%s)", path, *skipped, first);
+  }
+  cJSON_Delete(root);
+  if (st != CLATTN_OK) clattn__db_free(db);
+  return st;
+}
+
+clattn_status clattn__db_load(const char *path, clattn__db *db, size_t *skipped, char *why,
+                              size_t why_len) {
+  clattn__db_free(db);
+  *skipped = 0;
+  if (why_len) why[0] = 0;
+  char *text;
+  clattn_status st = read_text(path, &text, why, why_len);
+  if (st != CLATTN_OK || !text) return st;
+  st = parse_db(path, text, db, skipped, why, why_len);
+  free(text);
+  return st;
+}
+
+/* ---- writing ---- */
+
+static cJSON *entry_json(const clattn__db_entry *e) {
+  cJSON *o = cJSON_CreateObject(), *d = cJSON_AddObjectToObject(o, "device");
+  cJSON_AddStringToObject(d, "platform", e->dev.platform);
+  cJSON_AddStringToObject(d, "platform_version", e->dev.platform_version);
+  cJSON_AddStringToObject(d, "vendor", e->dev.vendor);
+  cJSON_AddStringToObject(d, "name", e->dev.name);
+  cJSON_AddStringToObject(d, "driver", e->dev.driver);
+  cJSON_AddBoolToObject(d, "gpu", e->dev.gpu);
+  cJSON_AddNumberToObject(d, "compute_units", e->dev.compute_units);
+  cJSON_AddNumberToObject(d, "local_mem", (double)e->dev.local_mem);
+  char hex[24];
+  snprintf(hex, sizeof hex, "%016llx", (unsigned long long)e->source_hash);
+  cJSON_AddStringToObject(o, "source_hash", hex);
+  cJSON *c = cJSON_AddObjectToObject(o, "class");
+  cJSON_AddStringToObject(c, "dtype", "f32");
+  cJSON_AddNumberToObject(c, "head_dim", e->cls.d);
+  cJSON_AddNumberToObject(c, "head_dim_v", e->cls.dv);
+  cJSON_AddBoolToObject(c, "causal", e->cls.causal);
+  cJSON_AddNumberToObject(c, "seqlen_bucket", e->cls.bucket);
+  cJSON *g = cJSON_AddObjectToObject(o, "config");
+  cJSON_AddStringToObject(g, "kernel", "forward_rows");
+  cJSON_AddNumberToObject(g, "block_q", e->cfg.bq);
+  cJSON_AddNumberToObject(g, "block_kv", e->cfg.bkv);
+  cJSON_AddNumberToObject(g, "threads_per_row", e->cfg.tpr);
+  cJSON_AddBoolToObject(g, "stage_kv", e->cfg.stage);
+  cJSON_AddNumberToObject(g, "pad", e->cfg.pad);
+  cJSON_AddNumberToObject(o, "median_ms", e->median_ms);
+  cJSON_AddNumberToObject(o, "spread", e->spread);
+  cJSON_AddStringToObject(o, "date", e->date);
+  return o;
+}
+
+static clattn_status write_atomic(const char *path, const clattn__db *db, char *why,
+                                  size_t why_len) {
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddStringToObject(root, "format", DB_FORMAT);
+  cJSON_AddNumberToObject(root, "version", DB_VERSION);
+  cJSON *arr = cJSON_AddArrayToObject(root, "entries");
+  for (size_t i = 0; i < db->count; i++) cJSON_AddItemToArray(arr, entry_json(&db->entries[i]));
+  char *text = cJSON_Print(root);
+  cJSON_Delete(root);
+  if (!text) {
+    snprintf(why, why_len, "out of host memory writing %s", path);
+    return CLATTN_ERR_OUT_OF_RESOURCES;
+  }
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+  FILE *f = fopen(tmp, "wb");
+  int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+  ok = f && fflush(f) == 0 && fsync(fileno(f)) == 0 && ok;
+  if (f) ok = fclose(f) == 0 && ok;
+  free(text);
+  if (!ok || rename(tmp, path) != 0) {
+    snprintf(why, why_len, "cannot write %s: %s", path, strerror(errno));
+    remove(tmp);
+    return CLATTN_ERR_IO;
+  }
+  return CLATTN_OK;
+}
+
+/* Creates the parent folders of path (mkdir -p of its dirname). */
+static void make_parents(const char *path) {
+  char buf[4096];
+  snprintf(buf, sizeof buf, "%s", path);
+  for (char *p = buf + 1; *p; p++)
+    if (*p == '/') {
+      *p = 0;
+      mkdir(buf, 0755);
+      *p = '/';
+    }
+}
+
+clattn_status clattn__db_save_merged(const char *path, const clattn__db_entry *entries, size_t n,
+                                     char *why, size_t why_len) {
+  make_parents(path);
+  char lock_path[4200];
+  snprintf(lock_path, sizeof lock_path, "%s.lock", path);
+  int fd = open(lock_path, O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  if (fd < 0 || flock(fd, LOCK_EX) != 0) {
+    snprintf(why, why_len, "cannot lock %s: %s", lock_path, strerror(errno));
+    if (fd >= 0) close(fd);
+    return CLATTN_ERR_IO;
+  }
+  clattn__db db = {0};
+  size_t skipped = 0;
+  char ignored[256];
+  clattn_status st = clattn__db_load(path, &db, &skipped, ignored, sizeof ignored);
+  if (st == CLATTN_ERR_IO) st = CLATTN_OK; /* a corrupt file is replaced */
+  for (size_t i = 0; st == CLATTN_OK && i < n; i++)
+    if (!clattn__db_put(&db, &entries[i])) st = CLATTN_ERR_OUT_OF_RESOURCES;
+  if (st == CLATTN_OK) st = write_atomic(path, &db, why, why_len);
+  clattn__db_free(&db);
+  flock(fd, LOCK_UN);
+  close(fd);
+  return st;
+}
+
+/* ---- lookup ---- */
+
+static clattn__match match_level(const clattn__db_device *e, const clattn__db_device *d) {
+  if (same_device(e, d)) return CLATTN__MATCH_EXACT;
+  if (!strcmp(e->vendor, d->vendor) && !strcmp(e->name, d->name) && e->local_mem == d->local_mem)
+    return CLATTN__MATCH_DEVICE;
+  if (!strcmp(e->vendor, d->vendor) && e->gpu == d->gpu) return CLATTN__MATCH_VENDOR_TYPE;
+  return CLATTN__MATCH_NONE;
+}
+
+static unsigned bucket_distance(unsigned a, unsigned b) {
+  unsigned n = 0;
+  while (a < b) a *= 4, n++;
+  while (b < a) b *= 4, n++;
+  return n;
+}
+
+const clattn__db_entry *clattn__db_lookup(const clattn__db *db, const clattn__device *dev,
+                                          uint64_t source_hash, const clattn__class *cls,
+                                          clattn__match *level) {
+  clattn__db_device me;
+  clattn__db_device_of(dev, &me);
+  const clattn__db_entry *best = NULL;
+  clattn__match best_level = CLATTN__MATCH_NONE;
+  unsigned best_dist = ~0u;
+  for (size_t i = 0; i < db->count; i++) {
+    const clattn__db_entry *e = &db->entries[i];
+    if (e->source_hash != source_hash || e->cls.d != cls->d || e->cls.dv != cls->dv ||
+        e->cls.causal != cls->causal)
+      continue;
+    clattn__match m = match_level(&e->dev, &me);
+    unsigned dist = bucket_distance(e->cls.bucket, cls->bucket);
+    if (m == CLATTN__MATCH_NONE) continue;
+    if (m > best_level || (m == best_level && dist < best_dist))
+      best = e, best_level = m, best_dist = dist;
+  }
+  *level = best_level;
+  return best;
+}
