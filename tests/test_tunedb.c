@@ -1,0 +1,274 @@
+/* The tuning database: round trip, every lookup level as the runtime sees it (explain's
+ * origin), bad files of every kind, concurrent writers; and config overrides. */
+#include "common.h"
+#include "internal.h"
+#include "tunedb.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char db_path[300];
+
+static clattn_context *context_with_db(void) {
+  clattn_context *probe = test_context(NULL);
+  snprintf(db_path, sizeof db_path, "%s/db.json", test_tmpdir());
+  clattn_context_destroy(probe);
+  clattn_options opt = {test_tmpdir(), db_path, NULL};
+  clattn_context *ctx = NULL;
+  cr_assert_eq(clattn_context_create_default(&opt, &ctx), CLATTN_OK);
+  return ctx;
+}
+
+static clattn_problem problem(void) {
+  clattn_problem p = {0};
+  p.batch = 1, p.heads_q = 2, p.seqlen_q = p.seqlen_kv = 100, p.head_dim = 32;
+  return p;
+}
+
+/* An entry for the context's own device, class of problem(), with an unusual config. */
+static clattn__db_entry entry_for(clattn_context *ctx) {
+  clattn__db_entry e;
+  memset(&e, 0, sizeof e);
+  clattn__db_device_of(&ctx->device, &e.dev);
+  char *src = NULL;
+  cr_assert_eq(clattn__kernel_source(ctx, "forward.cl", &src), CLATTN_OK);
+  e.source_hash = clattn__hash(src, strlen(src), 0);
+  free(src);
+  clattn__class cls = {32, 32, 0, clattn__seqlen_bucket(100)};
+  clattn__config cfg = {8, 16, 2, 1, 1, 0};
+  e.cls = cls, e.cfg = cfg, e.median_ms = 1.5, e.spread = 0.01;
+  snprintf(e.date, sizeof e.date, "2026-12-02");
+  return e;
+}
+
+static void save(const clattn__db_entry *e, size_t n) {
+  char why[256];
+  cr_assert_eq(clattn__db_save_merged(db_path, e, n, why, sizeof why), CLATTN_OK, "%s", why);
+}
+
+static clattn_plan_info explain_fresh(clattn_context **ctx) {
+  /* A new context reads the database again. */
+  clattn_context_destroy(*ctx);
+  clattn_options opt = {test_tmpdir(), db_path, NULL};
+  cr_assert_eq(clattn_context_create_default(&opt, ctx), CLATTN_OK);
+  clattn_problem p = problem();
+  clattn_plan_info info;
+  cr_assert_eq(clattn_explain(*ctx, &p, &info), CLATTN_OK, "%s", clattn_last_error(*ctx));
+  return info;
+}
+
+Test(tunedb, round_trip) {
+  clattn_context *ctx = context_with_db();
+  clattn__db_entry e[3] = {entry_for(ctx), entry_for(ctx), entry_for(ctx)};
+  e[1].cls.causal = 1, e[2].cls.d = 64, e[2].cfg.bkv = 64;
+  save(e, 3);
+  save(e, 1); /* the same key again replaces, never duplicates */
+  clattn__db db = {0};
+  size_t skipped;
+  char why[256];
+  cr_assert_eq(clattn__db_load(db_path, &db, &skipped, why, sizeof why), CLATTN_OK, "%s", why);
+  cr_assert_eq(db.count, 3);
+  cr_assert_eq(skipped, 0);
+  for (size_t i = 0; i < 3; i++) {
+    cr_assert_eq(memcmp(&db.entries[i].cfg, &e[i].cfg, sizeof e[i].cfg), 0);
+    cr_assert_eq(memcmp(&db.entries[i].cls, &e[i].cls, sizeof e[i].cls), 0);
+    cr_assert_eq(db.entries[i].source_hash, e[i].source_hash);
+    cr_assert_str_eq(db.entries[i].dev.driver, e[i].dev.driver);
+    cr_assert_float_eq(db.entries[i].median_ms, 1.5, 1e-12);
+  }
+  clattn__db_free(&db);
+  clattn_context_destroy(ctx);
+}
+
+Test(tunedb, every_lookup_level) {
+  clattn_context *ctx = context_with_db();
+  clattn__db_entry e = entry_for(ctx);
+  clattn_plan_info info = explain_fresh(&ctx);
+  cr_assert(!strcmp(info.origin, "heuristic") || !strcmp(info.origin, "built-in"), "%s",
+            info.origin);
+  save(&e, 1);
+  info = explain_fresh(&ctx);
+  cr_assert_str_eq(info.origin, "tuned");
+  cr_assert_eq(info.block_q, 8);
+  cr_assert_eq(info.block_kv, 16);
+  cr_assert_eq(info.threads_per_row, 2);
+  remove(db_path);
+  clattn__db_entry other = e; /* another driver of the same device */
+  snprintf(other.dev.driver, sizeof other.dev.driver, "0.0-other");
+  save(&other, 1);
+  info = explain_fresh(&ctx);
+  cr_assert_str_eq(info.origin, "fallback");
+  cr_assert(strstr(info.reason, "another driver"), "%s", info.reason);
+  remove(db_path);
+  other = e; /* another device of the same vendor and type */
+  snprintf(other.dev.name, sizeof other.dev.name, "some other device");
+  save(&other, 1);
+  info = explain_fresh(&ctx);
+  cr_assert_str_eq(info.origin, "fallback");
+  cr_assert(strstr(info.reason, "another device"), "%s", info.reason);
+  remove(db_path);
+  other = e; /* this device, another sequence-length bucket */
+  other.cls.bucket = 4096;
+  save(&other, 1);
+  info = explain_fresh(&ctx);
+  cr_assert_str_eq(info.origin, "fallback");
+  remove(db_path);
+  other = e; /* another kernel source: stale, never used */
+  other.source_hash ^= 1;
+  save(&other, 1);
+  info = explain_fresh(&ctx);
+  cr_assert_str_neq(info.origin, "tuned");
+  cr_assert_str_neq(info.origin, "fallback");
+  remove(db_path);
+  other = e; /* another vendor: nothing */
+  snprintf(other.dev.vendor, sizeof other.dev.vendor, "Nobody Inc.");
+  save(&other, 1);
+  info = explain_fresh(&ctx);
+  cr_assert_str_neq(info.origin, "fallback");
+  test_context_still_works(ctx);
+  clattn_context_destroy(ctx);
+}
+
+static void write_text(const char *text) {
+  FILE *f = fopen(db_path, "wb");
+  cr_assert_not_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* A bad file: a warning (once), the heuristic, correct results. */
+static void expect_ignored(clattn_context **ctx, const char *needle) {
+  clattn_plan_info info = explain_fresh(ctx);
+  cr_assert(!strcmp(info.origin, "heuristic") || !strcmp(info.origin, "built-in"),
+            "origin %s with a bad database", info.origin);
+  const char *diag = clattn_context_diagnostics(*ctx);
+  cr_assert(strstr(diag, needle), "diagnostics \"%s\" should mention \"%s\"", diag, needle);
+  const char *first = strstr(diag, needle);
+  cr_assert_null(strstr(first + 1, needle), "reported more than once: %s", diag);
+  test_context_still_works(*ctx);
+}
+
+Test(tunedb, corrupt_truncated_foreign_files) {
+  clattn_context *ctx = context_with_db();
+  clattn__db_entry e = entry_for(ctx);
+  save(&e, 1);
+  FILE *f = fopen(db_path, "rb");
+  char buf[8192];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n / 2] = 0; /* truncated */
+  write_text(buf);
+  expect_ignored(&ctx, "not valid JSON");
+  write_text("\x01\x02garbage{{{");
+  expect_ignored(&ctx, "not valid JSON");
+  write_text("{\"format\": \"something-else\", \"entries\": []}");
+  expect_ignored(&ctx, "not a clattn tuning database");
+  write_text("[1, 2, 3]");
+  expect_ignored(&ctx, "not a clattn tuning database");
+  write_text("{\"format\": \"clattn-tuning-db\", \"version\": 99, \"entries\": []}");
+  expect_ignored(&ctx, "unknown version");
+  clattn_context_destroy(ctx);
+}
+
+Test(tunedb, hostile_values) {
+  clattn_context *ctx = context_with_db();
+  /* Deep nesting: cJSON refuses it; no stack overflow. */
+  size_t depth = 100000;
+  char *deep = malloc(2 * depth + 1);
+  memset(deep, '[', depth);
+  memset(deep + depth, ']', depth);
+  deep[2 * depth] = 0;
+  write_text(deep);
+  free(deep);
+  expect_ignored(&ctx, "not valid JSON");
+  /* Wrong types and huge numbers: the entries are skipped. */
+  clattn__db_entry e = entry_for(ctx);
+  save(&e, 1);
+  FILE *f = fopen(db_path, "rb");
+  char buf[8192];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char *at = strstr(buf, "\"block_q\":");
+  cr_assert_not_null(at);
+  char hostile[9000];
+  snprintf(hostile, sizeof hostile, "%.*s\"block_q\": 1e300, %s", (int)(at - buf), buf,
+           strchr(at, ',') + 1);
+  write_text(hostile);
+  expect_ignored(&ctx, "entries skipped");
+  snprintf(hostile, sizeof hostile, "%.*s\"block_q\": \"eight\", %s", (int)(at - buf), buf,
+           strchr(at, ',') + 1);
+  write_text(hostile);
+  expect_ignored(&ctx, "entries skipped");
+  /* A config that no longer fits the device: never used. */
+  remove(db_path);
+  e.cfg.bq = 1024, e.cfg.tpr = 1024; /* a work-group of a million */
+  save(&e, 1);
+  expect_ignored(&ctx, "no longer fits this device");
+  clattn_context_destroy(ctx);
+}
+
+/* Two processes merging into one file at once lose no entry of either. */
+Test(tunedb, concurrent_writers) {
+  clattn_context *ctx = context_with_db();
+  clattn__db_entry base = entry_for(ctx);
+  clattn_context_destroy(ctx);
+  pid_t kids[2];
+  for (int k = 0; k < 2; k++) {
+    kids[k] = fork();
+    cr_assert_neq(kids[k], -1);
+    if (kids[k] == 0) {
+      for (unsigned i = 0; i < 25; i++) {
+        clattn__db_entry e = base;
+        e.cls.d = 1 + i + 25 * k; /* a distinct class per write */
+        char why[256];
+        if (clattn__db_save_merged(db_path, &e, 1, why, sizeof why) != CLATTN_OK) _exit(1);
+      }
+      _exit(0);
+    }
+  }
+  for (int k = 0; k < 2; k++) {
+    int status = 0;
+    waitpid(kids[k], &status, 0);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "writer %d failed", k);
+  }
+  clattn__db db = {0};
+  size_t skipped;
+  char why[256];
+  cr_assert_eq(clattn__db_load(db_path, &db, &skipped, why, sizeof why), CLATTN_OK, "%s", why);
+  cr_assert_eq(db.count, 50, "entries lost: %zu of 50", db.count);
+  clattn__db_free(&db);
+}
+
+Test(tunedb, overrides) {
+  clattn_context *ctx = context_with_db();
+  clattn_problem p = problem();
+  clattn_config cfg = {"forward_rows", 4, 8, 2, 1, 0};
+  cr_assert_eq(clattn_override_config(ctx, &p, &cfg), CLATTN_OK, "%s", clattn_last_error(ctx));
+  clattn_plan_info info;
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
+  cr_assert_str_eq(info.origin, "override");
+  cr_assert_eq(info.block_q, 4);
+  cr_assert_eq(info.block_kv, 8);
+  test_context_still_works(ctx); /* another class: unaffected */
+  check_spec sp = {0};
+  sp.problem = p, sp.with_lse = 1;
+  check_result r;
+  cr_assert_eq(check_run(ctx, &sp, &r), CLATTN_OK);
+  cr_assert(r.pass, "the override computes wrong results: %g > %g", r.err_o, r.tol_o);
+  clattn_config huge = {"forward_rows", 4096, 4096, 1, 1, 0};
+  cr_assert_eq(clattn_override_config(ctx, &p, &huge), CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(ctx), "local memory") ||
+                strstr(clattn_last_error(ctx), "work-group"),
+            "%s", clattn_last_error(ctx));
+  clattn_config unknown = {"nope", 4, 8, 1, 1, 0};
+  cr_assert_eq(clattn_override_config(ctx, &p, &unknown), CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(ctx), "unknown kernel variant"));
+  cr_assert_eq(clattn_override_config(ctx, &p, NULL), CLATTN_OK);
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
+  cr_assert_str_neq(info.origin, "override");
+  clattn_context_destroy(ctx);
+}
