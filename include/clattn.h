@@ -177,6 +177,12 @@ typedef struct clattn_config {
 CLATTN_API clattn_status clattn_override_config(clattn_context *ctx, const clattn_problem *problem,
                                                 const clattn_config *cfg);
 
+/* CLATTN_OK when cfg is legal for the problem's class on ctx's device; otherwise
+ * CLATTN_ERR_INVALID_ARGUMENT with why (e.g. "BQ=128 BKV=64: needs 66.0 KiB local memory, device
+ * has 48.0 KiB") in clattn_last_error. Compiles nothing. Thread safe. */
+CLATTN_API clattn_status clattn_config_check(clattn_context *ctx, const clattn_problem *problem,
+                                             const clattn_config *cfg);
+
 /* Warnings of the context so far, one per line (a corrupt tuning database, an entry that no
  * longer fits the device, ...); each is reported once. "" when none. Owned by ctx; valid until
  * the next call on ctx. */
@@ -205,6 +211,61 @@ typedef struct clattn_plan_info {
  * enqueueing anything. Errors: as clattn_forward's for the problem. Thread safe. */
 CLATTN_API clattn_status clattn_explain(clattn_context *ctx, const clattn_problem *problem,
                                         clattn_plan_info *out);
+
+/* ---- Tuning ---- */
+
+/* Reported after each candidate of a tuning run. */
+typedef struct clattn_tune_progress {
+  unsigned tried;   /* candidates finished so far (measured, disqualified or not fitting) */
+  unsigned planned; /* candidates the run expects to finish within its budget */
+  double elapsed_s, budget_s;
+  clattn_config candidate;    /* the one just finished */
+  size_t candidate_local_mem; /* its local memory, bytes */
+  double candidate_ms;        /* its median time; < 0 when disqualified or not fitting */
+  const char *note;           /* why it was disqualified or did not fit; "" otherwise */
+  clattn_config best;         /* the best so far */
+  double best_ms;             /* < 0 while there is none */
+} clattn_tune_progress;
+
+typedef struct clattn_tune_options {
+  double budget_seconds;   /* wall-clock bound of the whole run; 0: 60 */
+  unsigned max_candidates; /* 0: no limit besides the budget */
+  int dry_run;             /* 1: measure but do not write the tuning database */
+  void (*progress)(void *user, const clattn_tune_progress *p); /* may be NULL */
+  void *user;
+} clattn_tune_options;
+
+typedef struct clattn_tune_result {
+  clattn_config best, heuristic, runner_up;
+  double best_ms, best_min_ms, best_spread; /* median, minimum, (max - min) / median */
+  double heuristic_ms;                      /* the heuristic's config, timed beside the best */
+  double runner_up_ms, margin;              /* margin = runner_up_ms / best_ms - 1; 0: none */
+  size_t local_mem_bytes, local_mem_available, private_mem_bytes; /* of the best */
+  unsigned space;                                                 /* configs in the search space */
+  unsigned pruned;       /* of those, illegal on this device before any compile */
+  unsigned tried;        /* compiled and run */
+  unsigned disqualified; /* wrong results (NaN/Inf or outside the tolerance) */
+  unsigned did_not_fit;  /* built kernel exceeded a work-group or local-memory limit */
+  unsigned seqlen_bucket;
+  double elapsed_s;
+  int saved;         /* 1: written to the tuning database */
+  char report[1024]; /* disqualified candidates and why, one per line (truncated) */
+} clattn_tune_result;
+
+/* Finds the fastest config for the problem's class (head dims, causal, sequence-length bucket)
+ * by measurement on random data of the problem's sizes: every candidate's output is checked
+ * against a double-precision host reference on sampled rows before it can win; candidates are
+ * timed with OpenCL event profiling (warm-up, repeats until the spread is small), and the best
+ * few are timed again interleaved with the heuristic's config. The winner is written to the
+ * tuning database (unless dry_run) and used by later calls of this context; other processes
+ * read it at their next context creation. options may be NULL. Errors: as clattn_forward's,
+ * IO (database not writable; the result is still filled and used in this context),
+ * UNSUPPORTED (no candidate passed). Thread safe; the context is busy for the whole run. */
+CLATTN_API clattn_status clattn_tune(clattn_context *ctx, const clattn_problem *problem,
+                                     const clattn_tune_options *options, clattn_tune_result *out);
+
+/* The tuning database file of the context ("" when none). Owned by ctx. */
+CLATTN_API const char *clattn_context_tuning_db(const clattn_context *ctx);
 
 #ifdef __cplusplus
 }

@@ -46,7 +46,7 @@ clattn_status clattn_override_config(clattn_context *ctx, const clattn_problem *
   pthread_mutex_lock(&ctx->lock);
   clattn__shape s;
   clattn_status st = clattn__shape_from_problem(ctx, problem, &s);
-  clattn__class cls = {(unsigned)s.d, (unsigned)s.dv, s.causal, clattn__seqlen_bucket(s.seqlen_q)};
+  clattn__class cls = clattn__class_of(&s);
   clattn__config c;
   char why[200];
   if (st == CLATTN_OK && cfg &&
@@ -70,6 +70,25 @@ clattn_status clattn_override_config(clattn_context *ctx, const clattn_problem *
       ctx->overrides = o;
     }
     clattn__plans_forget(ctx, &cls);
+  }
+  pthread_mutex_unlock(&ctx->lock);
+  return st;
+}
+
+clattn_status clattn_config_check(clattn_context *ctx, const clattn_problem *problem,
+                                  const clattn_config *cfg) {
+  if (!ctx) return clattn__fail(NULL, CLATTN_ERR_INVALID_ARGUMENT, "context is NULL");
+  pthread_mutex_lock(&ctx->lock);
+  clattn__shape s;
+  clattn_status st = clattn__shape_from_problem(ctx, problem, &s);
+  if (st == CLATTN_OK && !cfg) st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "cfg is NULL");
+  if (st == CLATTN_OK) {
+    clattn__class cls = clattn__class_of(&s);
+    clattn__config c;
+    char why[200];
+    if (!clattn__config_from_public(cfg, &c, why, sizeof why) ||
+        !clattn__config_legal(&ctx->device, &cls, &c, why, sizeof why))
+      st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "%s", why);
   }
   pthread_mutex_unlock(&ctx->lock);
   return st;

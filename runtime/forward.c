@@ -25,16 +25,17 @@ static void arg_view(args *a, const clattn_tensor *t) {
   for (int i = 0; i < 4; i++) arg(a, sizeof v[i], &v[i]);
 }
 
-static clattn__class class_of(const clattn__shape *s) {
+clattn__class clattn__class_of(const clattn__shape *s) {
   clattn__class c = {(unsigned)s->d, (unsigned)s->dv, s->causal,
                      clattn__seqlen_bucket(s->seqlen_q)};
   return c;
 }
 
-static clattn_status enqueue(clattn_context *ctx, const clattn__shape *s, const clattn__plan *p,
-                             const clattn_tensor *q, const clattn_tensor *k, const clattn_tensor *v,
-                             const clattn_tensor *o, cl_mem lse, cl_uint num_wait,
-                             const cl_event *wait, cl_event *done) {
+clattn_status clattn__enqueue_forward(clattn_context *ctx, cl_command_queue queue, int in_order,
+                                      const clattn__shape *s, const clattn__plan *p,
+                                      const clattn_tensor *q, const clattn_tensor *k,
+                                      const clattn_tensor *v, const clattn_tensor *o, cl_mem lse,
+                                      cl_uint num_wait, const cl_event *wait, cl_event *done) {
   size_t nqb = (s->seqlen_q + p->cfg.bq - 1) / p->cfg.bq, groups;
   if (__builtin_mul_overflow(nqb, s->heads_q, &groups) ||
       __builtin_mul_overflow(groups, s->batch, &groups))
@@ -71,16 +72,16 @@ static clattn_status enqueue(clattn_context *ctx, const clattn__shape *s, const 
     cl_int err = clSetKernelArg(p->kernel, base_index, sizeof base, &base);
     /* The caller's wait list gates the first launch; later ones follow the previous launch
      * (implicit on an in-order queue, by event on an out-of-order one). */
-    cl_uint nw = prev ? (ctx->queue_in_order ? 0 : 1) : num_wait;
-    const cl_event *w = prev ? (ctx->queue_in_order ? NULL : &prev) : (num_wait ? wait : NULL);
+    cl_uint nw = prev ? (in_order ? 0 : 1) : num_wait;
+    const cl_event *w = prev ? (in_order ? NULL : &prev) : (num_wait ? wait : NULL);
     cl_event ev = NULL;
     if (err == CL_SUCCESS)
-      err = clEnqueueNDRangeKernel(ctx->queue, p->kernel, 1, NULL, &global, &wg, nw, w, &ev);
+      err = clEnqueueNDRangeKernel(queue, p->kernel, 1, NULL, &global, &wg, nw, w, &ev);
     if (prev) clReleaseEvent(prev);
     if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clEnqueueNDRangeKernel(forward)");
     prev = ev;
   }
-  clFlush(ctx->queue);
+  clFlush(queue);
   if (done)
     *done = prev;
   else if (prev)
@@ -108,10 +109,12 @@ clattn_status clattn_forward(clattn_context *ctx, const clattn_problem *problem,
       clFlush(ctx->queue);
     }
   } else if (st == CLATTN_OK) {
-    clattn__class cls = class_of(&s);
+    clattn__class cls = clattn__class_of(&s);
     const clattn__plan *p;
     st = clattn__plan_get(ctx, &cls, &p);
-    if (st == CLATTN_OK) st = enqueue(ctx, &s, p, q, k, v, o, lse, num_wait, wait, done);
+    if (st == CLATTN_OK)
+      st = clattn__enqueue_forward(ctx, ctx->queue, ctx->queue_in_order, &s, p, q, k, v, o, lse,
+                                   num_wait, wait, done);
   }
   pthread_mutex_unlock(&ctx->lock);
   return st;
@@ -126,7 +129,7 @@ clattn_status clattn_explain(clattn_context *ctx, const clattn_problem *problem,
   if (st == CLATTN_OK && !out) st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "out is NULL");
   const clattn__plan *p = NULL;
   if (st == CLATTN_OK) {
-    clattn__class cls = class_of(&s);
+    clattn__class cls = clattn__class_of(&s);
     st = clattn__plan_get(ctx, &cls, &p);
   }
   if (st == CLATTN_OK) {

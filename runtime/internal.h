@@ -63,6 +63,8 @@ int clattn__config_legal(const clattn__device *dev, const clattn__class *k, cons
  * one is the heuristic default. */
 size_t clattn__configs_ranked(const clattn__device *dev, const clattn__class *k,
                               clattn__config *out, size_t cap);
+/* How many configs the search space has, legal or not. */
+size_t clattn__config_space_size(void);
 /* One line saying why the heuristic picked c on dev. */
 void clattn__config_reason(const clattn__device *dev, const clattn__class *k,
                            const clattn__config *c, char *out, size_t len);
@@ -187,5 +189,12 @@ int clattn__config_from_public(const clattn_config *in, clattn__config *out, cha
 clattn_status clattn__plan_get(clattn_context *ctx, const clattn__class *cls,
                                const clattn__plan **out);
 double clattn__forward_flops(const clattn__shape *s);
+clattn__class clattn__class_of(const clattn__shape *s);
+/* Sets the kernel's arguments and enqueues it on queue (in one or several launches). */
+clattn_status clattn__enqueue_forward(clattn_context *ctx, cl_command_queue queue, int in_order,
+                                      const clattn__shape *s, const clattn__plan *p,
+                                      const clattn_tensor *q, const clattn_tensor *k,
+                                      const clattn_tensor *v, const clattn_tensor *o, cl_mem lse,
+                                      cl_uint num_wait, const cl_event *wait, cl_event *done);
 
 #endif

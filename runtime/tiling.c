@@ -95,11 +95,16 @@ static int by_cost(const void *a, const void *b) {
   return x->order < y->order ? -1 : x->order > y->order;
 }
 
+/* The search space: every combination of these (and K/V staging and padding on or off). */
+static const unsigned bqs[] = {128, 64, 32, 16, 8, 4, 2, 1}, bkvs[] = {128, 64, 32, 16, 8},
+                      tprs[] = {1, 2, 4, 8, 16, 32};
+enum { SPACE = 8 * 5 * 6 * 2 * 2 };
+
+size_t clattn__config_space_size(void) { return SPACE; }
+
 size_t clattn__configs_ranked(const clattn__device *dev, const clattn__class *k,
                               clattn__config *out, size_t cap) {
-  static const unsigned bqs[] = {128, 64, 32, 16, 8, 4, 2, 1}, bkvs[] = {128, 64, 32, 16, 8},
-                        tprs[] = {1, 2, 4, 8, 16, 32};
-  enum { MAX = 8 * 5 * 6 * 2 * 2 };
+  enum { MAX = SPACE };
   ranked all[MAX];
   size_t n = 0;
   char why[160];

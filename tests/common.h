@@ -4,7 +4,7 @@
 #define CLATTN_TEST_COMMON_H
 
 #include "clattn.h"
-#include "reference.h"
+#include "check.h"
 
 #include <criterion/criterion.h>
 

@@ -1,25 +1,10 @@
 /* One checked run of clattn_forward on random data, against the host references. */
-#include "reference.h"
+#include "check.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static uint64_t next_u64(uint64_t *s) { /* xorshift64* */
-  *s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
-  return *s * 2685821657736338717ull;
-}
-
-static void fill_normal(float *x, size_t n, uint64_t *state) {
-  for (size_t i = 0; i < n; i += 2) { /* Box-Muller */
-    double u1 = ((next_u64(state) >> 11) + 1.0) / 9007199254740993.0;
-    double u2 = (next_u64(state) >> 11) / 9007199254740992.0;
-    double r = sqrt(-2.0 * log(u1));
-    x[i] = (float)(r * cos(2 * M_PI * u2));
-    if (i + 1 < n) x[i + 1] = (float)(r * sin(2 * M_PI * u2));
-  }
-}
 
 typedef struct {
   float *host;
@@ -34,7 +19,7 @@ static cl_int make(cl_context cl, tensor *t, const check_spec *sp, size_t seq, s
   t->elems = sp->offset + packed;
   t->host = malloc((t->elems ? t->elems : 1) * sizeof(float));
   if (!t->host) return CL_OUT_OF_HOST_MEMORY;
-  fill_normal(t->host, t->elems, rng);
+  ref_fill_normal(t->host, t->elems, rng);
   cl_int err;
   t->buf = clCreateBuffer(cl, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
                           (t->elems ? t->elems : 1) * sizeof(float), t->host, &err);

@@ -1,35 +1,21 @@
 /* `clattn run`: one problem on random data, checked against the host reference, timed. */
 #include "commands.h"
-#include "reference.h"
+#include "args.h"
+#include "check.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: clattn run [options]\n"
-             "  --batch B          (1)         --heads H          (8)\n"
-             "  --heads-kv H       (heads; GQA/MQA when smaller)\n"
-             "  --seqlen N         (1024; sets both)   --seqlen-q N  --seqlen-kv N\n"
-             "  --head-dim D       (64)        --head-dim-v D     (head-dim)\n"
-             "  --causal           bottom-right aligned causal mask\n"
-             "  --scale S          (1/sqrt(head-dim))\n"
-             "  --dtype f32|f16|bf16 (f32)     --layout bshd|bhsd (bshd)\n"
-             "  --offset E         elements before each tensor in its buffer (0)\n"
-             "  --lse              also write and check the log-sum-exp\n"
-             "  --warmup W (3)  --repeat R (10)  --seed S (1)\n"
-             "  --no-check         skip the host reference (large problems)\n"
-             "  --device SPEC      like CLATTN_DEVICE: \"P:D\" or a part of the device name\n");
-}
-
-static int parse_size(const char *s, size_t *out) {
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno || end == s || *end || s[0] == '-') return 0;
-  *out = (size_t)v;
-  return 1;
+  fprintf(f,
+          "usage: clattn run [options]\n%s"
+          "  --layout bshd|bhsd (bshd)\n"
+          "  --offset E         elements before each tensor in its buffer (0)\n"
+          "  --lse              also write and check the log-sum-exp\n"
+          "  --warmup W (3)  --repeat R (10)  --seed S (1)\n"
+          "  --no-check         skip the host reference (large problems)\n",
+          problem_flags_help);
 }
 
 int cmd_run(int argc, char **argv) {
@@ -40,43 +26,15 @@ int cmd_run(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
     size_t n = 0;
-    struct {
-      const char *flag;
-      size_t *dst;
-    } sizes[] = {{"--batch", &p->batch},           {"--heads", &p->heads_q},
-                 {"--heads-kv", &p->heads_kv},     {"--seqlen-q", &p->seqlen_q},
-                 {"--seqlen-kv", &p->seqlen_kv},   {"--head-dim", &p->head_dim},
-                 {"--head-dim-v", &p->head_dim_v}, {"--offset", &sp.offset}};
-    int matched = 0;
-    for (size_t j = 0; j < sizeof sizes / sizeof *sizes && !matched; j++)
-      if (!strcmp(a, sizes[j].flag)) {
-        if (!val || !parse_size(val, sizes[j].dst)) goto bad_value;
-        matched = 1, i++;
-      }
-    if (matched) continue;
-    if (!strcmp(a, "--seqlen")) {
-      if (!val || !parse_size(val, &n)) goto bad_value;
-      p->seqlen_q = p->seqlen_kv = n, i++;
-    } else if (!strcmp(a, "--causal")) {
-      p->flags |= CLATTN_CAUSAL;
-    } else if (!strcmp(a, "--lse")) {
+    int r = parse_problem_flag(argc, argv, &i, p);
+    if (r < 0) return CLI_USAGE;
+    if (r > 0) continue;
+    if (!strcmp(a, "--lse")) {
       sp.with_lse = 1;
     } else if (!strcmp(a, "--no-check")) {
       sp.skip_check = 1;
-    } else if (!strcmp(a, "--scale")) {
-      char *end;
-      if (!val || (p->scale = strtof(val, &end), *end)) goto bad_value;
-      i++;
-    } else if (!strcmp(a, "--dtype")) {
-      if (!val) goto bad_value;
-      if (!strcmp(val, "f32"))
-        p->dtype = CLATTN_F32;
-      else if (!strcmp(val, "f16"))
-        p->dtype = CLATTN_F16;
-      else if (!strcmp(val, "bf16"))
-        p->dtype = CLATTN_BF16;
-      else
-        goto bad_value;
+    } else if (!strcmp(a, "--offset")) {
+      if (!val || !parse_size(val, &sp.offset)) goto bad_value;
       i++;
     } else if (!strcmp(a, "--layout")) {
       if (!val || (strcmp(val, "bshd") && strcmp(val, "bhsd"))) goto bad_value;
@@ -90,9 +48,6 @@ int cmd_run(int argc, char **argv) {
       else
         sp.seed = (unsigned)n;
       i++;
-    } else if (!strcmp(a, "--device")) {
-      if (!val) goto bad_value;
-      setenv("CLATTN_DEVICE", val, 1), i++;
     } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       usage(stdout);
       return CLI_OK;

@@ -1,24 +1,9 @@
-/* Host references for checking clattn's results: attention in double precision (the reference)
- * and the straightforward fp32 loop (the "naive" implementation the tolerance rule of
- * docs/DESIGN is relative to), plus a helper that runs one problem on random data on a device
- * and compares. Used by the tests and by `clattn run`; only clattn's public API is used. */
-#ifndef CLATTN_REFERENCE_H
-#define CLATTN_REFERENCE_H
+/* One checked (and optionally timed) run of clattn_forward on random data, against the host
+ * references. Used by the tests and `clattn run`, through the public API only. */
+#ifndef CLATTN_CHECK_H
+#define CLATTN_CHECK_H
 
-#include "clattn.h"
-
-/* A strided host view with clattn_tensor's meaning. */
-typedef struct ref_view {
-  const float *data;
-  size_t offset, stride_batch, stride_seq, stride_head;
-} ref_view;
-
-/* o: packed [batch][heads_q][seqlen_q][head_dim_v]; lse: packed [batch][heads_q][seqlen_q] or
- * NULL. Defaults of the problem (heads_kv, head_dim_v, scale) are applied here. */
-void ref_forward_f64(const clattn_problem *p, ref_view q, ref_view k, ref_view v, double *o,
-                     double *lse);
-void ref_forward_f32(const clattn_problem *p, ref_view q, ref_view k, ref_view v, float *o,
-                     float *lse);
+#include "reference.h"
 
 /* One checked run: random N(0,1) data laid out as asked, forward on the device, compared with
  * the references under the rule max|out - ref| <= 2 * max|naive - ref| + 1e-6. */

@@ -1,0 +1,35 @@
+/* Host references for checking clattn's results: attention in double precision (the reference)
+ * and the straightforward fp32 loop (the "naive" implementation the tolerance rule of
+ * DESIGN.md is relative to), plus a helper (tools/check.c) that runs one problem on random data
+ * on a device and compares. The runtime's tuner (correctness gate), the tests and `clattn run`
+ * use them; they need only clattn's public types. */
+#ifndef CLATTN_REFERENCE_H
+#define CLATTN_REFERENCE_H
+
+#include "clattn.h"
+
+#include <stdint.h>
+
+/* N(0, 1) samples from a seeded generator (state must not be 0). */
+void ref_fill_normal(float *x, size_t n, uint64_t *state);
+
+/* A strided host view with clattn_tensor's meaning. */
+typedef struct ref_view {
+  const float *data;
+  size_t offset, stride_batch, stride_seq, stride_head;
+} ref_view;
+
+/* o: packed [batch][heads_q][seqlen_q][head_dim_v]; lse: packed [batch][heads_q][seqlen_q] or
+ * NULL. Defaults of the problem (heads_kv, head_dim_v, scale) are applied here. */
+void ref_forward_f64(const clattn_problem *p, ref_view q, ref_view k, ref_view v, double *o,
+                     double *lse);
+void ref_forward_f32(const clattn_problem *p, ref_view q, ref_view k, ref_view v, float *o,
+                     float *lse);
+/* One row (b, h, i) of the same: o_row gets head_dim_v values; lse may be NULL. The tuner's
+ * correctness gate checks sampled rows with these. */
+void ref_row_f64(const clattn_problem *p, ref_view q, ref_view k, ref_view v, size_t b, size_t h,
+                 size_t i, double *o_row, double *lse);
+void ref_row_f32(const clattn_problem *p, ref_view q, ref_view k, ref_view v, size_t b, size_t h,
+                 size_t i, float *o_row, float *lse);
+
+#endif

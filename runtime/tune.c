@@ -1,0 +1,464 @@
+/* The autotuner: for one problem class, find the fastest legal config by measurement.
+ *
+ * Candidates come from the local-memory model (illegal configs are pruned before anything is
+ * compiled). Each candidate is built, run once (a warm-up: PoCL compiles per local size at the
+ * first enqueue) and checked against a double-precision host reference on sampled rows
+ * (DESIGN.md's rule; NaN/Inf anywhere disqualifies), then timed by OpenCL event profiling until
+ * the spread is small or a cap. Exhaustive when the space is small; otherwise the heuristic and
+ * a few diverse configs seed a local search around the best. The best few and the heuristic's
+ * config are timed again interleaved at the end, so noise cannot crown a config. */
+#include "internal.h"
+#include "reference.h"
+#include "tunedb.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { MAX_SPACE = 1024, SAMPLE_ROWS = 48, FINALISTS = 3, FINAL_ROUNDS = 7, MAX_RUNS = 15 };
+
+typedef struct {
+  clattn__config cfg;
+  int state; /* 0 untried, 1 measured, -1 disqualified or did not fit */
+  double median, min, spread;
+  size_t lmem, pmem;
+  cl_kernel kernel; /* kept for the finalists' re-timing */
+} cand;
+
+typedef struct {
+  clattn_context *ctx;
+  cl_command_queue queue; /* with profiling */
+  clattn__shape s;
+  clattn__class cls;
+  clattn_problem problem;
+  char *source;
+  cl_mem buf[5]; /* q k v o lse */
+  clattn_tensor t[4];
+  float *host[3];
+  size_t o_elems, rows;
+  float *o_out, *lse_out;
+  size_t sample[SAMPLE_ROWS][3]; /* (b, h, i) */
+  size_t nsample;
+  double *ref_o, ref_lse[SAMPLE_ROWS], tol_o, tol_lse;
+  double t0, deadline;
+} bench;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static ref_view view_of(const bench *b, int i) {
+  ref_view v = {b->host[i], 0, b->t[i].stride_batch, b->t[i].stride_seq, b->t[i].stride_head};
+  return v;
+}
+
+/* Rows whose reference is computed once: the first and last rows of the first and last heads
+ * (the causal edges, the partial last block) and rows spread over the rest. */
+static void choose_samples(bench *b) {
+  const clattn__shape *s = &b->s;
+  size_t total = s->batch * s->heads_q * s->seqlen_q;
+  b->nsample = total < SAMPLE_ROWS ? total : SAMPLE_ROWS;
+  for (size_t n = 0; n < b->nsample; n++) {
+    size_t r = n == 0 ? 0 : n == 1 ? total - 1 : (size_t)((double)(n - 1) * total / b->nsample);
+    if (n == 2) r = s->seqlen_q - 1; /* last row of the first head */
+    b->sample[n][2] = r % s->seqlen_q;
+    b->sample[n][1] = (r / s->seqlen_q) % s->heads_q;
+    b->sample[n][0] = r / s->seqlen_q / s->heads_q;
+  }
+}
+
+static clattn_status setup(bench *b) {
+  const clattn__shape *s = &b->s;
+  clattn_context *ctx = b->ctx;
+  size_t n[4], dims[4] = {s->d, s->d, s->dv, s->dv};
+  size_t seq[4] = {s->seqlen_q, s->seqlen_kv, s->seqlen_kv, s->seqlen_q};
+  size_t heads[4] = {s->heads_q, s->heads_kv, s->heads_kv, s->heads_q};
+  uint64_t rng = 0x243F6A8885A308D3ull;
+  cl_int err = CL_SUCCESS;
+  for (int i = 0; i < 4; i++) {
+    if (__builtin_mul_overflow(s->batch, seq[i] * heads[i] * dims[i], &n[i]) || n[i] > SIZE_MAX / 8)
+      return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "tuning problem too large");
+    b->t[i] = clattn_bhsd(NULL, seq[i], heads[i], dims[i]);
+    size_t bytes = (n[i] ? n[i] : 1) * sizeof(float);
+    if (i < 3) {
+      b->host[i] = malloc(bytes);
+      if (!b->host[i]) return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
+      ref_fill_normal(b->host[i], n[i], &rng);
+    }
+    b->buf[i] = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE | (i < 3 ? CL_MEM_COPY_HOST_PTR : 0),
+                               bytes, i < 3 ? b->host[i] : NULL, &err);
+    if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clCreateBuffer (tuning data)");
+    b->t[i].buffer = b->buf[i];
+  }
+  b->o_elems = n[3];
+  b->rows = s->batch * s->heads_q * s->seqlen_q;
+  b->buf[4] = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, (b->rows ? b->rows : 1) * sizeof(float),
+                             NULL, &err);
+  if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clCreateBuffer (tuning LSE)");
+  b->o_out = malloc((n[3] ? n[3] : 1) * sizeof(float));
+  b->lse_out = malloc((b->rows ? b->rows : 1) * sizeof(float));
+  choose_samples(b);
+  b->ref_o = malloc((b->nsample * s->dv + 1) * sizeof(double));
+  float *naive = malloc((s->dv + 1) * sizeof(float));
+  if (!b->o_out || !b->lse_out || !b->ref_o || !naive) {
+    free(naive);
+    return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
+  }
+  /* The tolerance: twice the naive fp32 loop's error on the same rows, plus 1e-6. */
+  double naive_o = 0, naive_lse = 0;
+  for (size_t r = 0; r < b->nsample; r++) {
+    size_t bb = b->sample[r][0], h = b->sample[r][1], i = b->sample[r][2];
+    float lse32;
+    double *ref = b->ref_o + r * s->dv;
+    ref_row_f64(&b->problem, view_of(b, 0), view_of(b, 1), view_of(b, 2), bb, h, i, ref,
+                &b->ref_lse[r]);
+    ref_row_f32(&b->problem, view_of(b, 0), view_of(b, 1), view_of(b, 2), bb, h, i, naive, &lse32);
+    for (size_t c = 0; c < s->dv; c++) naive_o = fmax(naive_o, fabs(naive[c] - ref[c]));
+    if (isfinite(b->ref_lse[r])) naive_lse = fmax(naive_lse, fabs(lse32 - b->ref_lse[r]));
+  }
+  free(naive);
+  b->tol_o = 2 * naive_o + 1e-6;
+  b->tol_lse = 2 * naive_lse + 1e-6;
+  return CLATTN_OK;
+}
+
+static void teardown(bench *b) {
+  for (int i = 0; i < 5; i++)
+    if (b->buf[i]) clReleaseMemObject(b->buf[i]);
+  for (int i = 0; i < 3; i++) free(b->host[i]);
+  free(b->o_out), free(b->lse_out), free(b->ref_o), free(b->source);
+}
+
+/* One timed run; < 0 on failure. */
+static double run_once(bench *b, const clattn__plan *p) {
+  cl_event ev = NULL;
+  clattn_status st = clattn__enqueue_forward(b->ctx, b->queue, 1, &b->s, p, &b->t[0], &b->t[1],
+                                             &b->t[2], &b->t[3], b->buf[4], 0, NULL, &ev);
+  if (st != CLATTN_OK || !ev) return -1.0;
+  cl_ulong t0 = 0, t1 = 0;
+  cl_int err = clWaitForEvents(1, &ev);
+  if (err == CL_SUCCESS)
+    err = clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL);
+  if (err == CL_SUCCESS)
+    err = clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
+  clReleaseEvent(ev);
+  return err == CL_SUCCESS ? (double)(t1 - t0) * 1e-6 : -1.0;
+}
+
+/* Reads the output and compares the sampled rows; "" when correct. */
+static void check_output(bench *b, char *why, size_t len) {
+  why[0] = 0;
+  cl_int err = clEnqueueReadBuffer(b->queue, b->buf[3], CL_TRUE, 0, b->o_elems * sizeof(float),
+                                   b->o_out, 0, NULL, NULL);
+  if (err == CL_SUCCESS)
+    err = clEnqueueReadBuffer(b->queue, b->buf[4], CL_TRUE, 0, b->rows * sizeof(float), b->lse_out,
+                              0, NULL, NULL);
+  if (err != CL_SUCCESS) {
+    snprintf(why, len, "reading the output failed: %s", clattn__cl_error_name(err));
+    return;
+  }
+  for (size_t i = 0; i < b->o_elems; i++)
+    if (!isfinite(b->o_out[i])) {
+      snprintf(why, len, "non-finite output at element %zu", i);
+      return;
+    }
+  const clattn__shape *s = &b->s;
+  double err_o = 0, err_lse = 0;
+  for (size_t r = 0; r < b->nsample; r++) {
+    size_t bb = b->sample[r][0], h = b->sample[r][1], i = b->sample[r][2];
+    const float *o = b->o_out + ((bb * s->heads_q + h) * s->seqlen_q + i) * s->dv;
+    for (size_t c = 0; c < s->dv; c++) err_o = fmax(err_o, fabs(o[c] - b->ref_o[r * s->dv + c]));
+    float l = b->lse_out[(bb * s->heads_q + h) * s->seqlen_q + i];
+    double e = isinf(b->ref_lse[r]) ? (l == b->ref_lse[r] ? 0 : INFINITY) : fabs(l - b->ref_lse[r]);
+    if (!(e <= err_lse)) err_lse = e;
+  }
+  if (!(err_o <= b->tol_o) || !(err_lse <= b->tol_lse))
+    snprintf(why, len,
+             "wrong result: max|o - ref| %.3g (tolerance %.3g), max|lse - ref| %.3g (%.3g)", err_o,
+             b->tol_o, err_lse, b->tol_lse);
+}
+
+/* Builds, checks and times one candidate. */
+static clattn_status evaluate(bench *b, cand *c, double cap_s, char *note, size_t note_len) {
+  size_t max_wg = SIZE_MAX, max_bytes = SIZE_MAX;
+  note[0] = 0;
+  clattn_status st = clattn__build_config(b->ctx, b->source, &b->cls, &c->cfg, &c->kernel, &c->lmem,
+                                          &max_wg, &max_bytes, note, note_len);
+  if (st != CLATTN_OK) return st;
+  c->state = -1;
+  if (!c->kernel) return CLATTN_OK;
+  clattn__plan p = {.cls = b->cls, .cfg = c->cfg, .kernel = c->kernel, .kernel_local_mem = c->lmem};
+  if (run_once(b, &p) < 0) {
+    snprintf(note, note_len, "the kernel failed to run");
+    return CLATTN_OK;
+  }
+  check_output(b, note, note_len);
+  if (note[0]) return CLATTN_OK;
+  cl_ulong pmem = 0;
+  clGetKernelWorkGroupInfo(c->kernel, b->ctx->device_id, CL_KERNEL_PRIVATE_MEM_SIZE, sizeof pmem,
+                           &pmem, NULL);
+  c->pmem = (size_t)pmem;
+  double ms[MAX_RUNS], start = now_s();
+  int n = 0;
+  while (n < MAX_RUNS) {
+    double t = run_once(b, &p);
+    if (t < 0) break;
+    ms[n++] = t;
+    if (n >= 3 && (now_s() - start > cap_s || now_s() > b->deadline)) break;
+    if (n >= 5) { /* stop once the middle half lies within 3% */
+      double sorted[MAX_RUNS];
+      memcpy(sorted, ms, n * sizeof *ms);
+      qsort(sorted, n, sizeof *sorted, cmp_double);
+      if ((sorted[3 * n / 4] - sorted[n / 4]) <= 0.03 * sorted[n / 2]) break;
+    }
+  }
+  if (n == 0) {
+    snprintf(note, note_len, "timing failed");
+    return CLATTN_OK;
+  }
+  qsort(ms, n, sizeof *ms, cmp_double);
+  c->median = ms[n / 2], c->min = ms[0];
+  c->spread = (ms[n - 1] - ms[0]) / ms[n / 2];
+  c->state = 1;
+  return CLATTN_OK;
+}
+
+/* Differ in exactly one parameter, by one step (x2 or /2 for sizes). */
+static int neighbours(const clattn__config *a, const clattn__config *b) {
+  int diff = (a->bq != b->bq) + (a->bkv != b->bkv) + (a->tpr != b->tpr) + (a->stage != b->stage) +
+             (a->pad != b->pad);
+  if (diff != 1) return 0;
+  if (a->bq != b->bq) return a->bq == 2 * b->bq || b->bq == 2 * a->bq;
+  if (a->bkv != b->bkv) return a->bkv == 2 * b->bkv || b->bkv == 2 * a->bkv;
+  if (a->tpr != b->tpr) return a->tpr == 2 * b->tpr || b->tpr == 2 * a->tpr;
+  return 1;
+}
+
+/* The next candidate: exhaustive order for small spaces; else seeds (the heuristic, then
+ * configs spread over the ranked list), then untried neighbours of the best, then the next
+ * seed as a restart. -1 when none is left. */
+static long next_candidate(const cand *all, size_t n, long best, unsigned tried) {
+  if (n <= 16) {
+    for (size_t i = 0; i < n; i++)
+      if (all[i].state == 0) return (long)i;
+    return -1;
+  }
+  enum { SEEDS = 6 };
+  if (tried < SEEDS) {
+    for (unsigned k = 0; k < SEEDS; k++) {
+      size_t i = k == 0 ? 0 : (size_t)k * (n - 1) / (SEEDS - 1);
+      if (all[i].state == 0) return (long)i;
+    }
+  }
+  if (best >= 0)
+    for (size_t i = 0; i < n; i++)
+      if (all[i].state == 0 && neighbours(&all[i].cfg, &all[best].cfg)) return (long)i;
+  for (size_t i = 0; i < n; i++)
+    if (all[i].state == 0) return (long)i;
+  return -1;
+}
+
+static void report_line(clattn_tune_result *r, const clattn__config *c, const char *why) {
+  size_t len = strlen(r->report);
+  if (len + 1 < sizeof r->report)
+    snprintf(r->report + len, sizeof r->report - len, "BQ=%u BKV=%u TPR=%u stage=%u pad=%u: %s\n",
+             c->bq, c->bkv, c->tpr, c->stage, c->pad, why);
+}
+
+/* Times the finalists (the best few and the heuristic's config) round-robin, so a config's
+ * luck in its own timing window cannot make it win. */
+static void retime_interleaved(bench *b, cand *all, long *fin, int nfin) {
+  double ms[FINALISTS + 1][FINAL_ROUNDS];
+  int got[FINALISTS + 1] = {0};
+  for (int round = 0; round < FINAL_ROUNDS; round++)
+    for (int f = 0; f < nfin; f++) {
+      const cand *c = &all[fin[f]];
+      clattn__plan p = {
+          .cls = b->cls, .cfg = c->cfg, .kernel = c->kernel, .kernel_local_mem = c->lmem};
+      double t = run_once(b, &p);
+      if (t >= 0) ms[f][got[f]++] = t;
+    }
+  for (int f = 0; f < nfin; f++)
+    if (got[f]) {
+      qsort(ms[f], got[f], sizeof(double), cmp_double);
+      all[fin[f]].median = ms[f][got[f] / 2];
+      all[fin[f]].min = fmin(all[fin[f]].min, ms[f][0]);
+    }
+}
+
+static clattn_status save_winner(bench *b, const cand *w, clattn_tune_result *r) {
+  clattn__db_entry e;
+  memset(&e, 0, sizeof e);
+  clattn__db_device_of(&b->ctx->device, &e.dev);
+  e.source_hash = clattn__hash(b->source, strlen(b->source), 0);
+  e.cls = b->cls, e.cfg = w->cfg, e.median_ms = w->median, e.spread = w->spread;
+  time_t now = time(NULL);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  strftime(e.date, sizeof e.date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  clattn__context_db_put(b->ctx, &e);
+  clattn__plans_forget(b->ctx, &b->cls);
+  if (!b->ctx->tuning_db)
+    return clattn__fail(b->ctx, CLATTN_ERR_IO, "no tuning database path (cache disabled)");
+  char why[512];
+  clattn_status st = clattn__db_save_merged(b->ctx->tuning_db, &e, 1, why, sizeof why);
+  if (st != CLATTN_OK) return clattn__fail(b->ctx, st, "%s", why);
+  r->saved = 1;
+  return CLATTN_OK;
+}
+
+static clattn_status search(bench *b, const clattn_tune_options *opt, clattn_tune_result *r) {
+  clattn__config cfgs[MAX_SPACE];
+  size_t n = clattn__configs_ranked(&b->ctx->device, &b->cls, cfgs, MAX_SPACE);
+  r->space = (unsigned)clattn__config_space_size();
+  r->pruned = r->space - (unsigned)n;
+  if (n == 0)
+    return clattn__fail(b->ctx, CLATTN_ERR_OUT_OF_RESOURCES, "no config fits this device");
+  cand *all = calloc(n, sizeof *all);
+  if (!all) return clattn__fail(b->ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
+  for (size_t i = 0; i < n; i++) all[i].cfg = cfgs[i];
+  double budget = opt->budget_seconds > 0 ? opt->budget_seconds : 60.0;
+  double search_end = b->t0 + 0.85 * budget; /* the rest is for the interleaved re-timing */
+  b->deadline = b->t0 + budget;
+  long best = -1;
+  clattn_status st = CLATTN_OK;
+  while (
+      st == CLATTN_OK && now_s() < search_end &&
+      (!opt->max_candidates || r->tried + r->disqualified + r->did_not_fit < opt->max_candidates)) {
+    unsigned done = r->tried + r->disqualified + r->did_not_fit;
+    long i = next_candidate(all, n, best, done);
+    if (i < 0) break;
+    char note[256];
+    double cap = fmax(0.3, budget / 40);
+    st = evaluate(b, &all[i], cap, note, sizeof note);
+    if (st != CLATTN_OK) break;
+    if (all[i].state == 1) {
+      r->tried++;
+      if (best < 0 || all[i].median < all[best].median) best = i;
+    } else if (all[i].kernel || strstr(note, "wrong") || strstr(note, "non-finite") ||
+               strstr(note, "failed")) {
+      r->tried++, r->disqualified++;
+      report_line(r, &all[i].cfg, note);
+    } else {
+      r->did_not_fit++;
+    }
+    if (all[i].state != 1 && all[i].kernel) {
+      clReleaseKernel(all[i].kernel);
+      all[i].kernel = NULL;
+    }
+    if (opt->progress) {
+      done++;
+      double el = now_s() - b->t0, per = el / done;
+      clattn_tune_progress pr = {0};
+      pr.tried = done;
+      pr.planned = done + (unsigned)fmax(0, (search_end - now_s()) / per);
+      if (pr.planned > n) pr.planned = (unsigned)n;
+      pr.elapsed_s = el, pr.budget_s = budget;
+      clattn__config_to_public(&all[i].cfg, &pr.candidate);
+      pr.candidate_local_mem = clattn__config_local_bytes(&all[i].cfg, &b->cls);
+      pr.candidate_ms = all[i].state == 1 ? all[i].median : -1.0;
+      pr.note = all[i].state == 1 ? "" : note;
+      pr.best_ms = best >= 0 ? all[best].median : -1.0;
+      if (best >= 0) clattn__config_to_public(&all[best].cfg, &pr.best);
+      opt->progress(opt->user, &pr);
+    }
+  }
+  if (st == CLATTN_OK && best < 0)
+    st = clattn__fail(b->ctx, CLATTN_ERR_UNSUPPORTED,
+                      "no candidate passed the correctness check:\n%s", r->report);
+  if (st == CLATTN_OK) {
+    /* Finalists: the best few by their own timing, and the heuristic's config (index 0). */
+    long fin[FINALISTS + 1];
+    int nfin = 0;
+    for (int k = 0; k < FINALISTS; k++) {
+      long pick = -1;
+      for (size_t i = 0; i < n; i++) {
+        int taken = 0;
+        for (int f = 0; f < nfin; f++) taken |= fin[f] == (long)i;
+        if (all[i].state == 1 && !taken && (pick < 0 || all[i].median < all[pick].median))
+          pick = (long)i;
+      }
+      if (pick >= 0) fin[nfin++] = pick;
+    }
+    int have_heuristic = 0;
+    for (int f = 0; f < nfin; f++) have_heuristic |= fin[f] == 0;
+    if (!have_heuristic && all[0].state == 1) fin[nfin++] = 0;
+    retime_interleaved(b, all, fin, nfin);
+    long win = fin[0], second = -1;
+    for (int f = 1; f < nfin; f++)
+      if (all[fin[f]].median < all[win].median) win = fin[f];
+    for (int f = 0; f < nfin; f++)
+      if (fin[f] != win && (second < 0 || all[fin[f]].median < all[second].median)) second = fin[f];
+    const cand *w = &all[win];
+    clattn__config_to_public(&w->cfg, &r->best);
+    r->best_ms = w->median, r->best_min_ms = w->min, r->best_spread = w->spread;
+    r->local_mem_bytes = w->lmem > clattn__config_local_bytes(&w->cfg, &b->cls)
+                             ? w->lmem
+                             : clattn__config_local_bytes(&w->cfg, &b->cls);
+    r->private_mem_bytes = w->pmem;
+    if (second >= 0) {
+      clattn__config_to_public(&all[second].cfg, &r->runner_up);
+      r->runner_up_ms = all[second].median;
+      r->margin = all[second].median / w->median - 1.0;
+    }
+    clattn__config_to_public(&all[0].cfg, &r->heuristic);
+    r->heuristic_ms = all[0].state == 1 ? all[0].median : -1.0;
+    if (!opt->dry_run) st = save_winner(b, w, r);
+  }
+  for (size_t i = 0; i < n; i++)
+    if (all[i].kernel) clReleaseKernel(all[i].kernel);
+  free(all);
+  return st;
+}
+
+clattn_status clattn_tune(clattn_context *ctx, const clattn_problem *problem,
+                          const clattn_tune_options *options, clattn_tune_result *out) {
+  if (!ctx) return clattn__fail(NULL, CLATTN_ERR_INVALID_ARGUMENT, "context is NULL");
+  pthread_mutex_lock(&ctx->lock);
+  clattn_tune_options none = {0};
+  const clattn_tune_options *opt = options ? options : &none;
+  bench b;
+  memset(&b, 0, sizeof b);
+  b.ctx = ctx, b.t0 = now_s();
+  clattn_status st = clattn__shape_from_problem(ctx, problem, &b.s);
+  if (st == CLATTN_OK && !out) st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "out is NULL");
+  if (st == CLATTN_OK && b.s.empty)
+    st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                      "cannot tune an empty problem (batch, heads_q or seqlen_q is 0)");
+  if (st == CLATTN_OK) {
+    memset(out, 0, sizeof *out);
+    b.problem = *problem;
+    b.cls = clattn__class_of(&b.s);
+    out->seqlen_bucket = b.cls.bucket;
+    out->local_mem_available = (size_t)ctx->device.local_mem;
+    st = clattn__kernel_source(ctx, "forward.cl", &b.source);
+  }
+  cl_int err = CL_SUCCESS;
+  if (st == CLATTN_OK) { /* a private queue: profiling on, whatever the caller's queue has */
+    b.queue = clCreateCommandQueue(ctx->cl, ctx->device_id, CL_QUEUE_PROFILING_ENABLE, &err);
+    if (err != CL_SUCCESS) st = clattn__fail_cl(ctx, err, "clCreateCommandQueue (tuning)");
+  }
+  if (st == CLATTN_OK) st = setup(&b);
+  if (st == CLATTN_OK) st = search(&b, opt, out);
+  if (out && st != CLATTN_ERR_INVALID_ARGUMENT) out->elapsed_s = now_s() - b.t0;
+  if (b.queue) {
+    clFinish(b.queue);
+    clReleaseCommandQueue(b.queue);
+  }
+  teardown(&b);
+  pthread_mutex_unlock(&ctx->lock);
+  return st;
+}
+
+const char *clattn_context_tuning_db(const clattn_context *ctx) {
+  return ctx && ctx->tuning_db ? ctx->tuning_db : "";
+}
