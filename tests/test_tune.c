@@ -1,0 +1,130 @@
+/* The autotuner: a wrong candidate never wins, configs beyond local memory are never compiled,
+ * the winner is stored and used, the budget holds, a dry run writes nothing. */
+#include "common.h"
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static clattn_problem small_problem(void) {
+  clattn_problem p = {0};
+  p.batch = 1, p.heads_q = 2, p.seqlen_q = p.seqlen_kv = 96, p.head_dim = 16;
+  return p;
+}
+
+typedef struct {
+  size_t local_limit;
+  unsigned calls, over_limit;
+} watch;
+
+static void on_progress(void *user, const clattn_tune_progress *p) {
+  watch *w = user;
+  w->calls++;
+  if (p->candidate_local_mem > w->local_limit) w->over_limit++;
+}
+
+/* A kernel that is wrong (by 1%) for exactly the heuristic's config: the tuner must measure it
+ * (the heuristic is always its first candidate), disqualify it and pick another. */
+Test(tune, wrong_candidate_is_never_selected) {
+  clattn_context *probe = test_context(NULL);
+  clattn_problem p = small_problem();
+  clattn_plan_info h;
+  cr_assert_eq(clattn_explain(probe, &p, &h), CLATTN_OK);
+  clattn_context_destroy(probe);
+  char dir[] = "/tmp/clattn-wrong-XXXXXX", path[256];
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/forward.cl", dir);
+  FILE *in = fopen(CLATTN_SOURCE_DIR "/cl/forward.cl", "rb"), *out = fopen(path, "wb");
+  cr_assert(in && out);
+  char line[1024];
+  while (fgets(line, sizeof line, in)) {
+    if (strstr(line, "const float inv = l > 0.0f ? 1.0f / l : 0.0f;"))
+      fprintf(out,
+              "#if BQ == %u && BKV == %u && TPR == %u && STAGE_KV == %u && PAD == %u\n"
+              "    const float inv = 1.01f / l; /* test-only: wrong */\n#else\n%s#endif\n",
+              h.block_q, h.block_kv, h.threads_per_row, h.stage_kv, h.pad, line);
+    else
+      fputs(line, out);
+  }
+  fclose(in), fclose(out);
+  clattn_context *ctx = test_context(dir);
+  clattn_tune_options opt = {0};
+  opt.budget_seconds = 6, opt.max_candidates = 5;
+  clattn_tune_result r;
+  cr_assert_eq(clattn_tune(ctx, &p, &opt, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_log_info("disqualified: %s", r.report);
+  cr_assert_geq(r.disqualified, 1);
+  cr_assert(strstr(r.report, "wrong result"), "report: %s", r.report);
+  cr_assert(r.best.block_q != h.block_q || r.best.block_kv != h.block_kv ||
+                r.best.threads_per_row != h.threads_per_row || r.best.stage_kv != h.stage_kv ||
+                r.best.pad != h.pad,
+            "the wrong config won");
+  cr_assert_lt(r.heuristic_ms, 0, "the disqualified heuristic has no time");
+  /* The winner is stored and used, here and by a new context. */
+  cr_assert(r.saved);
+  clattn_plan_info info;
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
+  cr_assert_str_eq(info.origin, "tuned");
+  cr_assert_eq(info.block_q, r.best.block_q);
+  cr_assert_eq(info.block_kv, r.best.block_kv);
+  clattn_context_destroy(ctx);
+  remove(path);
+  remove(dir);
+}
+
+/* With the model's local memory cut to 8 KiB, most of the space is illegal: those configs are
+ * pruned before compiling, and no candidate the tuner reports uses more than 8 KiB. */
+Test(tune, configs_beyond_local_memory_are_never_compiled) {
+  clattn_context *ctx = test_context(NULL);
+  ctx->device.local_mem = 8 * 1024;
+  clattn_problem p = small_problem();
+  watch w = {8 * 1024, 0, 0};
+  clattn_tune_options opt = {0};
+  opt.budget_seconds = 5, opt.max_candidates = 8, opt.dry_run = 1;
+  opt.progress = on_progress, opt.user = &w;
+  clattn_tune_result r;
+  cr_assert_eq(clattn_tune(ctx, &p, &opt, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_gt(r.pruned, 0, "pruned %u of %u", r.pruned, r.space);
+  cr_assert_gt(w.calls, 0);
+  cr_assert_eq(w.over_limit, 0, "%u candidates over the local memory limit", w.over_limit);
+  cr_assert_leq(r.local_mem_bytes, (size_t)8 * 1024);
+  clattn_context_destroy(ctx);
+}
+
+Test(tune, budget_and_dry_run) {
+  clattn_context *ctx = test_context(NULL);
+  clattn_problem p = small_problem();
+  p.flags = CLATTN_CAUSAL;
+  clattn_tune_options opt = {0};
+  opt.budget_seconds = 4, opt.dry_run = 1;
+  clattn_tune_result r;
+  cr_assert_eq(clattn_tune(ctx, &p, &opt, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_leq(r.elapsed_s, 4 * 1.5 + 2, "ran %.1f s on a 4 s budget", r.elapsed_s);
+  cr_assert_gt(r.tried, 0);
+  cr_assert_gt(r.best_ms, 0);
+  cr_assert_leq(r.best_min_ms, r.best_ms);
+  cr_assert_eq(r.saved, 0);
+  struct stat st;
+  cr_assert_neq(stat(clattn_context_tuning_db(ctx), &st), 0, "a dry run wrote the database");
+  clattn_plan_info info;
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
+  cr_assert_str_neq(info.origin, "tuned");
+  clattn_context_destroy(ctx);
+}
+
+Test(tune, bad_input) {
+  clattn_context *ctx = test_context(NULL);
+  clattn_problem p = small_problem();
+  clattn_tune_result r;
+  cr_assert_eq(clattn_tune(NULL, &p, NULL, &r), CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert_eq(clattn_tune(ctx, &p, NULL, NULL), CLATTN_ERR_INVALID_ARGUMENT);
+  p.batch = 0;
+  cr_assert_eq(clattn_tune(ctx, &p, NULL, &r), CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(ctx), "empty problem"));
+  p.batch = 1, p.head_dim = 0;
+  cr_assert_eq(clattn_tune(ctx, &p, NULL, &r), CLATTN_ERR_INVALID_ARGUMENT);
+  test_context_still_works(ctx);
+  clattn_context_destroy(ctx);
+}
