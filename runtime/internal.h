@@ -85,6 +85,11 @@ clattn_status clattn__kernel_source(clattn_context *ctx, const char *name, char 
 clattn_status clattn__build(clattn_context *ctx, const char *source, const char *options,
                             cl_program *out);
 void clattn__program_cache_release(clattn_context *ctx);
+/* The on-disk binary cache (bincache.c): a built program for (source, options) on this device
+ * from <cache_dir>/programs, or NULL; and storing one there. Never fatal. */
+cl_program clattn__bincache_load(clattn_context *ctx, uint64_t source_hash, const char *options);
+void clattn__bincache_store(clattn_context *ctx, uint64_t source_hash, const char *options,
+                            cl_program prog);
 size_t clattn__program_cache_size(const clattn_context *ctx);
 
 /* ---- context (context.c) ---- */
@@ -128,6 +133,8 @@ struct clattn_context {
   clattn__override *overrides;
   struct clattn__db *db; /* the tuning database, read at the first plan; NULL until then */
   char *diagnostics;     /* warnings, one per line, each once */
+  unsigned bincache_loaded, bincache_stored, bincache_rejected; /* on-disk cache counters */
+  unsigned compiled; /* programs compiled from source */
 };
 
 /* Records a formatted message for the calling thread on ctx (ctx may be NULL) and returns

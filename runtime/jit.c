@@ -87,15 +87,20 @@ clattn_status clattn__build(clattn_context *ctx, const char *source, const char 
       *out = p->program;
       return CLATTN_OK;
     }
-  cl_int err;
-  size_t len = strlen(source);
-  cl_program prog = clCreateProgramWithSource(ctx->cl, 1, &source, &len, &err);
-  if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clCreateProgramWithSource");
-  err = clBuildProgram(prog, 1, &ctx->device_id, options, NULL, NULL);
-  if (err != CL_SUCCESS) {
-    clattn_status st = build_failed(ctx, prog, err, options);
-    clReleaseProgram(prog);
-    return st;
+  cl_program prog = clattn__bincache_load(ctx, h, options);
+  if (!prog) {
+    cl_int err;
+    size_t len = strlen(source);
+    prog = clCreateProgramWithSource(ctx->cl, 1, &source, &len, &err);
+    if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clCreateProgramWithSource");
+    err = clBuildProgram(prog, 1, &ctx->device_id, options, NULL, NULL);
+    if (err != CL_SUCCESS) {
+      clattn_status st = build_failed(ctx, prog, err, options);
+      clReleaseProgram(prog);
+      return st;
+    }
+    ctx->compiled++;
+    clattn__bincache_store(ctx, h, options, prog);
   }
   clattn__program *p = calloc(1, sizeof *p);
   char *opts = strdup(options);

@@ -100,7 +100,9 @@ static const unsigned bqs[] = {128, 64, 32, 16, 8, 4, 2, 1}, bkvs[] = {128, 64, 
                       tprs[] = {1, 2, 4, 8, 16, 32};
 enum { SPACE = 8 * 5 * 6 * 2 * 2 };
 
-size_t clattn__config_space_size(void) { return SPACE; }
+size_t clattn__config_space_size(void) {
+  return SPACE;
+}
 
 size_t clattn__configs_ranked(const clattn__device *dev, const clattn__class *k,
                               clattn__config *out, size_t cap) {
