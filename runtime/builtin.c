@@ -1,25 +1,37 @@
 /* Built-in defaults: tile configs measured by the project on devices it has run on, shipped
  * with the library and used when the tuning database has nothing for the device. Matched by
- * platform and device-name substrings; each row names how it was measured (docs/BENCHMARKS.md). */
+ * platform name and device type; each group names how it was measured (docs/BENCHMARKS.md).
+ * Only configs that are legal on the device in hand are used (plan.c checks). */
 #include "internal.h"
 
 #include <string.h>
 
 typedef struct {
-  const char *platform, *device; /* substrings of the platform and device names */
+  const char *platform; /* substring of the platform name */
+  const char *device;   /* substring of the device name ("" for any) */
+  cl_device_type type;  /* the device must be of this type */
   unsigned d, dv, causal, bucket;
-  clattn__config cfg;
+  clattn__config cfg; /* bq, bkv, tpr, stage, pad */
 } builtin;
 
+#define POCL "Portable Computing Language"
+#define CPU CL_DEVICE_TYPE_CPU
+
 static const builtin table[] = {
-    {NULL, NULL, 0, 0, 0, 0, {0}}, /* end */
+    /* PoCL 3.1 on a 2-core AMD EPYC (x86-64, AVX-512): `clattn tune --budget 120`, 2026-12-02,
+     * docs/BENCHMARKS.md. */
+    {POCL, "", CPU, 64, 64, 0, 1024, {64, 128, 1, 0, 1, 0}},
+    {POCL, "", CPU, 64, 64, 1, 1024, {64, 32, 1, 1, 0, 0}},
+    {POCL, "", CPU, 128, 128, 0, 1024, {32, 16, 1, 1, 1, 0}},
+    {POCL, "", CPU, 128, 128, 1, 1024, {64, 64, 1, 0, 1, 0}},
+    {NULL, NULL, 0, 0, 0, 0, 0, {0}}, /* end */
 };
 
 const clattn__config *clattn__builtin_find(const clattn__device *dev, const clattn__class *cls) {
   const builtin *best = NULL;
   for (const builtin *b = table; b->platform; b++) {
     if (!strstr(dev->platform_name, b->platform) || !strstr(dev->name, b->device) ||
-        b->d != cls->d || b->dv != cls->dv || b->causal != cls->causal)
+        !(dev->type & b->type) || b->d != cls->d || b->dv != cls->dv || b->causal != cls->causal)
       continue;
     /* The class's own bucket, else the largest bucket measured at or below it, else any. */
     if (!best || b->bucket == cls->bucket ||

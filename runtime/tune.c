@@ -188,7 +188,8 @@ static void check_output(bench *b, char *why, size_t len) {
 }
 
 /* Builds, checks and times one candidate. */
-static clattn_status evaluate(bench *b, cand *c, double cap_s, char *note, size_t note_len) {
+static clattn_status evaluate(bench *b, cand *c, double cap_s, double best_ms, char *note,
+                              size_t note_len) {
   size_t max_wg = SIZE_MAX, max_bytes = SIZE_MAX;
   note[0] = 0;
   clattn_status st = clattn__build_config(b->ctx, b->source, &b->cls, &c->cfg, &c->kernel, &c->lmem,
@@ -213,6 +214,7 @@ static clattn_status evaluate(bench *b, cand *c, double cap_s, char *note, size_
     double t = run_once(b, &p);
     if (t < 0) break;
     ms[n++] = t;
+    if (n == 1 && best_ms > 0 && t > 1.5 * best_ms) break; /* cannot win: save the budget */
     if (n >= 3 && (now_s() - start > cap_s || now_s() > b->deadline)) break;
     if (n >= 5) { /* stop once the middle half lies within 3% */
       double sorted[MAX_RUNS];
@@ -255,7 +257,9 @@ static long next_candidate(const cand *all, size_t n, long best, unsigned tried)
   enum { SEEDS = 6 };
   if (tried < SEEDS) {
     for (unsigned k = 0; k < SEEDS; k++) {
-      size_t i = k == 0 ? 0 : (size_t)k * (n - 1) / (SEEDS - 1);
+      /* Spread over the better third of the heuristic's ranking: diverse, but not configs the
+       * model already knows to be poor (each costs a compile and slow runs). */
+      size_t i = k == 0 ? 0 : (size_t)k * (n / 3) / (SEEDS - 1);
       if (all[i].state == 0) return (long)i;
     }
   }
@@ -277,9 +281,13 @@ static void report_line(clattn_tune_result *r, const clattn__config *c, const ch
 /* Times the finalists (the best few and the heuristic's config) round-robin, so a config's
  * luck in its own timing window cannot make it win. */
 static void retime_interleaved(bench *b, cand *all, long *fin, int nfin) {
-  double ms[FINALISTS + 1][FINAL_ROUNDS];
+  double ms[FINALISTS + 1][FINAL_ROUNDS], round_ms = 0;
   int got[FINALISTS + 1] = {0};
-  for (int round = 0; round < FINAL_ROUNDS; round++)
+  for (int f = 0; f < nfin; f++) round_ms += all[fin[f]].median;
+  /* As many rounds as the budget has room for: at least 3, at most FINAL_ROUNDS. */
+  int rounds = (int)((b->deadline - now_s()) * 1e3 / (round_ms > 0 ? round_ms : 1));
+  rounds = rounds < 3 ? 3 : rounds > FINAL_ROUNDS ? FINAL_ROUNDS : rounds;
+  for (int round = 0; round < rounds; round++)
     for (int f = 0; f < nfin; f++) {
       const cand *c = &all[fin[f]];
       clattn__plan p = {
@@ -330,16 +338,21 @@ static clattn_status search(bench *b, const clattn_tune_options *opt, clattn_tun
   double search_end = b->t0 + 0.85 * budget; /* the rest is for the interleaved re-timing */
   b->deadline = b->t0 + budget;
   long best = -1;
+  double slowest = 0; /* the longest candidate so far: none starts that cannot finish in time */
   clattn_status st = CLATTN_OK;
+  /* Leave room for the final re-timing: 3 rounds of up to FINALISTS + 1 configs. */
   while (
-      st == CLATTN_OK && now_s() < search_end &&
+      st == CLATTN_OK &&
+      now_s() + slowest + (best >= 0 ? 3 * (FINALISTS + 1) * all[best].median * 1.5e-3 : 0) <
+          search_end &&
       (!opt->max_candidates || r->tried + r->disqualified + r->did_not_fit < opt->max_candidates)) {
     unsigned done = r->tried + r->disqualified + r->did_not_fit;
     long i = next_candidate(all, n, best, done);
     if (i < 0) break;
     char note[256];
-    double cap = fmax(0.3, budget / 40);
-    st = evaluate(b, &all[i], cap, note, sizeof note);
+    double cap = fmax(0.3, budget / 40), started = now_s();
+    st = evaluate(b, &all[i], cap, best >= 0 ? all[best].median : -1.0, note, sizeof note);
+    slowest = fmax(slowest, now_s() - started);
     if (st != CLATTN_OK) break;
     if (all[i].state == 1) {
       r->tried++;

@@ -272,3 +272,25 @@ Test(tunedb, overrides) {
   cr_assert_str_neq(info.origin, "override");
   clattn_context_destroy(ctx);
 }
+
+/* With no database entry, PoCL's CPU device gets the built-in defaults measured here. */
+Test(tunedb, built_in_defaults_on_pocl) {
+  clattn_context *ctx = context_with_db();
+  if (!strstr(ctx->device.platform_name, "Portable Computing Language") ||
+      !(ctx->device.type & CL_DEVICE_TYPE_CPU)) {
+    clattn_context_destroy(ctx);
+    cr_skip_test("built-in defaults are measured for PoCL's CPU device");
+  }
+  clattn_problem p = problem();
+  p.head_dim = 128, p.seqlen_q = p.seqlen_kv = 1000, p.flags = CLATTN_CAUSAL;
+  clattn_plan_info info;
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_str_eq(info.origin, "built-in");
+  p.seqlen_q = p.seqlen_kv = 5000; /* another bucket: the nearest measured one below */
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
+  cr_assert_str_eq(info.origin, "built-in");
+  p.head_dim = 100; /* no built-in for this head dim */
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
+  cr_assert_str_eq(info.origin, "heuristic");
+  clattn_context_destroy(ctx);
+}

@@ -55,41 +55,56 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* One timed call of ctx; < 0 on failure. */
+static double timed_call(clattn_context *ctx, const check_spec *sp, tensor *t, cl_mem lse,
+                         int by_events, clattn_status *st) {
+  cl_event ev = NULL;
+  double t0 = now_ms();
+  *st = clattn_forward(ctx, &sp->problem, &t[0].view, &t[1].view, &t[2].view, &t[3].view, lse, 0,
+                       NULL, &ev);
+  if (*st != CLATTN_OK) return -1.0;
+  clWaitForEvents(1, &ev);
+  double ms = now_ms() - t0;
+  cl_ulong start = 0, end = 0;
+  if (by_events &&
+      clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof start, &start, NULL) ==
+          CL_SUCCESS &&
+      clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL) == CL_SUCCESS)
+    ms = (end - start) / 1e6;
+  clReleaseEvent(ev);
+  return ms;
+}
+
+static void summarize(double *ms, int n, double *median, double *min, double *max) {
+  qsort(ms, n, sizeof *ms, cmp_double);
+  *median = ms[n / 2], *min = ms[0], *max = ms[n - 1];
+}
+
+/* Warm-up, then sp->repeat timed calls; with sp->compare_with, the two contexts alternate call
+ * by call, so drift in the machine's speed affects both alike. */
 static clattn_status time_runs(clattn_context *ctx, const check_spec *sp, tensor *t, cl_mem lse,
                                check_result *r) {
   cl_command_queue queue = clattn_context_queue(ctx);
   cl_command_queue_properties props = 0;
   clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
   r->timed_by_events = (props & CL_QUEUE_PROFILING_ENABLE) != 0;
+  clattn_context *other = sp->compare_with;
   clattn_status st = CLATTN_OK;
-  for (int i = 0; i < sp->warmup && st == CLATTN_OK; i++)
-    st = clattn_forward(ctx, &sp->problem, &t[0].view, &t[1].view, &t[2].view, &t[3].view, lse, 0,
-                        NULL, NULL);
-  clFinish(queue);
-  double *ms = calloc(sp->repeat, sizeof *ms);
+  for (int i = 0; i < sp->warmup && st == CLATTN_OK; i++) {
+    timed_call(ctx, sp, t, lse, 0, &st);
+    if (other && st == CLATTN_OK) timed_call(other, sp, t, lse, 0, &st);
+  }
+  double *ms = calloc(sp->repeat, sizeof *ms), *ms2 = calloc(sp->repeat, sizeof *ms2);
   for (int i = 0; i < sp->repeat && st == CLATTN_OK; i++) {
-    cl_event ev = NULL;
-    double t0 = now_ms();
-    st = clattn_forward(ctx, &sp->problem, &t[0].view, &t[1].view, &t[2].view, &t[3].view, lse, 0,
-                        NULL, &ev);
-    if (st != CLATTN_OK) break;
-    clWaitForEvents(1, &ev);
-    ms[i] = now_ms() - t0;
-    cl_ulong start = 0, end = 0;
-    if (r->timed_by_events &&
-        clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof start, &start, NULL) ==
-            CL_SUCCESS &&
-        clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL) == CL_SUCCESS)
-      ms[i] = (end - start) / 1e6;
-    clReleaseEvent(ev);
+    ms[i] = timed_call(ctx, sp, t, lse, r->timed_by_events, &st);
+    if (other && st == CLATTN_OK) ms2[i] = timed_call(other, sp, t, lse, r->timed_by_events, &st);
   }
   if (st == CLATTN_OK && sp->repeat > 0) {
-    qsort(ms, sp->repeat, sizeof *ms, cmp_double);
-    r->median_ms = ms[sp->repeat / 2];
-    r->min_ms = ms[0];
-    r->max_ms = ms[sp->repeat - 1];
+    summarize(ms, sp->repeat, &r->median_ms, &r->min_ms, &r->max_ms);
+    if (other) summarize(ms2, sp->repeat, &r->cmp_median_ms, &r->cmp_min_ms, &r->cmp_max_ms);
   }
   free(ms);
+  free(ms2);
   return st;
 }
 

@@ -13,8 +13,10 @@ typedef struct check_spec {
   size_t offset; /* elements before each tensor's first element in its buffer */
   int with_lse;
   unsigned seed;
-  int warmup, repeat; /* timing runs after the checked one (0: none) */
-  int skip_check;     /* time only (large problems) */
+  int warmup, repeat;           /* timing runs after the checked one (0: none) */
+  int skip_check;               /* time only (large problems) */
+  clattn_context *compare_with; /* timed call by call in turn with the context (same device,
+                                   same OpenCL context); results in cmp_* */
 } check_spec;
 
 typedef struct check_result {
@@ -24,6 +26,7 @@ typedef struct check_result {
   int pass;                         /* status OK and both errors within tolerance */
   double median_ms, min_ms, max_ms; /* of the timing runs (OpenCL event profiling) */
   int timed_by_events;              /* 0: the queue has no profiling; wall clock was used */
+  double cmp_median_ms, cmp_min_ms, cmp_max_ms; /* of compare_with */
 } check_result;
 
 /* Returns CLATTN_OK when everything ran (whether or not the result passed). */

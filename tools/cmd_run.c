@@ -23,6 +23,7 @@ int cmd_run(int argc, char **argv) {
   clattn_problem *p = &sp.problem;
   p->batch = 1, p->heads_q = 8, p->seqlen_q = p->seqlen_kv = 1024, p->head_dim = 64;
   sp.warmup = 3, sp.repeat = 10, sp.seed = 1;
+  int compare = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
     size_t n = 0;
@@ -33,6 +34,8 @@ int cmd_run(int argc, char **argv) {
       sp.with_lse = 1;
     } else if (!strcmp(a, "--no-check")) {
       sp.skip_check = 1;
+    } else if (!strcmp(a, "--compare")) {
+      compare = 1;
     } else if (!strcmp(a, "--offset")) {
       if (!val || !parse_size(val, &sp.offset)) goto bad_value;
       i++;
@@ -85,6 +88,20 @@ int cmd_run(int argc, char **argv) {
          info.work_group_size, info.local_mem_bytes / 1024.0, info.local_mem_available / 1024.0,
          info.origin);
   printf("why:     %s\n", info.reason);
+  clattn_context *base = NULL;
+  if (compare) { /* the same device and queue, without the tuning database or overrides */
+    clattn_options none = {NULL, "", NULL};
+    clattn_plan_info binfo;
+    if (clattn_context_create(clattn_context_cl_context(ctx), clattn_context_device(ctx),
+                              clattn_context_queue(ctx), &none, &base) != CLATTN_OK ||
+        clattn_explain(base, p, &binfo) != CLATTN_OK) {
+      fprintf(stderr, "clattn: %s\n", clattn_last_error(base));
+      goto out;
+    }
+    printf("compare: %s BQ=%u BKV=%u TPR=%u stage_kv=%u pad=%u (%s)\n", binfo.kernel, binfo.block_q,
+           binfo.block_kv, binfo.threads_per_row, binfo.stage_kv, binfo.pad, binfo.origin);
+    sp.compare_with = base;
+  }
   check_result r;
   if (check_run(ctx, &sp, &r) != CLATTN_OK) {
     const char *msg = clattn_last_error(ctx);
@@ -104,8 +121,14 @@ int cmd_run(int argc, char **argv) {
            r.median_ms, r.min_ms, r.max_ms, sp.repeat, sp.warmup,
            r.timed_by_events ? "OpenCL events" : "wall clock",
            r.median_ms > 0 ? info.flops / (r.median_ms * 1e6) : 0.0);
+  if (base && sp.repeat > 0)
+    printf("compare: median %.3f ms (min %.3f, max %.3f) -> this plan is %.3fx the compared one "
+           "(interleaved runs)\n",
+           r.cmp_median_ms, r.cmp_min_ms, r.cmp_max_ms,
+           r.median_ms > 0 ? r.cmp_median_ms / r.median_ms : 0.0);
   rc = r.pass ? CLI_OK : CLI_CHECK_FAILED;
 out:
+  clattn_context_destroy(base);
   clattn_context_destroy(ctx);
   return rc;
 }
