@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# On the device machine: tune fp32 d = 64 and 128, causal and not, at FlashAttention's benchmark
+# shapes (batch = 16384 / N, heads = 2048 / d), then compare tuned and heuristic configs
+# interleaved, and time the tuned configs beside PyTorch SDPA. Usage: tools/gpu-tune.sh DIR
+# [BUDGET_PER_HEAD_DIM] (DIR from tools/gpu-pack.sh). Writes to $OUT (or ./gpu-out).
+set -uo pipefail
+dir=$(cd "${1:-.gpu}" && pwd)
+budget=${2:-150}
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+source "$dir/nvidia-env.sh"
+export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export CLATTN_CACHE_DIR="$out/cache" CLATTN_DEVICE=${CLATTN_DEVICE:-NVIDIA}
+export CLATTN_TUNING_DB="$out/tuning.json"
+cl="$dir/clattn"
+{ echo "commit $(cat "$dir/commit")"; nvidia-smi --query-gpu=name,driver_version --format=csv; } \
+  | tee "$out/env.txt"
+n=4096
+for d in 64 128; do
+  "$cl" tune --head-dims $d --causal-list 0,1 --seqlens $n --batch $((16384 / n)) \
+    --heads $((2048 / d)) --budget "$budget" --quiet 2>&1 | tee -a "$out/tune.txt"
+done
+for d in 64 128; do for c in 0 1; do
+  args=(--batch $((16384 / n)) --heads $((2048 / d)) --seqlen $n --head-dim $d --layout bhsd
+    --no-check --compare --warmup 3 --repeat 15)
+  [ $c = 1 ] && args+=(--causal)
+  echo "== d=$d causal=$c" | tee -a "$out/compare.txt"
+  "$cl" run "${args[@]}" 2>&1 | grep -E 'plan:|compare:|time:|clattn' | tee -a "$out/compare.txt"
+done; done
+for d in 64 128; do for m in 1024 4096 8192; do for c in 0 1; do
+  args=(--batch $((16384 / m)) --heads $((2048 / d)) --seqlen $m --head-dim $d --no-check
+    --warmup 3 --repeat 10 --layout bhsd)
+  [ $c = 1 ] && args+=(--causal)
+  echo "d=$d n=$m causal=$c: $("$cl" run "${args[@]}" 2>&1 | grep -E 'plan:|time:|clattn:' | tr '\n' ' ')" \
+    | tee -a "$out/bench.txt"
+done; done; done
+timeout 300 python3 "$dir/torch_sdpa.py" --dtype float32 --d 64,128 --n 1024,4096,8192 \
+  --causal 0,1 --json "$out/torch.json" >"$out/torch.txt" 2>&1
+tail -2 "$out/torch.txt"
