@@ -294,3 +294,25 @@ Test(tunedb, built_in_defaults_on_pocl) {
   cr_assert_str_eq(info.origin, "heuristic");
   clattn_context_destroy(ctx);
 }
+
+/* The H200's built-in rows match an H200 only, and fit its 48 KiB of local memory. */
+Test(tunedb, built_in_defaults_for_the_h200) {
+  clattn__device h200;
+  memset(&h200, 0, sizeof h200);
+  snprintf(h200.platform_name, sizeof h200.platform_name, "NVIDIA CUDA");
+  snprintf(h200.name, sizeof h200.name, "NVIDIA H200");
+  h200.type = CL_DEVICE_TYPE_GPU, h200.local_mem = 49152;
+  h200.max_work_group = h200.max_item_size[0] = 1024;
+  unsigned dims[] = {64, 128};
+  for (int i = 0; i < 2; i++)
+    for (unsigned causal = 0; causal < 2; causal++) {
+      clattn__class cls = {dims[i], dims[i], causal, 4096};
+      const clattn__config *c = clattn__builtin_find(&h200, &cls);
+      cr_assert_not_null(c, "no built-in for d=%u causal=%u", dims[i], causal);
+      char why[160];
+      cr_assert(clattn__config_legal(&h200, &cls, c, why, sizeof why), "%s", why);
+    }
+  snprintf(h200.name, sizeof h200.name, "NVIDIA A100");
+  clattn__class cls = {64, 64, 0, 4096};
+  cr_assert_null(clattn__builtin_find(&h200, &cls), "H200 rows must not match another GPU");
+}
