@@ -6,6 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 static void tune_usage(FILE *f) {
   fprintf(f, "usage: clattn tune [options]\n"
@@ -18,6 +25,8 @@ static void tune_usage(FILE *f) {
              "  --db PATH          tuning database (default: the context's, see README)\n"
              "  --device SPEC      like CLATTN_DEVICE\n"
              "  --dry-run          measure, write nothing\n"
+             "  --force            tune classes the database already has for this device (by\n"
+             "                     default a rerun skips them, so an interrupted run resumes)\n"
              "  --json             machine-readable results on stdout\n"
              "  --quiet            no progress bar\n"
              "exit codes: 0 every class tuned, 1 a class had no correct candidate, 2 usage error,\n"
@@ -58,7 +67,7 @@ int cmd_tune(int argc, char **argv) {
   size_t batch = 1, heads = 8, dv = 0, max_cand = 0;
   double budget = 120;
   const char *db = NULL;
-  int json = 0;
+  int json = 0, force = 0;
   clattn_tune_options opt = {0};
   progress_state ps = {0};
   for (int i = 1; i < argc; i++) {
@@ -118,7 +127,7 @@ int cmd_tune(int argc, char **argv) {
     return CLI_ERROR;
   }
   ps.classes = (unsigned)(nd * nc * ns);
-  opt.budget_seconds = budget / ps.classes;
+  double started = now_s();
   opt.max_candidates = (unsigned)max_cand;
   opt.progress = on_progress, opt.user = &ps;
   if (!json) {
@@ -136,7 +145,18 @@ int cmd_tune(int argc, char **argv) {
         clattn_problem p = {0};
         p.batch = batch, p.heads_q = heads, p.seqlen_q = p.seqlen_kv = seqs[s];
         p.head_dim = dims[a], p.head_dim_v = dv, p.flags = causal[c] ? CLATTN_CAUSAL : 0;
+        clattn_plan_info have;
+        if (!force && clattn_explain(ctx, &p, &have) == CLATTN_OK &&
+            !strcmp(have.origin, "tuned")) {
+          /* A rerun after an interruption resumes: finished classes are kept. */
+          fprintf(stderr, "clattn tune: d=%zu %s N=%zu already tuned (--force tunes it again)\n",
+                  dims[a], causal[c] ? "causal" : "full", seqs[s]);
+          continue;
+        }
         clattn_tune_result r;
+        double left = budget - (now_s() - started);
+        opt.budget_seconds = left / (ps.classes - ps.cls + 1);
+        if (opt.budget_seconds < 1) opt.budget_seconds = 1;
         clattn_status st = clattn_tune(ctx, &p, &opt, &r);
         if (!ps.quiet) fprintf(stderr, "\r%120s\r", "");
         char best[80], heur[80];
