@@ -1,5 +1,6 @@
-# Embeds OpenCL C sources as C strings: cmake -DOUT=file.c -DSOURCES="a.cl;b.cl" -P embed.cmake
+# Embeds OpenCL C sources as C strings: cmake -DOUT=file.c -DSOURCES="a.cl,b.cl" -P embed.cmake
 # Kept as readable escaped text (comments and #defines intact), one C string line per source line.
+string(REPLACE "," ";" SOURCES "${SOURCES}")
 set(body "")
 foreach(src IN LISTS SOURCES)
   get_filename_component(name "${src}" NAME)

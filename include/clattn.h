@@ -161,12 +161,16 @@ CLATTN_API clattn_status clattn_forward(clattn_context *ctx, const clattn_proble
 
 /* A tile config of the forward kernel (what the tuner varies). */
 typedef struct clattn_config {
-  char kernel[32];          /* kernel variant: "forward_rows" */
+  char kernel[32];          /* kernel variant: "forward_rows" (one query row per work-item,
+                               or a few sharing it) or "forward_tiles" (register-tiled: each
+                               work-item owns rows_per_item rows x block_kv/threads_per_row keys
+                               of S); "" means forward_rows */
   unsigned block_q;         /* query rows per work-group */
   unsigned block_kv;        /* keys per K/V tile */
-  unsigned threads_per_row; /* work-items sharing one query row */
+  unsigned threads_per_row; /* work-items sharing one query row (forward_tiles: along the keys) */
   unsigned stage_kv;        /* 1: K/V tiles staged in local memory */
   unsigned pad;             /* floats of padding per local-memory row */
+  unsigned rows_per_item;   /* forward_tiles: query rows per work-item; 0 means 1 */
 } clattn_config;
 
 /* Use cfg, instead of the tuning database or the heuristic, for problems of this problem's
@@ -193,6 +197,7 @@ typedef struct clattn_plan_info {
   char kernel[32];            /* kernel variant */
   unsigned block_q, block_kv; /* query rows and keys per tile */
   unsigned threads_per_row;   /* work-items sharing one query row */
+  unsigned rows_per_item;     /* forward_tiles: query rows per work-item */
   unsigned stage_kv;          /* 1: K/V tiles staged in local memory */
   unsigned pad;               /* floats of padding per local-memory row */
   size_t work_group_size;

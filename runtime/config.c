@@ -9,20 +9,26 @@
 
 void clattn__config_to_public(const clattn__config *c, clattn_config *out) {
   memset(out, 0, sizeof *out);
-  snprintf(out->kernel, sizeof out->kernel, "%s", "forward_rows");
+  snprintf(out->kernel, sizeof out->kernel, "%s", clattn__variant_name(c->variant));
   out->block_q = c->bq, out->block_kv = c->bkv, out->threads_per_row = c->tpr;
   out->stage_kv = c->stage, out->pad = c->pad;
+  out->rows_per_item = c->variant == 1 && c->rm ? c->rm : 1;
 }
 
 int clattn__config_from_public(const clattn_config *in, clattn__config *out, char *why,
                                size_t why_len) {
   memset(out, 0, sizeof *out);
-  if (in->kernel[0] && strncmp(in->kernel, "forward_rows", sizeof in->kernel)) {
-    snprintf(why, why_len, "unknown kernel variant \"%.31s\" (known: forward_rows)", in->kernel);
+  char name[sizeof in->kernel + 1];
+  snprintf(name, sizeof name, "%.*s", (int)sizeof in->kernel, in->kernel);
+  int variant = name[0] ? clattn__variant_of(name) : 0;
+  if (variant < 0) {
+    snprintf(why, why_len, "unknown kernel variant \"%s\" (known: forward_rows, forward_tiles)",
+             name);
     return 0;
   }
   if (!in->block_q || !in->block_kv || !in->threads_per_row || in->block_q > 4096 ||
-      in->block_kv > 4096 || in->threads_per_row > 1024 || in->stage_kv > 1 || in->pad > 64) {
+      in->block_kv > 4096 || in->threads_per_row > 1024 || in->stage_kv > 1 || in->pad > 64 ||
+      in->rows_per_item > 1024) {
     snprintf(why, why_len,
              "config out of range: block_q %u, block_kv %u (1..4096), threads_per_row %u "
              "(1..1024), stage_kv %u (0/1), pad %u (0..64)",
@@ -31,6 +37,9 @@ int clattn__config_from_public(const clattn_config *in, clattn__config *out, cha
   }
   out->bq = in->block_q, out->bkv = in->block_kv, out->tpr = in->threads_per_row;
   out->stage = in->stage_kv, out->pad = in->pad;
+  out->variant = (unsigned)variant;
+  out->rm = variant == 1 && in->rows_per_item ? in->rows_per_item : 1;
+  if (variant == 1) out->stage = 1; /* forward_tiles always stages K/V */
   return 1;
 }
 

@@ -134,7 +134,8 @@ clattn_status clattn_explain(clattn_context *ctx, const clattn_problem *problem,
   }
   if (st == CLATTN_OK) {
     memset(out, 0, sizeof *out);
-    snprintf(out->kernel, sizeof out->kernel, "%s", "forward_rows");
+    snprintf(out->kernel, sizeof out->kernel, "%s", clattn__variant_name(p->cfg.variant));
+    out->rows_per_item = p->cfg.variant == 1 && p->cfg.rm ? p->cfg.rm : 1;
     out->block_q = p->cfg.bq;
     out->block_kv = p->cfg.bkv;
     out->threads_per_row = p->cfg.tpr;

@@ -51,8 +51,15 @@ typedef struct clattn__config {
   unsigned tpr;     /* work-items per query row: each owns bkv/tpr keys and dv/tpr columns of O */
   unsigned stage;   /* 1: K/V tiles staged in local memory; 0: read from global memory */
   unsigned pad;     /* floats of padding per local-memory row (bank conflicts) */
-  unsigned variant; /* kernel variant: 0 forward_rows (cl/forward.cl) */
+  unsigned variant; /* kernel variant: 0 forward_rows (cl/forward.cl), 1 forward_tiles
+                       (cl/forward_tiles.cl, where tpr is the work-items along the keys) */
+  unsigned rm;      /* forward_tiles: query rows per work-item (0 means 1) */
 } clattn__config;
+
+enum { CLATTN__VARIANTS = 2 };
+/* "forward_rows" or "forward_tiles"; and back (-1 when unknown). */
+const char *clattn__variant_name(unsigned variant);
+int clattn__variant_of(const char *name);
 
 size_t clattn__config_local_bytes(const clattn__config *c, const clattn__class *k);
 size_t clattn__config_work_group(const clattn__config *c);
@@ -82,6 +89,13 @@ uint64_t clattn__hash(const void *data, size_t len, uint64_t seed);
 /* The text of cl/<name>: from ctx->kernel_dir when set, else embedded. Caller frees *text. */
 clattn_status clattn__kernel_source(clattn_context *ctx, const char *name, char **text);
 /* A built program for (source, options), from the context's cache or compiled now. */
+/* The kernel sources of every variant, with their hashes (the tuning database's key). */
+typedef struct clattn__sources {
+  char *text[CLATTN__VARIANTS];
+  uint64_t hash[CLATTN__VARIANTS];
+} clattn__sources;
+clattn_status clattn__sources_load(clattn_context *ctx, clattn__sources *out);
+void clattn__sources_free(clattn__sources *s);
 clattn_status clattn__build(clattn_context *ctx, const char *source, const char *options,
                             cl_program *out);
 void clattn__program_cache_release(clattn_context *ctx);
@@ -134,7 +148,7 @@ struct clattn_context {
   struct clattn__db *db; /* the tuning database, read at the first plan; NULL until then */
   char *diagnostics;     /* warnings, one per line, each once */
   unsigned bincache_loaded, bincache_stored, bincache_rejected; /* on-disk cache counters */
-  unsigned compiled; /* programs compiled from source */
+  unsigned compiled;                                            /* programs compiled from source */
 };
 
 /* Records a formatted message for the calling thread on ctx (ctx may be NULL) and returns
@@ -171,7 +185,7 @@ clattn_status clattn__check_forward_tensors(clattn_context *ctx, const clattn__s
 
 /* Builds config c for class cls and checks the built kernel's limits. *kernel is NULL when it
  * does not fit: then why says what did not, and *max_wg / *max_bytes are lowered. */
-clattn_status clattn__build_config(clattn_context *ctx, const char *source,
+clattn_status clattn__build_config(clattn_context *ctx, const clattn__sources *src,
                                    const clattn__class *cls, const clattn__config *c,
                                    cl_kernel *kernel, size_t *local_mem, size_t *max_wg,
                                    size_t *max_bytes, char *why, size_t why_len);

@@ -15,15 +15,20 @@ enum { MAX_ATTEMPTS = 8, MAX_RANKED = 64 };
 
 static void config_options(const clattn__class *cls, const clattn__config *c, char *out,
                            size_t len) {
-  snprintf(out, len,
-           "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DTPR=%u -DSTAGE_KV=%u -DPAD=%u "
-           "-DCAUSAL=%u",
-           cls->d, cls->dv, c->bq, c->bkv, c->tpr, c->stage, c->pad, cls->causal);
+  if (c->variant == 1)
+    snprintf(out, len,
+             "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DTX=%u -DRM=%u -DPAD=%u -DCAUSAL=%u",
+             cls->d, cls->dv, c->bq, c->bkv, c->tpr, c->rm ? c->rm : 1, c->pad, cls->causal);
+  else
+    snprintf(out, len,
+             "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DTPR=%u -DSTAGE_KV=%u -DPAD=%u "
+             "-DCAUSAL=%u",
+             cls->d, cls->dv, c->bq, c->bkv, c->tpr, c->stage, c->pad, cls->causal);
 }
 
 /* Builds c and checks the kernel's limits. *kernel is NULL when it does not fit: then why says
  * what did not, and *max_wg / *max_bytes are lowered so that later candidates step down. */
-clattn_status clattn__build_config(clattn_context *ctx, const char *source,
+clattn_status clattn__build_config(clattn_context *ctx, const clattn__sources *src,
                                    const clattn__class *cls, const clattn__config *c,
                                    cl_kernel *kernel, size_t *local_mem, size_t *max_wg,
                                    size_t *max_bytes, char *why, size_t why_len) {
@@ -31,7 +36,9 @@ clattn_status clattn__build_config(clattn_context *ctx, const char *source,
   config_options(cls, c, options, sizeof options);
   cl_program prog;
   *kernel = NULL;
-  clattn_status st = clattn__build(ctx, source, options, &prog);
+  if (c->variant >= CLATTN__VARIANTS)
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "unknown kernel variant %u", c->variant);
+  clattn_status st = clattn__build(ctx, src->text[c->variant], options, &prog);
   if (st != CLATTN_OK) return st;
   cl_int err;
   cl_kernel kern = clCreateKernel(prog, "clattn_forward", &err);
@@ -69,7 +76,7 @@ clattn_status clattn__build_config(clattn_context *ctx, const char *source,
 
 /* The heuristic's ranked configs, built in order; after a built kernel exceeds a limit, only
  * candidates below it are built (step down). */
-static clattn_status heuristic_plan(clattn_context *ctx, const char *source,
+static clattn_status heuristic_plan(clattn_context *ctx, const clattn__sources *source,
                                     const clattn__class *cls, clattn__plan *p) {
   clattn__config ranked[MAX_RANKED];
   size_t n = clattn__configs_ranked(&ctx->device, cls, ranked, MAX_RANKED);
@@ -112,9 +119,9 @@ static clattn_status heuristic_plan(clattn_context *ctx, const char *source,
 
 /* A chosen config (override, database, built-in): legal on this device and fits once built,
  * or a warning says why it was passed over. */
-static clattn_status try_chosen(clattn_context *ctx, const char *source, const clattn__class *cls,
-                                const clattn__config *cfg, const char *origin, const char *what,
-                                clattn__plan *p) {
+static clattn_status try_chosen(clattn_context *ctx, const clattn__sources *source,
+                                const clattn__class *cls, const clattn__config *cfg,
+                                const char *origin, const char *what, clattn__plan *p) {
   char why[160];
   size_t max_wg = SIZE_MAX, max_bytes = SIZE_MAX;
   if (!clattn__config_legal(&ctx->device, cls, cfg, why, sizeof why)) {
@@ -150,13 +157,12 @@ clattn_status clattn__plan_get(clattn_context *ctx, const clattn__class *cls,
       *out = p;
       return CLATTN_OK;
     }
-  char *source;
-  clattn_status st = clattn__kernel_source(ctx, "forward.cl", &source);
+  clattn__sources sources, *source = &sources;
+  clattn_status st = clattn__sources_load(ctx, &sources);
   if (st != CLATTN_OK) return st;
-  uint64_t hash = clattn__hash(source, strlen(source), 0);
   clattn__plan *p = calloc(1, sizeof *p);
   if (!p) {
-    free(source);
+    clattn__sources_free(&sources);
     return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
   }
   p->cls = *cls;
@@ -170,7 +176,7 @@ clattn_status clattn__plan_get(clattn_context *ctx, const clattn__class *cls,
   if (st == CLATTN_OK && !p->kernel) {
     clattn__match level;
     const clattn__db_entry *e =
-        clattn__db_lookup(clattn__context_db(ctx), &ctx->device, hash, cls, &level);
+        clattn__db_lookup(clattn__context_db(ctx), &ctx->device, sources.hash, cls, &level);
     if (e)
       st = try_chosen(ctx, source, cls, &e->cfg,
                       level == CLATTN__MATCH_EXACT && e->cls.bucket == cls->bucket ? "tuned"
@@ -182,7 +188,7 @@ clattn_status clattn__plan_get(clattn_context *ctx, const clattn__class *cls,
     if (b) st = try_chosen(ctx, source, cls, b, "built-in", "built-in default", p);
   }
   if (st == CLATTN_OK && !p->kernel) st = heuristic_plan(ctx, source, cls, p);
-  free(source);
+  clattn__sources_free(&sources);
   if (st != CLATTN_OK) {
     if (p->kernel) clReleaseKernel(p->kernel);
     free(p);

@@ -6,7 +6,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+static unsigned rows_per_item(const clattn__config *c) {
+  return c->variant == 1 && c->rm ? c->rm : 1;
+}
+
 size_t clattn__config_local_bytes(const clattn__config *c, const clattn__class *k) {
+  if (c->variant == 1) { /* cl/forward_tiles.cl: Qs, Ks, Vs, Ps, Red */
+    size_t bqp = c->bq + c->pad, bkvp = c->bkv + c->pad;
+    size_t floats = (size_t)k->d * bqp + (size_t)k->d * bkvp + (size_t)c->bkv * (k->dv + c->pad) +
+                    (size_t)c->bkv * bqp + (size_t)c->bq * c->tpr;
+    return floats * sizeof(float);
+  }
   size_t floats = (size_t)(c->bq + c->pad) * (k->d + c->bkv); /* Qs and Ss, transposed */
   if (c->stage)
     floats += (size_t)c->bkv * (k->d + c->pad) + (size_t)c->bkv * (k->dv + c->pad); /* Ks, Vs */
@@ -20,16 +30,23 @@ unsigned clattn__seqlen_bucket(size_t n) {
 }
 
 size_t clattn__config_work_group(const clattn__config *c) {
-  return (size_t)c->bq * c->tpr;
+  return (size_t)(c->bq / rows_per_item(c)) * c->tpr;
 }
 
 int clattn__config_legal(const clattn__device *dev, const clattn__class *k, const clattn__config *c,
                          char *why, size_t why_len) {
-  size_t bytes = clattn__config_local_bytes(c, k), wg = clattn__config_work_group(c);
-  if (c->bq == 0 || c->bkv == 0 || c->tpr == 0) {
-    snprintf(why, why_len, "tile sizes must be positive");
+  if (c->bq == 0 || c->bkv == 0 || c->tpr == 0 || c->variant >= CLATTN__VARIANTS) {
+    snprintf(why, why_len, "tile sizes must be positive and the kernel variant known");
     return 0;
   }
+  if (c->variant == 1 && (c->bq % rows_per_item(c) || c->bkv % c->tpr)) {
+    snprintf(why, why_len,
+             "forward_tiles BQ=%u BKV=%u: BQ must be a multiple of the rows per work-item (%u) "
+             "and BKV of the work-items along the keys (%u)",
+             c->bq, c->bkv, rows_per_item(c), c->tpr);
+    return 0;
+  }
+  size_t bytes = clattn__config_local_bytes(c, k), wg = clattn__config_work_group(c);
   if (bytes > dev->local_mem) {
     snprintf(why, why_len, "BQ=%u BKV=%u: needs %.1f KiB local memory, device has %.1f KiB", c->bq,
              c->bkv, bytes / 1024.0, dev->local_mem / 1024.0);
@@ -64,7 +81,20 @@ static int is_cpu(const clattn__device *dev) {
  * passes over the online-softmax bookkeeping), padded rows against bank conflicts. CPUs
  * (PoCL runs a work-group as loops over its work-items): one row per work-item, tiles that
  * stay in the L2 cache, and no staging copy, since local memory is ordinary memory there. */
+/* The register-tiled variant is not yet preferred by the heuristic anywhere: it ranks after
+ * forward_rows until measurements (the tuner, built-in defaults) choose it. Among its configs:
+ * a work-group of about 128, a micro-tile of at least 8 scores, at most 64 accumulators. */
+static unsigned cost_tiles(const clattn__class *k, const clattn__config *c) {
+  unsigned wg = (unsigned)clattn__config_work_group(c), rm = rows_per_item(c);
+  unsigned rn = c->bkv / c->tpr, acc = rm * ((k->dv + c->tpr - 1) / c->tpr);
+  unsigned s = 1000 + 10 * udiff(ilog2(wg), 7);
+  if (rm * rn < 8) s += 5 * (ilog2(8) - ilog2(rm * rn));
+  if (acc > 64) s += 20 * (acc / 64);
+  return s + (c->pad ? 0 : 1);
+}
+
 static unsigned cost(const clattn__device *dev, const clattn__class *k, const clattn__config *c) {
+  if (c->variant == 1) return cost_tiles(k, c);
   unsigned wg = (unsigned)clattn__config_work_group(c);
   unsigned dvp = (k->dv + c->tpr - 1) / c->tpr;
   unsigned s = 0;
@@ -95,10 +125,13 @@ static int by_cost(const void *a, const void *b) {
   return x->order < y->order ? -1 : x->order > y->order;
 }
 
-/* The search space: every combination of these (and K/V staging and padding on or off). */
+/* The search space: forward_rows with every combination of these (and K/V staging and padding
+ * on or off); forward_tiles with the tile sizes, work-items along the keys (tprs), rows per
+ * work-item (rms) and padding. */
 static const unsigned bqs[] = {128, 64, 32, 16, 8, 4, 2, 1}, bkvs[] = {128, 64, 32, 16, 8},
-                      tprs[] = {1, 2, 4, 8, 16, 32};
-enum { SPACE = 8 * 5 * 6 * 2 * 2 };
+                      tprs[] = {1, 2, 4, 8, 16, 32}, rms[] = {1, 2, 4, 8};
+enum { ROWS_SPACE = 8 * 5 * 6 * 2 * 2, TILES_SPACE = 8 * 5 * 6 * 4 * 2 };
+enum { SPACE = ROWS_SPACE + TILES_SPACE };
 
 size_t clattn__config_space_size(void) {
   return SPACE;
@@ -107,7 +140,8 @@ size_t clattn__config_space_size(void) {
 size_t clattn__configs_ranked(const clattn__device *dev, const clattn__class *k,
                               clattn__config *out, size_t cap) {
   enum { MAX = SPACE };
-  ranked all[MAX];
+  ranked *all = malloc(MAX * sizeof *all);
+  if (!all) return 0;
   size_t n = 0;
   char why[160];
   for (size_t a = 0; a < sizeof bqs / sizeof *bqs; a++)
@@ -115,7 +149,19 @@ size_t clattn__configs_ranked(const clattn__device *dev, const clattn__class *k,
       for (size_t t = 0; t < sizeof tprs / sizeof *tprs; t++)
         for (unsigned stage = 0; stage < 2; stage++)
           for (unsigned pad = 0; pad < 2; pad++) {
-            clattn__config c = {bqs[a], bkvs[b], tprs[t], stage, pad, 0};
+            clattn__config c = {bqs[a], bkvs[b], tprs[t], stage, pad, 0, 1};
+            if (!clattn__config_legal(dev, k, &c, why, sizeof why)) continue;
+            all[n].cfg = c;
+            all[n].cost = cost(dev, k, &c);
+            all[n].order = (unsigned)n;
+            n++;
+          }
+  for (size_t a = 0; a < sizeof bqs / sizeof *bqs; a++)
+    for (size_t b = 0; b < sizeof bkvs / sizeof *bkvs; b++)
+      for (size_t t = 0; t < sizeof tprs / sizeof *tprs; t++)
+        for (size_t r = 0; r < sizeof rms / sizeof *rms; r++)
+          for (unsigned pad = 0; pad < 2; pad++) {
+            clattn__config c = {bqs[a], bkvs[b], tprs[t], 1, pad, 1, rms[r]};
             if (!clattn__config_legal(dev, k, &c, why, sizeof why)) continue;
             all[n].cfg = c;
             all[n].cost = cost(dev, k, &c);
@@ -125,11 +171,21 @@ size_t clattn__configs_ranked(const clattn__device *dev, const clattn__class *k,
   qsort(all, n, sizeof *all, by_cost);
   size_t m = n < cap ? n : cap;
   for (size_t i = 0; i < m; i++) out[i] = all[i].cfg;
+  free(all);
   return m;
 }
 
 void clattn__config_reason(const clattn__device *dev, const clattn__class *k,
                            const clattn__config *c, char *out, size_t len) {
+  if (c->variant == 1) {
+    snprintf(out, len,
+             "forward_tiles: %.1f of %.1f KiB local memory, %zu work-items, each %u rows x %u "
+             "keys of S and %u output columns",
+             clattn__config_local_bytes(c, k) / 1024.0, dev->local_mem / 1024.0,
+             clattn__config_work_group(c), rows_per_item(c), c->bkv / c->tpr,
+             (k->dv + c->tpr - 1) / c->tpr);
+    return;
+  }
   snprintf(out, len,
            "%s heuristic: %.1f of %.1f KiB local memory, %zu work-items, %u keys per tile, "
            "%u output columns per work-item%s",

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { MAX_SPACE = 1024, SAMPLE_ROWS = 48, FINALISTS = 3, FINAL_ROUNDS = 7, MAX_RUNS = 15 };
+enum { MAX_SPACE = 4096, SAMPLE_ROWS = 48, FINALISTS = 3, FINAL_ROUNDS = 7, MAX_RUNS = 15 };
 
 typedef struct {
   clattn__config cfg;
@@ -33,7 +33,7 @@ typedef struct {
   clattn__shape s;
   clattn__class cls;
   clattn_problem problem;
-  char *source;
+  clattn__sources src;
   cl_mem buf[5]; /* q k v o lse */
   clattn_tensor t[4];
   float *host[3];
@@ -135,7 +135,8 @@ static void teardown(bench *b) {
   for (int i = 0; i < 5; i++)
     if (b->buf[i]) clReleaseMemObject(b->buf[i]);
   for (int i = 0; i < 3; i++) free(b->host[i]);
-  free(b->o_out), free(b->lse_out), free(b->ref_o), free(b->source);
+  free(b->o_out), free(b->lse_out), free(b->ref_o);
+  clattn__sources_free(&b->src);
 }
 
 /* One timed run; < 0 on failure. */
@@ -192,7 +193,7 @@ static clattn_status evaluate(bench *b, cand *c, double cap_s, double best_ms, c
                               size_t note_len) {
   size_t max_wg = SIZE_MAX, max_bytes = SIZE_MAX;
   note[0] = 0;
-  clattn_status st = clattn__build_config(b->ctx, b->source, &b->cls, &c->cfg, &c->kernel, &c->lmem,
+  clattn_status st = clattn__build_config(b->ctx, &b->src, &b->cls, &c->cfg, &c->kernel, &c->lmem,
                                           &max_wg, &max_bytes, note, note_len);
   if (st != CLATTN_OK) return st;
   c->state = -1;
@@ -236,9 +237,11 @@ static clattn_status evaluate(bench *b, cand *c, double cap_s, double best_ms, c
 
 /* Differ in exactly one parameter, by one step (x2 or /2 for sizes). */
 static int neighbours(const clattn__config *a, const clattn__config *b) {
+  if (a->variant != b->variant) return 0;
   int diff = (a->bq != b->bq) + (a->bkv != b->bkv) + (a->tpr != b->tpr) + (a->stage != b->stage) +
-             (a->pad != b->pad);
+             (a->pad != b->pad) + (a->rm != b->rm);
   if (diff != 1) return 0;
+  if (a->rm != b->rm) return a->rm == 2 * b->rm || b->rm == 2 * a->rm;
   if (a->bq != b->bq) return a->bq == 2 * b->bq || b->bq == 2 * a->bq;
   if (a->bkv != b->bkv) return a->bkv == 2 * b->bkv || b->bkv == 2 * a->bkv;
   if (a->tpr != b->tpr) return a->tpr == 2 * b->tpr || b->tpr == 2 * a->tpr;
@@ -255,7 +258,14 @@ static long next_candidate(const cand *all, size_t n, long best, unsigned tried)
     return -1;
   }
   enum { SEEDS = 6 };
-  if (tried < SEEDS) {
+  if (tried < SEEDS + 1) {
+    /* The best-ranked config of the other kernel variant is always a seed: the heuristic ranks
+     * the variants apart, and only measurement can say which suits the device. */
+    for (size_t i = 0; i < n; i++)
+      if (all[i].cfg.variant != all[0].cfg.variant) {
+        if (all[i].state == 0) return (long)i;
+        break;
+      }
     for (unsigned k = 0; k < SEEDS; k++) {
       /* Spread over the better third of the heuristic's ranking: diverse, but not configs the
        * model already knows to be poor (each costs a compile and slow runs). */
@@ -274,8 +284,9 @@ static long next_candidate(const cand *all, size_t n, long best, unsigned tried)
 static void report_line(clattn_tune_result *r, const clattn__config *c, const char *why) {
   size_t len = strlen(r->report);
   if (len + 1 < sizeof r->report)
-    snprintf(r->report + len, sizeof r->report - len, "BQ=%u BKV=%u TPR=%u stage=%u pad=%u: %s\n",
-             c->bq, c->bkv, c->tpr, c->stage, c->pad, why);
+    snprintf(r->report + len, sizeof r->report - len,
+             "%s BQ=%u BKV=%u TPR=%u RM=%u stage=%u pad=%u: %s\n", clattn__variant_name(c->variant),
+             c->bq, c->bkv, c->tpr, c->rm ? c->rm : 1, c->stage, c->pad, why);
 }
 
 /* Times the finalists (the best few and the heuristic's config) round-robin, so a config's
@@ -307,7 +318,7 @@ static clattn_status save_winner(bench *b, const cand *w, clattn_tune_result *r)
   clattn__db_entry e;
   memset(&e, 0, sizeof e);
   clattn__db_device_of(&b->ctx->device, &e.dev);
-  e.source_hash = clattn__hash(b->source, strlen(b->source), 0);
+  e.source_hash = b->src.hash[w->cfg.variant];
   e.cls = b->cls, e.cfg = w->cfg, e.median_ms = w->median, e.spread = w->spread;
   time_t now = time(NULL);
   struct tm tm;
@@ -325,15 +336,17 @@ static clattn_status save_winner(bench *b, const cand *w, clattn_tune_result *r)
 }
 
 static clattn_status search(bench *b, const clattn_tune_options *opt, clattn_tune_result *r) {
-  clattn__config cfgs[MAX_SPACE];
+  clattn__config *cfgs = malloc(MAX_SPACE * sizeof *cfgs);
+  if (!cfgs) return clattn__fail(b->ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
   size_t n = clattn__configs_ranked(&b->ctx->device, &b->cls, cfgs, MAX_SPACE);
   r->space = (unsigned)clattn__config_space_size();
   r->pruned = r->space - (unsigned)n;
+  cand *all = n ? calloc(n, sizeof *all) : NULL;
+  for (size_t i = 0; all && i < n; i++) all[i].cfg = cfgs[i];
+  free(cfgs);
   if (n == 0)
     return clattn__fail(b->ctx, CLATTN_ERR_OUT_OF_RESOURCES, "no config fits this device");
-  cand *all = calloc(n, sizeof *all);
   if (!all) return clattn__fail(b->ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
-  for (size_t i = 0; i < n; i++) all[i].cfg = cfgs[i];
   double budget = opt->budget_seconds > 0 ? opt->budget_seconds : 60.0;
   double search_end = b->t0 + 0.85 * budget; /* the rest is for the interleaved re-timing */
   b->deadline = b->t0 + budget;
@@ -453,7 +466,7 @@ clattn_status clattn_tune(clattn_context *ctx, const clattn_problem *problem,
     b.cls = clattn__class_of(&b.s);
     out->seqlen_bucket = b.cls.bucket;
     out->local_mem_available = (size_t)ctx->device.local_mem;
-    st = clattn__kernel_source(ctx, "forward.cl", &b.source);
+    st = clattn__sources_load(ctx, &b.src);
   }
   cl_int err = CL_SUCCESS;
   if (st == CLATTN_OK) { /* a private queue: profiling on, whatever the caller's queue has */

@@ -136,7 +136,7 @@ static int parse_entry(const cJSON *e, clattn__db_entry *out, char *why, size_t 
     return 0;
   }
   out->cls.d = (unsigned)u[2], out->cls.dv = (unsigned)u[3], out->cls.bucket = (unsigned)u[4];
-  if (!get_str(cfg, "kernel", kernel, sizeof kernel) || strcmp(kernel, "forward_rows") ||
+  if (!get_str(cfg, "kernel", kernel, sizeof kernel) || clattn__variant_of(kernel) < 0 ||
       !get_uint(cfg, "block_q", 1024, &u[5]) || !is_pow2_in(u[5], 1, 1024) ||
       !get_uint(cfg, "block_kv", 1024, &u[6]) || !is_pow2_in(u[6], 1, 1024) ||
       !get_uint(cfg, "threads_per_row", 1024, &u[7]) || !is_pow2_in(u[7], 1, 1024) ||
@@ -145,7 +145,15 @@ static int parse_entry(const cJSON *e, clattn__db_entry *out, char *why, size_t 
     return 0;
   }
   out->cfg.bq = (unsigned)u[5], out->cfg.bkv = (unsigned)u[6], out->cfg.tpr = (unsigned)u[7];
-  out->cfg.pad = (unsigned)u[8], out->cfg.variant = 0;
+  out->cfg.pad = (unsigned)u[8], out->cfg.variant = (unsigned)clattn__variant_of(kernel);
+  out->cfg.rm = 1;
+  if (cJSON_GetObjectItemCaseSensitive(cfg, "rows_per_item")) {
+    if (!get_uint(cfg, "rows_per_item", 1024, &u[9]) || !is_pow2_in(u[9], 1, 1024)) {
+      snprintf(why, why_len, "an entry's config has a bad rows_per_item");
+      return 0;
+    }
+    out->cfg.rm = (unsigned)u[9];
+  }
   out->median_ms = cJSON_IsNumber(ms) && isfinite(ms->valuedouble) ? ms->valuedouble : 0.0;
   const cJSON *sp = cJSON_GetObjectItemCaseSensitive(e, "spread");
   out->spread = cJSON_IsNumber(sp) && isfinite(sp->valuedouble) ? sp->valuedouble : 0.0;
@@ -254,12 +262,13 @@ static cJSON *entry_json(const clattn__db_entry *e) {
   cJSON_AddBoolToObject(c, "causal", e->cls.causal);
   cJSON_AddNumberToObject(c, "seqlen_bucket", e->cls.bucket);
   cJSON *g = cJSON_AddObjectToObject(o, "config");
-  cJSON_AddStringToObject(g, "kernel", "forward_rows");
+  cJSON_AddStringToObject(g, "kernel", clattn__variant_name(e->cfg.variant));
   cJSON_AddNumberToObject(g, "block_q", e->cfg.bq);
   cJSON_AddNumberToObject(g, "block_kv", e->cfg.bkv);
   cJSON_AddNumberToObject(g, "threads_per_row", e->cfg.tpr);
   cJSON_AddBoolToObject(g, "stage_kv", e->cfg.stage);
   cJSON_AddNumberToObject(g, "pad", e->cfg.pad);
+  cJSON_AddNumberToObject(g, "rows_per_item", e->cfg.rm ? e->cfg.rm : 1);
   cJSON_AddNumberToObject(o, "median_ms", e->median_ms);
   cJSON_AddNumberToObject(o, "spread", e->spread);
   cJSON_AddStringToObject(o, "date", e->date);
@@ -349,8 +358,8 @@ static unsigned bucket_distance(unsigned a, unsigned b) {
 }
 
 const clattn__db_entry *clattn__db_lookup(const clattn__db *db, const clattn__device *dev,
-                                          uint64_t source_hash, const clattn__class *cls,
-                                          clattn__match *level) {
+                                          const uint64_t source_hash[CLATTN__VARIANTS],
+                                          const clattn__class *cls, clattn__match *level) {
   clattn__db_device me;
   clattn__db_device_of(dev, &me);
   const clattn__db_entry *best = NULL;
@@ -358,8 +367,8 @@ const clattn__db_entry *clattn__db_lookup(const clattn__db *db, const clattn__de
   unsigned best_dist = ~0u;
   for (size_t i = 0; i < db->count; i++) {
     const clattn__db_entry *e = &db->entries[i];
-    if (e->source_hash != source_hash || e->cls.d != cls->d || e->cls.dv != cls->dv ||
-        e->cls.causal != cls->causal)
+    if (e->cfg.variant >= CLATTN__VARIANTS || e->source_hash != source_hash[e->cfg.variant] ||
+        e->cls.d != cls->d || e->cls.dv != cls->dv || e->cls.causal != cls->causal)
       continue;
     clattn__match m = match_level(&e->dev, &me);
     unsigned dist = bucket_distance(e->cls.bucket, cls->bucket);

@@ -235,7 +235,7 @@ Test(errors, missing_kernel_file) {
   cl_event done = (cl_event)(uintptr_t)1;
   cr_assert_eq(call(&f, &done), CLATTN_ERR_IO);
   cr_assert_null(done);
-  cr_assert(strstr(clattn_last_error(f.ctx), "/nonexistent/clattn-kernels/forward.cl"), "%s",
+  cr_assert(strstr(clattn_last_error(f.ctx), "/nonexistent/clattn-kernels"), "%s",
             clattn_last_error(f.ctx));
   done_with(&f);
 }

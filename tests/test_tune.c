@@ -128,3 +128,29 @@ Test(tune, bad_input) {
   test_context_still_works(ctx);
   clattn_context_destroy(ctx);
 }
+
+typedef struct {
+  int rows, tiles;
+} variants_seen;
+
+static void on_variant(void *user, const clattn_tune_progress *p) {
+  variants_seen *v = user;
+  if (!strcmp(p->candidate.kernel, "forward_rows")) v->rows++;
+  if (!strcmp(p->candidate.kernel, "forward_tiles")) v->tiles++;
+}
+
+/* Both kernel variants compete from the first candidates on. */
+Test(tune, both_variants_are_measured) {
+  clattn_context *ctx = test_context(NULL);
+  clattn_problem p = small_problem();
+  variants_seen v = {0, 0};
+  clattn_tune_options opt = {0};
+  opt.budget_seconds = 6, opt.max_candidates = 3, opt.dry_run = 1;
+  opt.progress = on_variant, opt.user = &v;
+  clattn_tune_result r;
+  cr_assert_eq(clattn_tune(ctx, &p, &opt, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_gt(v.rows, 0);
+  cr_assert_gt(v.tiles, 0, "the register-tiled variant was never tried");
+  cr_assert_eq(r.space, 2880); /* 960 forward_rows + 1920 forward_tiles configs */
+  clattn_context_destroy(ctx);
+}

@@ -39,8 +39,12 @@ typedef struct {
 } progress_state;
 
 static void config_text(const clattn_config *c, char *out, size_t len) {
-  snprintf(out, len, "BQ=%u BKV=%u TPR=%u stage=%u pad=%u", c->block_q, c->block_kv,
-           c->threads_per_row, c->stage_kv, c->pad);
+  if (!strcmp(c->kernel, "forward_tiles"))
+    snprintf(out, len, "tiles BQ=%u BKV=%u TX=%u RM=%u pad=%u", c->block_q, c->block_kv,
+             c->threads_per_row, c->rows_per_item, c->pad);
+  else
+    snprintf(out, len, "rows BQ=%u BKV=%u TPR=%u stage=%u pad=%u", c->block_q, c->block_kv,
+             c->threads_per_row, c->stage_kv, c->pad);
 }
 
 static void on_progress(void *user, const clattn_tune_progress *p) {
@@ -176,15 +180,16 @@ int cmd_tune(int argc, char **argv) {
         if (json) {
           printf("%s\n {\"head_dim\": %zu, \"causal\": %s, \"seqlen\": %zu, \"seqlen_bucket\": %u, "
                  "\"heuristic_ms\": %.6g, \"tuned_ms\": %.6g, \"speedup\": %.4g, "
-                 "\"config\": {\"block_q\": %u, \"block_kv\": %u, \"threads_per_row\": %u, "
-                 "\"stage_kv\": %u, \"pad\": %u}, \"local_mem\": %zu, \"local_mem_available\": "
+                 "\"config\": {\"kernel\": \"%s\", \"block_q\": %u, \"block_kv\": %u, "
+                 "\"threads_per_row\": %u, \"rows_per_item\": %u, \"stage_kv\": %u, \"pad\": %u}, "
+                 "\"local_mem\": %zu, \"local_mem_available\": "
                  "%zu, \"private_mem\": %zu, \"margin\": %.4g, \"tried\": %u, "
                  "\"disqualified\": %u, \"pruned\": %u, \"elapsed_s\": %.3g, \"saved\": %s}",
                  first ? "" : ",", dims[a], causal[c] ? "true" : "false", seqs[s], r.seqlen_bucket,
-                 r.heuristic_ms, r.best_ms, speedup, r.best.block_q, r.best.block_kv,
-                 r.best.threads_per_row, r.best.stage_kv, r.best.pad, r.local_mem_bytes,
-                 r.local_mem_available, r.private_mem_bytes, r.margin, r.tried, r.disqualified,
-                 r.pruned, r.elapsed_s, r.saved ? "true" : "false");
+                 r.heuristic_ms, r.best_ms, speedup, r.best.kernel, r.best.block_q, r.best.block_kv,
+                 r.best.threads_per_row, r.best.rows_per_item, r.best.stage_kv, r.best.pad,
+                 r.local_mem_bytes, r.local_mem_available, r.private_mem_bytes, r.margin, r.tried,
+                 r.disqualified, r.pruned, r.elapsed_s, r.saved ? "true" : "false");
         } else {
           if (first)
             printf("%-28s %10s %10s %8s  %-34s %-16s %8s %s\n", "class", "heuristic", "tuned",
@@ -235,9 +240,9 @@ int cmd_explain(int argc, char **argv) {
     printf("class:    head_dim %zu/%zu, %s, sequence-length bucket %u\n", p.head_dim,
            p.head_dim_v ? p.head_dim_v : p.head_dim,
            p.flags & CLATTN_CAUSAL ? "causal" : "non-causal", info.seqlen_bucket);
-    printf("config:   %s BQ=%u BKV=%u TPR=%u stage_kv=%u pad=%u, %zu work-items\n", info.kernel,
-           info.block_q, info.block_kv, info.threads_per_row, info.stage_kv, info.pad,
-           info.work_group_size);
+    printf("config:   %s BQ=%u BKV=%u TPR=%u RM=%u stage_kv=%u pad=%u, %zu work-items\n",
+           info.kernel, info.block_q, info.block_kv, info.threads_per_row, info.rows_per_item,
+           info.stage_kv, info.pad, info.work_group_size);
     printf("origin:   %s\n", info.origin);
     printf("why:      %s\n", info.reason);
     printf("local:    %.1f of %.1f KiB\n", info.local_mem_bytes / 1024.0,
@@ -248,7 +253,9 @@ int cmd_explain(int argc, char **argv) {
     int any = 0;
     for (unsigned bq = 1; bq <= 256; bq *= 2)
       for (unsigned bkv = 8; bkv <= 256; bkv *= 2) {
-        clattn_config c = {"forward_rows", bq, bkv, info.threads_per_row, info.stage_kv, info.pad};
+        clattn_config c = {
+            "", bq, bkv, info.threads_per_row, info.stage_kv, info.pad, info.rows_per_item};
+        snprintf(c.kernel, sizeof c.kernel, "%s", info.kernel);
         if (clattn_config_check(ctx, &p, &c) != CLATTN_OK) {
           printf("  %s\n", clattn_last_error(ctx));
           any = 1;
