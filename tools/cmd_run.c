@@ -14,7 +14,11 @@ static void usage(FILE *f) {
           "  --offset E         elements before each tensor in its buffer (0)\n"
           "  --lse              also write and check the log-sum-exp\n"
           "  --warmup W (3)  --repeat R (10)  --seed S (1)\n"
-          "  --no-check         skip the host reference (large problems)\n",
+          "  --no-check         skip the host reference (large problems)\n"
+          "  --config K/BQ/BKV/TPR/RM/STAGE/PAD  force a config (an override), e.g.\n"
+          "                     forward_tiles/32/16/4/2/1/1 or forward_rows/64/64/1/1/0/1\n"
+          "  --compare          also time the heuristic's config (tuning database off),\n"
+          "                     call by call in turn with this one, and print the ratio\n",
           problem_flags_help);
 }
 
@@ -23,7 +27,9 @@ int cmd_run(int argc, char **argv) {
   clattn_problem *p = &sp.problem;
   p->batch = 1, p->heads_q = 8, p->seqlen_q = p->seqlen_kv = 1024, p->head_dim = 64;
   sp.warmup = 3, sp.repeat = 10, sp.seed = 1;
-  int compare = 0;
+  int compare = 0, force = 0;
+  clattn_config forced;
+  memset(&forced, 0, sizeof forced);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
     size_t n = 0;
@@ -34,6 +40,14 @@ int cmd_run(int argc, char **argv) {
       sp.with_lse = 1;
     } else if (!strcmp(a, "--no-check")) {
       sp.skip_check = 1;
+    } else if (!strcmp(a, "--config")) {
+      char kernel[32];
+      if (!val || sscanf(val, "%31[a-z_]/%u/%u/%u/%u/%u/%u", kernel, &forced.block_q,
+                         &forced.block_kv, &forced.threads_per_row, &forced.rows_per_item,
+                         &forced.stage_kv, &forced.pad) != 7)
+        goto bad_value;
+      snprintf(forced.kernel, sizeof forced.kernel, "%s", kernel);
+      force = 1, i++;
     } else if (!strcmp(a, "--compare")) {
       compare = 1;
     } else if (!strcmp(a, "--offset")) {
@@ -78,15 +92,19 @@ int cmd_run(int argc, char **argv) {
          p->flags & CLATTN_CAUSAL ? "causal" : "non-causal", sp.bhsd ? "bhsd" : "bshd",
          sp.offset ? ", offset" : "");
   clattn_plan_info info;
+  if (force && clattn_override_config(ctx, p, &forced) != CLATTN_OK) {
+    fprintf(stderr, "clattn: %s\n", clattn_last_error(ctx));
+    goto out;
+  }
   if (clattn_explain(ctx, p, &info) != CLATTN_OK) {
     fprintf(stderr, "clattn: %s\n", clattn_last_error(ctx));
     goto out;
   }
-  printf("plan:    %s BQ=%u BKV=%u TPR=%u stage_kv=%u pad=%u, %zu work-items, local memory %.1f "
-         "of %.1f KiB (%s)\n",
-         info.kernel, info.block_q, info.block_kv, info.threads_per_row, info.stage_kv, info.pad,
-         info.work_group_size, info.local_mem_bytes / 1024.0, info.local_mem_available / 1024.0,
-         info.origin);
+  printf("plan:    %s BQ=%u BKV=%u TPR=%u RM=%u stage_kv=%u pad=%u, %zu work-items, local memory "
+         "%.1f of %.1f KiB (%s)\n",
+         info.kernel, info.block_q, info.block_kv, info.threads_per_row, info.rows_per_item,
+         info.stage_kv, info.pad, info.work_group_size, info.local_mem_bytes / 1024.0,
+         info.local_mem_available / 1024.0, info.origin);
   printf("why:     %s\n", info.reason);
   clattn_context *base = NULL;
   if (compare) { /* the same device and queue, without the tuning database or overrides */
