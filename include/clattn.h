@@ -224,12 +224,14 @@ typedef struct clattn_tune_progress {
   unsigned tried;   /* candidates finished so far (measured, disqualified or not fitting) */
   unsigned planned; /* candidates the run expects to finish within its budget */
   double elapsed_s, budget_s;
-  clattn_config candidate;    /* the one just finished */
-  size_t candidate_local_mem; /* its local memory, bytes */
-  double candidate_ms;        /* its median time; < 0 when disqualified or not fitting */
-  const char *note;           /* why it was disqualified or did not fit; "" otherwise */
-  clattn_config best;         /* the best so far */
-  double best_ms;             /* < 0 while there is none */
+  clattn_config candidate;      /* the one just finished */
+  size_t candidate_local_mem;   /* its local memory, bytes */
+  size_t candidate_private_mem; /* CL_KERNEL_PRIVATE_MEM_SIZE of its kernel (spills show here
+                                   on drivers that report them); 0 when not built */
+  double candidate_ms;          /* its median time; < 0 when disqualified or not fitting */
+  const char *note;             /* why it was disqualified or did not fit; "" otherwise */
+  clattn_config best;           /* the best so far */
+  double best_ms;               /* < 0 while there is none */
 } clattn_tune_progress;
 
 typedef struct clattn_tune_options {

@@ -83,12 +83,13 @@ static int is_cpu(const clattn__device *dev) {
  * stay in the L2 cache, and no staging copy, since local memory is ordinary memory there. */
 /* The register-tiled variant is not yet preferred by the heuristic anywhere: it ranks after
  * forward_rows until measurements (the tuner, built-in defaults) choose it. Among its configs:
- * a work-group of about 128, a micro-tile of at least 8 scores, at most 64 accumulators. */
+ * a work-group of about 128, a micro-tile of 8 to 32 scores, at most 64 accumulators. */
 static unsigned cost_tiles(const clattn__class *k, const clattn__config *c) {
   unsigned wg = (unsigned)clattn__config_work_group(c), rm = rows_per_item(c);
   unsigned rn = c->bkv / c->tpr, acc = rm * ((k->dv + c->tpr - 1) / c->tpr);
   unsigned s = 1000 + 10 * udiff(ilog2(wg), 7);
   if (rm * rn < 8) s += 5 * (ilog2(8) - ilog2(rm * rn));
+  if (rm * rn > 32) s += 5 * (ilog2(rm * rn) - ilog2(32)); /* registers */
   if (acc > 64) s += 20 * (acc / 64);
   return s + (c->pad ? 0 : 1);
 }

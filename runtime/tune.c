@@ -203,12 +203,12 @@ static clattn_status evaluate(bench *b, cand *c, double cap_s, double best_ms, c
     snprintf(note, note_len, "the kernel failed to run");
     return CLATTN_OK;
   }
-  check_output(b, note, note_len);
-  if (note[0]) return CLATTN_OK;
   cl_ulong pmem = 0;
   clGetKernelWorkGroupInfo(c->kernel, b->ctx->device_id, CL_KERNEL_PRIVATE_MEM_SIZE, sizeof pmem,
                            &pmem, NULL);
   c->pmem = (size_t)pmem;
+  check_output(b, note, note_len);
+  if (note[0]) return CLATTN_OK;
   double ms[MAX_RUNS], start = now_s();
   int n = 0;
   while (n < MAX_RUNS) {
@@ -259,6 +259,7 @@ static long next_candidate(const cand *all, size_t n, long best, unsigned tried)
   }
   enum { SEEDS = 6 };
   if (tried < SEEDS + 1) {
+    if (all[0].state == 0) return 0; /* the heuristic's own choice first */
     /* The best-ranked config of the other kernel variant is always a seed: the heuristic ranks
      * the variants apart, and only measurement can say which suits the device. */
     for (size_t i = 0; i < n; i++)
@@ -391,6 +392,7 @@ static clattn_status search(bench *b, const clattn_tune_options *opt, clattn_tun
       pr.elapsed_s = el, pr.budget_s = budget;
       clattn__config_to_public(&all[i].cfg, &pr.candidate);
       pr.candidate_local_mem = clattn__config_local_bytes(&all[i].cfg, &b->cls);
+      pr.candidate_private_mem = all[i].pmem;
       pr.candidate_ms = all[i].state == 1 ? all[i].median : -1.0;
       pr.note = all[i].state == 1 ? "" : note;
       pr.best_ms = best >= 0 ? all[best].median : -1.0;

@@ -29,12 +29,14 @@ static void tune_usage(FILE *f) {
              "                     default a rerun skips them, so an interrupted run resumes)\n"
              "  --json             machine-readable results on stdout\n"
              "  --quiet            no progress bar\n"
+             "  --verbose          a line per candidate on stderr: config, local and private\n"
+             "                     memory (spills), time or why it was disqualified\n"
              "exit codes: 0 every class tuned, 1 a class had no correct candidate, 2 usage error,\n"
              "            3 a clattn error (device, database not writable)\n");
 }
 
 typedef struct {
-  int quiet;
+  int quiet, verbose;
   unsigned cls, classes;
 } progress_state;
 
@@ -49,6 +51,16 @@ static void config_text(const clattn_config *c, char *out, size_t len) {
 
 static void on_progress(void *user, const clattn_tune_progress *p) {
   const progress_state *ps = user;
+  if (ps->verbose) { /* one line per candidate: private memory makes spilling configs visible */
+    char cfg[80];
+    config_text(&p->candidate, cfg, sizeof cfg);
+    if (p->candidate_ms >= 0)
+      fprintf(stderr, "\r%-44s local %6.1f KiB  private %5zu B  %9.3f ms\n", cfg,
+              p->candidate_local_mem / 1024.0, p->candidate_private_mem, p->candidate_ms);
+    else
+      fprintf(stderr, "\r%-44s local %6.1f KiB  private %5zu B  %s\n", cfg,
+              p->candidate_local_mem / 1024.0, p->candidate_private_mem, p->note);
+  }
   if (ps->quiet) return;
   char best[96] = "none yet";
   if (p->best_ms >= 0) {
@@ -105,6 +117,10 @@ int cmd_tune(int argc, char **argv) {
       json = 1;
     else if (!strcmp(a, "--quiet"))
       ps.quiet = 1;
+    else if (!strcmp(a, "--force"))
+      force = 1;
+    else if (!strcmp(a, "--verbose"))
+      ps.verbose = 1;
     else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       tune_usage(stdout);
       return CLI_OK;
@@ -199,9 +215,13 @@ int cmd_tune(int argc, char **argv) {
                    causal[c] ? "causal" : "full", seqs[s], r.seqlen_bucket);
           snprintf(mem, sizeof mem, "%.1f/%.0f KiB", r.local_mem_bytes / 1024.0,
                    r.local_mem_available / 1024.0);
-          printf("%-28s %8.3fms %8.3fms %7.2fx  %-34s %-16s %7.1f%% %u/%u/%u\n", cls,
-                 r.heuristic_ms, r.best_ms, speedup, best, mem, 100 * r.margin, r.tried,
-                 r.disqualified, r.pruned);
+          char heur_ms[24] = "n/a", gain[16] = "n/a"; /* disqualified or not reached */
+          if (r.heuristic_ms > 0) {
+            snprintf(heur_ms, sizeof heur_ms, "%.3fms", r.heuristic_ms);
+            snprintf(gain, sizeof gain, "%.2fx", speedup);
+          }
+          printf("%-28s %10s %8.3fms %8s  %-34s %-16s %7.1f%% %u/%u/%u\n", cls, heur_ms, r.best_ms,
+                 gain, best, mem, 100 * r.margin, r.tried, r.disqualified, r.pruned);
           if (r.report[0]) printf("  disqualified:\n%s", r.report);
         }
         first = 0;

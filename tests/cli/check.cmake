@@ -26,6 +26,8 @@ if(NOT db MATCHES "\"format\":[ \t]*\"clattn-tuning-db\"")
   message(FATAL_ERROR "tune did not write a tuning database:\n${db}")
 endif()
 expect(0 "origin:   tuned" explain --head-dim 16 --seqlen 100 --causal)
+expect(0 "private" tune --head-dims 8 --causal-list 0 --seqlens 64 --budget 3 --quiet --verbose
+       --dry-run)
 expect(0 "already tuned" tune --head-dims 16 --causal-list 1 --seqlens 100 --budget 4 --quiet)
 file(WRITE "${WORK}/tuning.json" "{\"format\": \"clattn-tuning-db\", \"version\": 1, \"entries\": [")
 expect(0 "not valid JSON" explain --head-dim 16 --seqlen 100 --causal)
