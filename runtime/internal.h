@@ -90,15 +90,28 @@ uint64_t clattn__hash(const void *data, size_t len, uint64_t seed);
 clattn_status clattn__kernel_source(clattn_context *ctx, const char *name, char **text);
 /* A built program for (source, options), from the context's cache or compiled now. */
 /* The kernel sources of every variant, with their hashes (the tuning database's key). */
-typedef struct clattn__sources {
+struct clattn__sources {
   char *text[CLATTN__VARIANTS];
   uint64_t hash[CLATTN__VARIANTS];
-} clattn__sources;
+};
+typedef struct clattn__sources clattn__sources;
 clattn_status clattn__sources_load(clattn_context *ctx, clattn__sources *out);
 void clattn__sources_free(clattn__sources *s);
 clattn_status clattn__build(clattn_context *ctx, const char *source, const char *options,
                             cl_program *out);
 void clattn__program_cache_release(clattn_context *ctx);
+int clattn__program_cached(const clattn_context *ctx, uint64_t source_hash, const char *options);
+/* Takes ownership of prog (released on failure too). */
+clattn_status clattn__program_cache_put(clattn_context *ctx, uint64_t source_hash,
+                                        const char *options, cl_program prog);
+/* Compiles the configs that are neither in the program cache nor on disk, several at once on
+ * threads (OpenCL allows concurrent builds of different programs), and caches them; failures
+ * are left for clattn__build to report. The tuner calls it for the candidates it will try
+ * next, since compiling is most of a candidate's cost. */
+void clattn__prebuild(clattn_context *ctx, const struct clattn__sources *src,
+                      const clattn__class *cls, const clattn__config *cfgs, size_t n);
+void clattn__config_options(const clattn__class *cls, const clattn__config *c, char *out,
+                            size_t len);
 /* The on-disk binary cache (bincache.c): a built program for (source, options) on this device
  * from <cache_dir>/programs, or NULL; and storing one there. Never fatal. */
 cl_program clattn__bincache_load(clattn_context *ctx, uint64_t source_hash, const char *options);

@@ -141,6 +141,19 @@ clattn_status clattn__build(clattn_context *ctx, const char *source, const char 
     ctx->compiled++;
     clattn__bincache_store(ctx, h, options, prog);
   }
+  clattn_status st = clattn__program_cache_put(ctx, h, options, prog);
+  if (st == CLATTN_OK) *out = prog;
+  return st;
+}
+
+int clattn__program_cached(const clattn_context *ctx, uint64_t source_hash, const char *options) {
+  for (const clattn__program *p = ctx->programs; p; p = p->next)
+    if (p->source_hash == source_hash && strcmp(p->options, options) == 0) return 1;
+  return 0;
+}
+
+clattn_status clattn__program_cache_put(clattn_context *ctx, uint64_t source_hash,
+                                        const char *options, cl_program prog) {
   clattn__program *p = calloc(1, sizeof *p);
   char *opts = strdup(options);
   if (!p || !opts) {
@@ -149,12 +162,11 @@ clattn_status clattn__build(clattn_context *ctx, const char *source, const char 
     clReleaseProgram(prog);
     return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
   }
-  p->source_hash = h;
+  p->source_hash = source_hash;
   p->options = opts;
   p->program = prog;
   p->next = ctx->programs;
   ctx->programs = p;
-  *out = prog;
   return CLATTN_OK;
 }
 

@@ -282,6 +282,22 @@ static long next_candidate(const cand *all, size_t n, long best, unsigned tried)
   return -1;
 }
 
+/* Compiles this candidate and the ones the search would pick after it (if nothing better turns
+ * up) at once, on threads: compiling is most of a candidate's cost. */
+static void prebuild_upcoming(bench *b, cand *all, size_t n, long best, unsigned done, long first) {
+  enum { AHEAD = 8 };
+  clattn__config cfgs[AHEAD];
+  long picked[AHEAD];
+  size_t k = 0;
+  for (long i = first; i >= 0 && k < AHEAD; i = next_candidate(all, n, best, done + (unsigned)k)) {
+    picked[k] = i;
+    cfgs[k++] = all[i].cfg;
+    all[i].state = 2; /* reserved, so next_candidate moves on */
+  }
+  for (size_t j = 0; j < k; j++) all[picked[j]].state = 0;
+  clattn__prebuild(b->ctx, &b->src, &b->cls, cfgs, k);
+}
+
 static void report_line(clattn_tune_result *r, const clattn__config *c, const char *why) {
   size_t len = strlen(r->report);
   if (len + 1 < sizeof r->report)
@@ -363,6 +379,7 @@ static clattn_status search(bench *b, const clattn_tune_options *opt, clattn_tun
     unsigned done = r->tried + r->disqualified + r->did_not_fit;
     long i = next_candidate(all, n, best, done);
     if (i < 0) break;
+    prebuild_upcoming(b, all, n, best, done, i);
     char note[256];
     double cap = fmax(0.3, budget / 40), started = now_s();
     st = evaluate(b, &all[i], cap, best >= 0 ? all[best].median : -1.0, note, sizeof note);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void forward_once(clattn_context *ctx, size_t nq, size_t nkv, size_t d, unsigned flags) {
   check_spec sp = {0};
@@ -81,4 +82,34 @@ Test(cache, kernel_dir_replaces_embedded_source) {
   clattn_context_destroy(ctx);
   remove(path);
   remove(dir);
+}
+
+/* The tuner's parallel compiles land in the cache: building them afterwards compiles nothing. */
+Test(cache, prebuild_compiles_in_parallel_into_the_cache) {
+  clattn_context *ctx = test_context(NULL);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cores < 2) {
+    clattn_context_destroy(ctx);
+    cr_skip_test("one core: prebuild leaves compiling to clattn__build");
+  }
+  clattn__sources src;
+  cr_assert_eq(clattn__sources_load(ctx, &src), CLATTN_OK);
+  clattn__class cls = {24, 24, 1, 256};
+  clattn__config cfgs[2] = {{16, 16, 1, 1, 0, 0, 1}, {16, 16, 4, 1, 1, 1, 2}};
+  clattn__prebuild(ctx, &src, &cls, cfgs, 2);
+  cr_assert_eq(ctx->compiled, 2);
+  cr_assert_eq(clattn__program_cache_size(ctx), 2);
+  for (int i = 0; i < 2; i++) {
+    cl_kernel k = NULL;
+    size_t lmem, wg = SIZE_MAX, bytes = SIZE_MAX;
+    char why[160];
+    cr_assert_eq(
+        clattn__build_config(ctx, &src, &cls, &cfgs[i], &k, &lmem, &wg, &bytes, why, sizeof why),
+        CLATTN_OK);
+    cr_assert_not_null(k, "%s", why);
+    clReleaseKernel(k);
+  }
+  cr_assert_eq(ctx->compiled, 2, "the prebuilt programs were compiled again");
+  clattn__sources_free(&src);
+  clattn_context_destroy(ctx);
 }
