@@ -17,6 +17,26 @@
  * the softmax uses exp2; LSE converts back: lse = (m + log2 l)·ln 2.
  */
 
+/* Vector width of the global loads that fill the tiles (VEC = 1, 2 or 4; D and DV are
+ * multiples of it). vloadn needs only float alignment, so any offset and stride stays correct;
+ * aligned views load faster. */
+#ifndef VEC
+#define VEC 1
+#endif
+#if VEC == 4
+typedef float4 floatv;
+#define VLOAD(p) vload4(0, p)
+#define VGET(x, e) ((e) == 0 ? (x).s0 : (e) == 1 ? (x).s1 : (e) == 2 ? (x).s2 : (x).s3)
+#elif VEC == 2
+typedef float2 floatv;
+#define VLOAD(p) vload2(0, p)
+#define VGET(x, e) ((e) == 0 ? (x).s0 : (x).s1)
+#else
+typedef float floatv;
+#define VLOAD(p) (*(p))
+#define VGET(x, e) (x)
+#endif
+
 #define WG (BQ * TPR)
 #define DVP ((DV + TPR - 1) / TPR) /* output columns per work-item */
 #define KPT ((BKV + TPR - 1) / TPR) /* keys per work-item and tile */
@@ -60,9 +80,10 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
   const ulong kbase = k_off + b * k_sb + (h / group) * k_sh;
   const ulong vbase = v_off + b * v_sb + (h / group) * v_sh;
 
-  for (uint i = lid; i < BQ * D; i += WG) {
-    const uint rr = i / D, c = i % D;
-    Qs[c * BQP + rr] = q0 + rr < seqlen_q ? q[qbase + (ulong)(q0 + rr) * q_ss + c] * scale_log2 : 0.0f;
+  for (uint i = lid; i < BQ * (D / VEC); i += WG) {
+    const uint rr = i / (D / VEC), c = (i % (D / VEC)) * VEC;
+    const floatv x = q0 + rr < seqlen_q ? VLOAD(q + qbase + (ulong)(q0 + rr) * q_ss + c) : 0.0f;
+    for (uint e = 0; e < VEC; e++) Qs[(c + e) * BQP + rr] = VGET(x, e) * scale_log2;
   }
 
   /* Keys [0, kv_end) are visible to some row of this block; later blocks are skipped whole. */
@@ -83,13 +104,15 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
     /* The previous tile's Ss (and Ks/Vs) are fully consumed; also publishes Qs. */
     barrier(CLK_LOCAL_MEM_FENCE);
 #if STAGE_KV
-    for (uint i = lid; i < nk * D; i += WG) {
-      const uint j = i / D, c = i % D;
-      Ks[j * QS + c] = k[kbase + (ulong)(kv0 + j) * k_ss + c];
+    for (uint i = lid; i < nk * (D / VEC); i += WG) {
+      const uint j = i / (D / VEC), c = (i % (D / VEC)) * VEC;
+      const floatv x = VLOAD(k + kbase + (ulong)(kv0 + j) * k_ss + c);
+      for (uint e = 0; e < VEC; e++) Ks[j * QS + c + e] = VGET(x, e);
     }
-    for (uint i = lid; i < nk * DV; i += WG) {
-      const uint j = i / DV, c = i % DV;
-      Vs[j * VS + c] = v[vbase + (ulong)(kv0 + j) * v_ss + c];
+    for (uint i = lid; i < nk * (DV / VEC); i += WG) {
+      const uint j = i / (DV / VEC), c = (i % (DV / VEC)) * VEC;
+      const floatv x = VLOAD(v + vbase + (ulong)(kv0 + j) * v_ss + c);
+      for (uint e = 0; e < VEC; e++) Vs[j * VS + c + e] = VGET(x, e);
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 #endif

@@ -171,6 +171,8 @@ typedef struct clattn_config {
   unsigned stage_kv;        /* 1: K/V tiles staged in local memory */
   unsigned pad;             /* floats of padding per local-memory row */
   unsigned rows_per_item;   /* forward_tiles: query rows per work-item; 0 means 1 */
+  unsigned vector_width;    /* of the loads that fill the tiles: 1, 2 or 4, dividing both head
+                               dims; 0 means 1 */
 } clattn_config;
 
 /* Use cfg, instead of the tuning database or the heuristic, for problems of this problem's
@@ -198,6 +200,7 @@ typedef struct clattn_plan_info {
   unsigned block_q, block_kv; /* query rows and keys per tile */
   unsigned threads_per_row;   /* work-items sharing one query row */
   unsigned rows_per_item;     /* forward_tiles: query rows per work-item */
+  unsigned vector_width;      /* of the tile loads */
   unsigned stage_kv;          /* 1: K/V tiles staged in local memory */
   unsigned pad;               /* floats of padding per local-memory row */
   size_t work_group_size;

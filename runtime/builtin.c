@@ -21,16 +21,16 @@ typedef struct {
 static const builtin table[] = {
     /* PoCL 3.1 on a 2-core AMD EPYC (x86-64, AVX-512): `clattn tune --budget 120` over both
      * kernel variants, 2026-12-02, docs/BENCHMARKS.md. */
-    {POCL, "", CPU, 64, 64, 0, 1024, {128, 32, 1, 1, 0, 1, 1}},
-    {POCL, "", CPU, 64, 64, 1, 1024, {128, 64, 1, 1, 0, 1, 1}},
-    {POCL, "", CPU, 128, 128, 0, 1024, {64, 64, 2, 1, 1, 1, 1}},
-    {POCL, "", CPU, 128, 128, 1, 1024, {64, 128, 2, 1, 0, 1, 1}},
+    {POCL, "", CPU, 64, 64, 0, 1024, {128, 32, 1, 1, 0, 1, 1, 1}},
+    {POCL, "", CPU, 64, 64, 1, 1024, {128, 64, 1, 1, 0, 1, 1, 1}},
+    {POCL, "", CPU, 128, 128, 0, 1024, {64, 64, 2, 1, 1, 1, 1, 1}},
+    {POCL, "", CPU, 128, 128, 1, 1024, {64, 128, 2, 1, 0, 1, 1, 1}},
     /* NVIDIA H200, driver 580.159.04 (NVIDIA CUDA OpenCL 3.0): `clattn tune --budget 120` per
      * head dim at batch 4, heads 2048/d, N = 4096 (tools/gpu-tune.sh), 2026-12-02. */
-    {"NVIDIA CUDA", "H200", GPU, 64, 64, 0, 4096, {64, 32, 2, 1, 1, 0, 1}},
-    {"NVIDIA CUDA", "H200", GPU, 64, 64, 1, 4096, {64, 32, 2, 1, 1, 0, 1}},
-    {"NVIDIA CUDA", "H200", GPU, 128, 128, 0, 4096, {32, 16, 4, 1, 1, 0, 1}},
-    {"NVIDIA CUDA", "H200", GPU, 128, 128, 1, 4096, {32, 16, 4, 1, 1, 0, 1}},
+    {"NVIDIA CUDA", "H200", GPU, 64, 64, 0, 4096, {64, 32, 2, 1, 1, 0, 1, 1}},
+    {"NVIDIA CUDA", "H200", GPU, 64, 64, 1, 4096, {64, 32, 2, 1, 1, 0, 1, 1}},
+    {"NVIDIA CUDA", "H200", GPU, 128, 128, 0, 4096, {32, 16, 4, 1, 1, 0, 1, 1}},
+    {"NVIDIA CUDA", "H200", GPU, 128, 128, 1, 4096, {32, 16, 4, 1, 1, 0, 1, 1}},
     {NULL, NULL, 0, 0, 0, 0, 0, {0}}, /* end */
 };
 

@@ -13,6 +13,7 @@ void clattn__config_to_public(const clattn__config *c, clattn_config *out) {
   out->block_q = c->bq, out->block_kv = c->bkv, out->threads_per_row = c->tpr;
   out->stage_kv = c->stage, out->pad = c->pad;
   out->rows_per_item = c->variant == 1 && c->rm ? c->rm : 1;
+  out->vector_width = c->vec ? c->vec : 1;
 }
 
 int clattn__config_from_public(const clattn_config *in, clattn__config *out, char *why,
@@ -28,7 +29,7 @@ int clattn__config_from_public(const clattn_config *in, clattn__config *out, cha
   }
   if (!in->block_q || !in->block_kv || !in->threads_per_row || in->block_q > 4096 ||
       in->block_kv > 4096 || in->threads_per_row > 1024 || in->stage_kv > 1 || in->pad > 64 ||
-      in->rows_per_item > 1024) {
+      in->rows_per_item > 1024 || in->vector_width > 16) {
     snprintf(why, why_len,
              "config out of range: block_q %u, block_kv %u (1..4096), threads_per_row %u "
              "(1..1024), stage_kv %u (0/1), pad %u (0..64)",
@@ -38,6 +39,7 @@ int clattn__config_from_public(const clattn_config *in, clattn__config *out, cha
   out->bq = in->block_q, out->bkv = in->block_kv, out->tpr = in->threads_per_row;
   out->stage = in->stage_kv, out->pad = in->pad;
   out->variant = (unsigned)variant;
+  out->vec = in->vector_width ? in->vector_width : 1;
   out->rm = variant == 1 && in->rows_per_item ? in->rows_per_item : 1;
   if (variant == 1) out->stage = 1; /* forward_tiles always stages K/V */
   return 1;

@@ -136,6 +136,7 @@ clattn_status clattn_explain(clattn_context *ctx, const clattn_problem *problem,
     memset(out, 0, sizeof *out);
     snprintf(out->kernel, sizeof out->kernel, "%s", clattn__variant_name(p->cfg.variant));
     out->rows_per_item = p->cfg.variant == 1 && p->cfg.rm ? p->cfg.rm : 1;
+    out->vector_width = p->cfg.vec ? p->cfg.vec : 1;
     out->block_q = p->cfg.bq;
     out->block_kv = p->cfg.bkv;
     out->threads_per_row = p->cfg.tpr;

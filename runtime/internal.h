@@ -54,6 +54,7 @@ typedef struct clattn__config {
   unsigned variant; /* kernel variant: 0 forward_rows (cl/forward.cl), 1 forward_tiles
                        (cl/forward_tiles.cl, where tpr is the work-items along the keys) */
   unsigned rm;      /* forward_tiles: query rows per work-item (0 means 1) */
+  unsigned vec;     /* vector width of the tile loads: 1, 2 or 4 (0 means 1) */
 } clattn__config;
 
 enum { CLATTN__VARIANTS = 2 };

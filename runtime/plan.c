@@ -17,13 +17,16 @@ void clattn__config_options(const clattn__class *cls, const clattn__config *c, c
                             size_t len) {
   if (c->variant == 1)
     snprintf(out, len,
-             "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DTX=%u -DRM=%u -DPAD=%u -DCAUSAL=%u",
-             cls->d, cls->dv, c->bq, c->bkv, c->tpr, c->rm ? c->rm : 1, c->pad, cls->causal);
+             "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DTX=%u -DRM=%u -DPAD=%u -DCAUSAL=%u "
+             "-DVEC=%u",
+             cls->d, cls->dv, c->bq, c->bkv, c->tpr, c->rm ? c->rm : 1, c->pad, cls->causal,
+             c->vec ? c->vec : 1);
   else
     snprintf(out, len,
              "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DTPR=%u -DSTAGE_KV=%u -DPAD=%u "
-             "-DCAUSAL=%u",
-             cls->d, cls->dv, c->bq, c->bkv, c->tpr, c->stage, c->pad, cls->causal);
+             "-DCAUSAL=%u -DVEC=%u",
+             cls->d, cls->dv, c->bq, c->bkv, c->tpr, c->stage, c->pad, cls->causal,
+             c->vec ? c->vec : 1);
 }
 
 /* Builds c and checks the kernel's limits. *kernel is NULL when it does not fit: then why says

@@ -39,6 +39,12 @@ int clattn__config_legal(const clattn__device *dev, const clattn__class *k, cons
     snprintf(why, why_len, "tile sizes must be positive and the kernel variant known");
     return 0;
   }
+  unsigned vec = c->vec ? c->vec : 1;
+  if ((vec != 1 && vec != 2 && vec != 4) || k->d % vec || k->dv % vec) {
+    snprintf(why, why_len, "vector width %u: must be 1, 2 or 4 and divide head_dim %u and %u", vec,
+             k->d, k->dv);
+    return 0;
+  }
   if (c->variant == 1 && (c->bq % rows_per_item(c) || c->bkv % c->tpr)) {
     snprintf(why, why_len,
              "forward_tiles BQ=%u BKV=%u: BQ must be a multiple of the rows per work-item (%u) "
@@ -94,7 +100,8 @@ static unsigned cost_tiles(const clattn__class *k, const clattn__config *c) {
   return s + (c->pad ? 0 : 1);
 }
 
-static unsigned cost(const clattn__device *dev, const clattn__class *k, const clattn__config *c) {
+static unsigned cost_config(const clattn__device *dev, const clattn__class *k,
+                            const clattn__config *c) {
   if (c->variant == 1) return cost_tiles(k, c);
   unsigned wg = (unsigned)clattn__config_work_group(c);
   unsigned dvp = (k->dv + c->tpr - 1) / c->tpr;
@@ -115,6 +122,11 @@ static unsigned cost(const clattn__device *dev, const clattn__class *k, const cl
   return s;
 }
 
+/* Vector loads rank just after the same config with scalar loads: the heuristic keeps what has
+ * been measured, the tuner tries both. */
+static unsigned cost(const clattn__device *dev, const clattn__class *k, const clattn__config *c) {
+  return cost_config(dev, k, c) + (c->vec > 1 ? 1 : 0);
+}
 typedef struct {
   clattn__config cfg;
   unsigned cost, order;
@@ -130,8 +142,8 @@ static int by_cost(const void *a, const void *b) {
  * on or off); forward_tiles with the tile sizes, work-items along the keys (tprs), rows per
  * work-item (rms) and padding. */
 static const unsigned bqs[] = {128, 64, 32, 16, 8, 4, 2, 1}, bkvs[] = {128, 64, 32, 16, 8},
-                      tprs[] = {1, 2, 4, 8, 16, 32}, rms[] = {1, 2, 4, 8};
-enum { ROWS_SPACE = 8 * 5 * 6 * 2 * 2, TILES_SPACE = 8 * 5 * 6 * 4 * 2 };
+                      tprs[] = {1, 2, 4, 8, 16, 32}, rms[] = {1, 2, 4, 8}, vecs[] = {1, 4};
+enum { ROWS_SPACE = 8 * 5 * 6 * 2 * 2 * 2, TILES_SPACE = 8 * 5 * 6 * 4 * 2 * 2 };
 enum { SPACE = ROWS_SPACE + TILES_SPACE };
 
 size_t clattn__config_space_size(void) {
@@ -149,26 +161,28 @@ size_t clattn__configs_ranked(const clattn__device *dev, const clattn__class *k,
     for (size_t b = 0; b < sizeof bkvs / sizeof *bkvs; b++)
       for (size_t t = 0; t < sizeof tprs / sizeof *tprs; t++)
         for (unsigned stage = 0; stage < 2; stage++)
-          for (unsigned pad = 0; pad < 2; pad++) {
-            clattn__config c = {bqs[a], bkvs[b], tprs[t], stage, pad, 0, 1};
-            if (!clattn__config_legal(dev, k, &c, why, sizeof why)) continue;
-            all[n].cfg = c;
-            all[n].cost = cost(dev, k, &c);
-            all[n].order = (unsigned)n;
-            n++;
-          }
+          for (unsigned pad = 0; pad < 2; pad++)
+            for (size_t v = 0; v < sizeof vecs / sizeof *vecs; v++) {
+              clattn__config c = {bqs[a], bkvs[b], tprs[t], stage, pad, 0, 1, vecs[v]};
+              if (!clattn__config_legal(dev, k, &c, why, sizeof why)) continue;
+              all[n].cfg = c;
+              all[n].cost = cost(dev, k, &c);
+              all[n].order = (unsigned)n;
+              n++;
+            }
   for (size_t a = 0; a < sizeof bqs / sizeof *bqs; a++)
     for (size_t b = 0; b < sizeof bkvs / sizeof *bkvs; b++)
       for (size_t t = 0; t < sizeof tprs / sizeof *tprs; t++)
         for (size_t r = 0; r < sizeof rms / sizeof *rms; r++)
-          for (unsigned pad = 0; pad < 2; pad++) {
-            clattn__config c = {bqs[a], bkvs[b], tprs[t], 1, pad, 1, rms[r]};
-            if (!clattn__config_legal(dev, k, &c, why, sizeof why)) continue;
-            all[n].cfg = c;
-            all[n].cost = cost(dev, k, &c);
-            all[n].order = (unsigned)n;
-            n++;
-          }
+          for (unsigned pad = 0; pad < 2; pad++)
+            for (size_t v = 0; v < sizeof vecs / sizeof *vecs; v++) {
+              clattn__config c = {bqs[a], bkvs[b], tprs[t], 1, pad, 1, rms[r], vecs[v]};
+              if (!clattn__config_legal(dev, k, &c, why, sizeof why)) continue;
+              all[n].cfg = c;
+              all[n].cost = cost(dev, k, &c);
+              all[n].order = (unsigned)n;
+              n++;
+            }
   qsort(all, n, sizeof *all, by_cost);
   size_t m = n < cap ? n : cap;
   for (size_t i = 0; i < m; i++) out[i] = all[i].cfg;

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { MAX_SPACE = 4096, SAMPLE_ROWS = 48, FINALISTS = 3, FINAL_ROUNDS = 7, MAX_RUNS = 15 };
+enum { MAX_SPACE = 8192, SAMPLE_ROWS = 48, FINALISTS = 3, FINAL_ROUNDS = 7, MAX_RUNS = 15 };
 
 typedef struct {
   clattn__config cfg;
@@ -239,7 +239,7 @@ static clattn_status evaluate(bench *b, cand *c, double cap_s, double best_ms, c
 static int neighbours(const clattn__config *a, const clattn__config *b) {
   if (a->variant != b->variant) return 0;
   int diff = (a->bq != b->bq) + (a->bkv != b->bkv) + (a->tpr != b->tpr) + (a->stage != b->stage) +
-             (a->pad != b->pad) + (a->rm != b->rm);
+             (a->pad != b->pad) + (a->rm != b->rm) + (a->vec != b->vec);
   if (diff != 1) return 0;
   if (a->rm != b->rm) return a->rm == 2 * b->rm || b->rm == 2 * a->rm;
   if (a->bq != b->bq) return a->bq == 2 * b->bq || b->bq == 2 * a->bq;
@@ -302,8 +302,9 @@ static void report_line(clattn_tune_result *r, const clattn__config *c, const ch
   size_t len = strlen(r->report);
   if (len + 1 < sizeof r->report)
     snprintf(r->report + len, sizeof r->report - len,
-             "%s BQ=%u BKV=%u TPR=%u RM=%u stage=%u pad=%u: %s\n", clattn__variant_name(c->variant),
-             c->bq, c->bkv, c->tpr, c->rm ? c->rm : 1, c->stage, c->pad, why);
+             "%s BQ=%u BKV=%u TPR=%u RM=%u stage=%u pad=%u vec=%u: %s\n",
+             clattn__variant_name(c->variant), c->bq, c->bkv, c->tpr, c->rm ? c->rm : 1, c->stage,
+             c->pad, c->vec ? c->vec : 1, why);
 }
 
 /* Times the finalists (the best few and the heuristic's config) round-robin, so a config's

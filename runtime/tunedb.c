@@ -154,6 +154,14 @@ static int parse_entry(const cJSON *e, clattn__db_entry *out, char *why, size_t 
     }
     out->cfg.rm = (unsigned)u[9];
   }
+  out->cfg.vec = 1;
+  if (cJSON_GetObjectItemCaseSensitive(cfg, "vector_width")) {
+    if (!get_uint(cfg, "vector_width", 4, &u[10]) || !is_pow2_in(u[10], 1, 4)) {
+      snprintf(why, why_len, "an entry's config has a bad vector_width");
+      return 0;
+    }
+    out->cfg.vec = (unsigned)u[10];
+  }
   out->median_ms = cJSON_IsNumber(ms) && isfinite(ms->valuedouble) ? ms->valuedouble : 0.0;
   const cJSON *sp = cJSON_GetObjectItemCaseSensitive(e, "spread");
   out->spread = cJSON_IsNumber(sp) && isfinite(sp->valuedouble) ? sp->valuedouble : 0.0;
@@ -269,6 +277,7 @@ static cJSON *entry_json(const clattn__db_entry *e) {
   cJSON_AddBoolToObject(g, "stage_kv", e->cfg.stage);
   cJSON_AddNumberToObject(g, "pad", e->cfg.pad);
   cJSON_AddNumberToObject(g, "rows_per_item", e->cfg.rm ? e->cfg.rm : 1);
+  cJSON_AddNumberToObject(g, "vector_width", e->cfg.vec ? e->cfg.vec : 1);
   cJSON_AddNumberToObject(o, "median_ms", e->median_ms);
   cJSON_AddNumberToObject(o, "spread", e->spread);
   cJSON_AddStringToObject(o, "date", e->date);

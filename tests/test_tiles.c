@@ -4,21 +4,21 @@
 
 #include <string.h>
 
-static void run(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d, size_t dv,
-                unsigned flags, int bhsd, size_t offset, unsigned bq, unsigned bkv, unsigned tx,
-                unsigned rm) {
+static void run_cfg(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d, size_t dv,
+                    unsigned flags, int bhsd, size_t offset, clattn_config cfg) {
   clattn_context *ctx = test_context(NULL);
   check_spec sp = {0};
   clattn_problem *p = &sp.problem;
   p->batch = b, p->heads_q = hq, p->heads_kv = hkv, p->seqlen_q = nq, p->seqlen_kv = nkv;
   p->head_dim = d, p->head_dim_v = dv, p->flags = flags;
   sp.bhsd = bhsd, sp.offset = offset, sp.with_lse = 1, sp.seed = (unsigned)(nq * 7 + d);
-  clattn_config cfg = {"forward_tiles", bq, bkv, tx, 1, 1, rm};
   cr_assert_eq(clattn_override_config(ctx, p, &cfg), CLATTN_OK, "%s", clattn_last_error(ctx));
   clattn_plan_info info;
   cr_assert_eq(clattn_explain(ctx, p, &info), CLATTN_OK, "%s", clattn_last_error(ctx));
-  cr_assert_str_eq(info.kernel, "forward_tiles");
-  cr_assert_eq(info.work_group_size, (size_t)(bq / rm) * tx);
+  cr_assert_str_eq(info.kernel, cfg.kernel);
+  cr_assert_eq(info.vector_width, cfg.vector_width ? cfg.vector_width : 1);
+  cr_assert_eq(info.work_group_size,
+               (size_t)(cfg.block_q / cfg.rows_per_item) * cfg.threads_per_row);
   check_result r;
   cr_assert_eq(check_run(ctx, &sp, &r), CLATTN_OK, "forward failed: %s", clattn_last_error(ctx));
   cr_log_info("max|o-ref| %.3g (tol %.3g), lse %.3g (tol %.3g)", r.err_o, r.tol_o, r.err_lse,
@@ -26,6 +26,13 @@ static void run(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d
   cr_expect_leq(r.err_o, r.tol_o, "O error %.3g exceeds tolerance %.3g", r.err_o, r.tol_o);
   cr_expect_leq(r.err_lse, r.tol_lse, "LSE error %.3g exceeds %.3g", r.err_lse, r.tol_lse);
   clattn_context_destroy(ctx);
+}
+
+static void run(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d, size_t dv,
+                unsigned flags, int bhsd, size_t offset, unsigned bq, unsigned bkv, unsigned tx,
+                unsigned rm) {
+  clattn_config cfg = {"forward_tiles", bq, bkv, tx, 1, 1, rm, 1};
+  run_cfg(b, hq, hkv, nq, nkv, d, dv, flags, bhsd, offset, cfg);
 }
 
 #define C CLATTN_CAUSAL
@@ -98,4 +105,21 @@ Test(tiles, illegal_micro_tiles_are_rejected) {
   cfg.threads_per_row = 4, cfg.rows_per_item = 32; /* 32 rows per item in a block of 16 */
   cr_assert_eq(clattn_config_check(ctx, &p, &cfg), CLATTN_ERR_INVALID_ARGUMENT);
   clattn_context_destroy(ctx);
+}
+
+/* Vector loads (vload2/vload4) in both variants, also on unaligned offsets and strides. */
+static const clattn_config tiles4 = {"forward_tiles", 32, 16, 4, 1, 1, 2, 4};
+static const clattn_config rows4 = {"forward_rows", 16, 32, 2, 1, 1, 1, 4};
+static const clattn_config rows2 = {"forward_rows", 8, 16, 1, 1, 0, 1, 2};
+Test(tiles, vec4_tiles_offset) {
+  run_cfg(2, 3, 0, 33, 41, 40, 0, 0, 0, 37, tiles4);
+}
+Test(tiles, vec4_tiles_causal_bhsd) {
+  run_cfg(1, 4, 2, 130, 97, 128, 64, C, 1, 1, tiles4);
+}
+Test(tiles, vec4_rows_staged_gqa) {
+  run_cfg(2, 8, 2, 129, 129, 64, 0, 0, 0, 3, rows4);
+}
+Test(tiles, vec2_rows_unstaged_causal) {
+  run_cfg(1, 2, 0, 61, 45, 34, 22, C, 1, 5, rows2);
 }

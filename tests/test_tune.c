@@ -151,6 +151,6 @@ Test(tune, both_variants_are_measured) {
   cr_assert_eq(clattn_tune(ctx, &p, &opt, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
   cr_assert_gt(v.rows, 0);
   cr_assert_gt(v.tiles, 0, "the register-tiled variant was never tried");
-  cr_assert_eq(r.space, 2880); /* 960 forward_rows + 1920 forward_tiles configs */
+  cr_assert_eq(r.space, 5760); /* (960 forward_rows + 1920 forward_tiles) x 2 widths */
   clattn_context_destroy(ctx);
 }

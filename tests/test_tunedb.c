@@ -38,7 +38,7 @@ static clattn__db_entry entry_for(clattn_context *ctx) {
   e.source_hash = clattn__hash(src, strlen(src), 0);
   free(src);
   clattn__class cls = {32, 32, 0, clattn__seqlen_bucket(100)};
-  clattn__config cfg = {8, 16, 2, 1, 1, 0, 1};
+  clattn__config cfg = {8, 16, 2, 1, 1, 0, 1, 1};
   e.cls = cls, e.cfg = cfg, e.median_ms = 1.5, e.spread = 0.01;
   snprintf(e.date, sizeof e.date, "2026-12-02");
   return e;

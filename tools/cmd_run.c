@@ -15,7 +15,7 @@ static void usage(FILE *f) {
           "  --lse              also write and check the log-sum-exp\n"
           "  --warmup W (3)  --repeat R (10)  --seed S (1)\n"
           "  --no-check         skip the host reference (large problems)\n"
-          "  --config K/BQ/BKV/TPR/RM/STAGE/PAD  force a config (an override), e.g.\n"
+          "  --config K/BQ/BKV/TPR/RM/STAGE/PAD[/VEC]  force a config (an override), e.g.\n"
           "                     forward_tiles/32/16/4/2/1/1 or forward_rows/64/64/1/1/0/1\n"
           "  --compare          also time the heuristic's config (tuning database off),\n"
           "                     call by call in turn with this one, and print the ratio\n",
@@ -42,10 +42,11 @@ int cmd_run(int argc, char **argv) {
       sp.skip_check = 1;
     } else if (!strcmp(a, "--config")) {
       char kernel[32];
-      if (!val || sscanf(val, "%31[a-z_]/%u/%u/%u/%u/%u/%u", kernel, &forced.block_q,
-                         &forced.block_kv, &forced.threads_per_row, &forced.rows_per_item,
-                         &forced.stage_kv, &forced.pad) != 7)
-        goto bad_value;
+      int got = val ? sscanf(val, "%31[a-z_]/%u/%u/%u/%u/%u/%u/%u", kernel, &forced.block_q,
+                             &forced.block_kv, &forced.threads_per_row, &forced.rows_per_item,
+                             &forced.stage_kv, &forced.pad, &forced.vector_width)
+                    : 0;
+      if (got != 7 && got != 8) goto bad_value;
       snprintf(forced.kernel, sizeof forced.kernel, "%s", kernel);
       force = 1, i++;
     } else if (!strcmp(a, "--compare")) {
@@ -100,11 +101,11 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "clattn: %s\n", clattn_last_error(ctx));
     goto out;
   }
-  printf("plan:    %s BQ=%u BKV=%u TPR=%u RM=%u stage_kv=%u pad=%u, %zu work-items, local memory "
-         "%.1f of %.1f KiB (%s)\n",
+  printf("plan:    %s BQ=%u BKV=%u TPR=%u RM=%u stage_kv=%u pad=%u vec=%u, %zu work-items, local "
+         "memory %.1f of %.1f KiB (%s)\n",
          info.kernel, info.block_q, info.block_kv, info.threads_per_row, info.rows_per_item,
-         info.stage_kv, info.pad, info.work_group_size, info.local_mem_bytes / 1024.0,
-         info.local_mem_available / 1024.0, info.origin);
+         info.stage_kv, info.pad, info.vector_width, info.work_group_size,
+         info.local_mem_bytes / 1024.0, info.local_mem_available / 1024.0, info.origin);
   printf("why:     %s\n", info.reason);
   clattn_context *base = NULL;
   if (compare) { /* the same device and queue, without the tuning database or overrides */

@@ -42,11 +42,11 @@ typedef struct {
 
 static void config_text(const clattn_config *c, char *out, size_t len) {
   if (!strcmp(c->kernel, "forward_tiles"))
-    snprintf(out, len, "tiles BQ=%u BKV=%u TX=%u RM=%u pad=%u", c->block_q, c->block_kv,
-             c->threads_per_row, c->rows_per_item, c->pad);
+    snprintf(out, len, "tiles BQ=%u BKV=%u TX=%u RM=%u pad=%u vec=%u", c->block_q, c->block_kv,
+             c->threads_per_row, c->rows_per_item, c->pad, c->vector_width);
   else
-    snprintf(out, len, "rows BQ=%u BKV=%u TPR=%u stage=%u pad=%u", c->block_q, c->block_kv,
-             c->threads_per_row, c->stage_kv, c->pad);
+    snprintf(out, len, "rows BQ=%u BKV=%u TPR=%u stage=%u pad=%u vec=%u", c->block_q, c->block_kv,
+             c->threads_per_row, c->stage_kv, c->pad, c->vector_width);
 }
 
 static void on_progress(void *user, const clattn_tune_progress *p) {
@@ -260,9 +260,9 @@ int cmd_explain(int argc, char **argv) {
     printf("class:    head_dim %zu/%zu, %s, sequence-length bucket %u\n", p.head_dim,
            p.head_dim_v ? p.head_dim_v : p.head_dim,
            p.flags & CLATTN_CAUSAL ? "causal" : "non-causal", info.seqlen_bucket);
-    printf("config:   %s BQ=%u BKV=%u TPR=%u RM=%u stage_kv=%u pad=%u, %zu work-items\n",
+    printf("config:   %s BQ=%u BKV=%u TPR=%u RM=%u stage_kv=%u pad=%u vec=%u, %zu work-items\n",
            info.kernel, info.block_q, info.block_kv, info.threads_per_row, info.rows_per_item,
-           info.stage_kv, info.pad, info.work_group_size);
+           info.stage_kv, info.pad, info.vector_width, info.work_group_size);
     printf("origin:   %s\n", info.origin);
     printf("why:      %s\n", info.reason);
     printf("local:    %.1f of %.1f KiB\n", info.local_mem_bytes / 1024.0,
@@ -273,8 +273,14 @@ int cmd_explain(int argc, char **argv) {
     int any = 0;
     for (unsigned bq = 1; bq <= 256; bq *= 2)
       for (unsigned bkv = 8; bkv <= 256; bkv *= 2) {
-        clattn_config c = {
-            "", bq, bkv, info.threads_per_row, info.stage_kv, info.pad, info.rows_per_item};
+        clattn_config c = {"",
+                           bq,
+                           bkv,
+                           info.threads_per_row,
+                           info.stage_kv,
+                           info.pad,
+                           info.rows_per_item,
+                           info.vector_width};
         snprintf(c.kernel, sizeof c.kernel, "%s", info.kernel);
         if (clattn_config_check(ctx, &p, &c) != CLATTN_OK) {
           printf("  %s\n", clattn_last_error(ctx));
