@@ -87,9 +87,18 @@ static int is_cpu(const clattn__device *dev) {
  * passes over the online-softmax bookkeeping), padded rows against bank conflicts. CPUs
  * (PoCL runs a work-group as loops over its work-items): one row per work-item, tiles that
  * stay in the L2 cache, and no staging copy, since local memory is ordinary memory there. */
-/* The register-tiled variant is not yet preferred by the heuristic anywhere: it ranks after
- * forward_rows until measurements (the tuner, built-in defaults) choose it. Among its configs:
- * a work-group of about 128, a micro-tile of 8 to 32 scores, at most 64 accumulators. */
+/* CPUs (PoCL): forward_tiles with one work-item per row over a 32-key block, each holding its
+ * scores and accumulators in registers, measured 1.6-4.3x forward_rows' best heuristic config
+ * on PoCL for head dims 32-256 (docs/BENCHMARKS.md). */
+static unsigned cost_tiles_cpu(const clattn__config *c) {
+  unsigned rm = c->rm ? c->rm : 1;
+  return 4 * udiff(ilog2(c->bq), 7) + 4 * udiff(ilog2(c->bkv), 5) + 40 * ilog2(c->tpr) +
+         20 * ilog2(rm) + (c->pad ? 1 : 0);
+}
+
+/* GPUs: the register-tiled variant is not yet preferred: it ranks after forward_rows until
+ * measurements (the tuner, built-in defaults) choose it. Among its configs: a work-group of
+ * about 128, a micro-tile of 8 to 32 scores, at most 64 accumulators. */
 static unsigned cost_tiles(const clattn__class *k, const clattn__config *c) {
   unsigned wg = (unsigned)clattn__config_work_group(c), rm = rows_per_item(c);
   unsigned rn = c->bkv / c->tpr, acc = rm * ((k->dv + c->tpr - 1) / c->tpr);
@@ -102,11 +111,12 @@ static unsigned cost_tiles(const clattn__class *k, const clattn__config *c) {
 
 static unsigned cost_config(const clattn__device *dev, const clattn__class *k,
                             const clattn__config *c) {
-  if (c->variant == 1) return cost_tiles(k, c);
+  if (c->variant == 1) return is_cpu(dev) ? cost_tiles_cpu(c) : cost_tiles(k, c);
   unsigned wg = (unsigned)clattn__config_work_group(c);
   unsigned dvp = (k->dv + c->tpr - 1) / c->tpr;
   unsigned s = 0;
   if (is_cpu(dev)) {
+    s += 50; /* after forward_tiles' likely configs */
     s += 40 * ilog2(c->tpr);
     s += 4 * udiff(ilog2(c->bq), 6) + 4 * udiff(ilog2(c->bkv), 6);
     s += c->stage ? 2 : 0;

@@ -45,3 +45,34 @@ void test_context_still_works(clattn_context *ctx) {
   cr_assert_eq(st, CLATTN_OK, "context unusable after a failure: %s", clattn_last_error(ctx));
   cr_assert(r.pass, "wrong result after a failure: err %g > tol %g", r.err_o, r.tol_o);
 }
+
+void test_kernel_dir(char *dir, size_t len, const char *marker, const char *text, int replace) {
+  snprintf(dir, len, "%s", "/tmp/clattn-kdir-XXXXXX");
+  cr_assert_not_null(mkdtemp(dir));
+  static const char *const files[] = {"forward.cl", "forward_tiles.cl"};
+  for (int f = 0; f < 2; f++) {
+    char src[512], dst[512], line[1024];
+    snprintf(src, sizeof src, "%s/cl/%s", CLATTN_SOURCE_DIR, files[f]);
+    snprintf(dst, sizeof dst, "%s/%s", dir, files[f]);
+    FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
+    cr_assert(in && out, "cannot copy %s", src);
+    int done = 0;
+    while (fgets(line, sizeof line, in)) {
+      int hit = !done && strstr(line, marker);
+      if (!(hit && replace)) fputs(line, out);
+      if (hit) fputs(text, out), done = 1;
+    }
+    fclose(in), fclose(out);
+    cr_assert(done, "marker \"%s\" not found in %s", marker, src);
+  }
+}
+
+void test_kernel_dir_remove(const char *dir) {
+  char path[512];
+  static const char *const files[] = {"forward.cl", "forward_tiles.cl"};
+  for (int f = 0; f < 2; f++) {
+    snprintf(path, sizeof path, "%s/%s", dir, files[f]);
+    remove(path);
+  }
+  remove(dir);
+}

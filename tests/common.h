@@ -22,4 +22,11 @@ cl_mem test_buffer(clattn_context *ctx, size_t n, float value);
  * failure (the result is compared against the reference). */
 void test_context_still_works(clattn_context *ctx);
 
+/* A kernel folder for CLATTN_KERNEL_DIR: copies of both kernels (cl/forward.cl and
+ * cl/forward_tiles.cl) in a new temporary folder (dir gets its path), with text inserted after
+ * the first line of each that contains marker, or, when replace is set, instead of it. */
+void test_kernel_dir(char *dir, size_t len, const char *marker, const char *text, int replace);
+/* Removes what test_kernel_dir made. */
+void test_kernel_dir_remove(const char *dir);
+
 #endif

@@ -196,20 +196,11 @@ Test(errors, buffer_of_another_context) {
   done_with(&f);
 }
 
-static void write_file(const char *path, const char *text) {
-  FILE *out = fopen(path, "wb");
-  cr_assert_not_null(out, "cannot write %s", path);
-  fputs(text, out);
-  fclose(out);
-}
-
 /* A kernel that does not compile gives CLATTN_ERR_BUILD with the build log; once the source is
  * fixed the same context builds and runs (the kernel dir is read when a class is planned). */
 Test(errors, kernel_that_fails_to_build) {
-  char dir[] = "/tmp/clattn-broken-XXXXXX", path[256];
-  cr_assert_not_null(mkdtemp(dir));
-  snprintf(path, sizeof path, "%s/forward.cl", dir);
-  write_file(path, "__kernel void clattn_forward(__global float *q) { this is not C; }\n");
+  char dir[64], path[128];
+  test_kernel_dir(dir, sizeof dir, "const uint lid = get_local_id(0);", "  this is not C;\n", 0);
   fixture f = make_in(dir);
   cl_event done = (cl_event)(uintptr_t)1;
   cr_assert_eq(call(&f, &done), CLATTN_ERR_BUILD, "%s", clattn_last_error(f.ctx));
@@ -217,16 +208,14 @@ Test(errors, kernel_that_fails_to_build) {
   const char *msg = clattn_last_error(f.ctx);
   cr_assert(strstr(msg, "clBuildProgram failed") && strstr(msg, "build log"), "msg: %s", msg);
   cr_assert(strstr(msg, "error"), "the build log should be in the message: %s", msg);
-  /* Fix the source: copy the real kernel in. */
-  FILE *in = fopen(CLATTN_SOURCE_DIR "/cl/forward.cl", "rb"), *out = fopen(path, "wb");
-  cr_assert(in && out);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, n, out);
-  fclose(in), fclose(out);
+  /* Fix the sources: remove the broken copies, so the embedded kernels are used again. */
+  static const char *const files[] = {"forward.cl", "forward_tiles.cl"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+    remove(path);
+  }
   test_context_still_works(f.ctx);
-  remove(path);
-  remove(dir);
+  test_kernel_dir_remove(dir);
   done_with(&f);
 }
 

@@ -123,21 +123,14 @@ Test(tiling, steps_down_when_the_built_kernel_does_not_fit) {
   clGetDeviceInfo(clattn_context_device(probe), CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local,
                   NULL);
   clattn_context_destroy(probe);
-  char dir[] = "/tmp/clattn-hog-XXXXXX", path[256];
-  cr_assert_not_null(mkdtemp(dir));
-  snprintf(path, sizeof path, "%s/forward.cl", dir);
-  FILE *in = fopen(CLATTN_SOURCE_DIR "/cl/forward.cl", "rb"), *out = fopen(path, "wb");
-  cr_assert(in && out);
-  char line[1024];
-  while (fgets(line, sizeof line, in)) {
-    fputs(line, out);
-    if (strstr(line, "__local float Ss[")) /* right after the last __local declaration */
-      fprintf(out,
-              "#if BQ >= 64\n  __local volatile float hog[%llu];\n  hog[get_local_id(0)] = 0.0f;\n"
-              "#endif\n",
-              (unsigned long long)(local / 4));
-  }
-  fclose(in), fclose(out);
+  /* Both kernels end their __local declarations with a line containing "__local float"; the
+   * hog goes right after the first, which is enough: it is a declaration block. */
+  char dir[64], hog[256];
+  snprintf(hog, sizeof hog,
+           "#if BQ >= 64\n  __local volatile float hog[%llu];\n  hog[get_local_id(0)] = 0.0f;\n"
+           "#endif\n",
+           (unsigned long long)(local / 4));
+  test_kernel_dir(dir, sizeof dir, "const uint lid = get_local_id(0);", hog, 0);
   clattn_context *ctx = test_context(dir);
   clattn_problem p = {0};
   p.batch = 1, p.heads_q = 2, p.seqlen_q = 70, p.seqlen_kv = 90, p.head_dim = 32;
@@ -148,6 +141,5 @@ Test(tiling, steps_down_when_the_built_kernel_does_not_fit) {
   cr_assert(strstr(info.reason, "stepped down"), "reason: %s", info.reason);
   test_context_still_works(ctx);
   clattn_context_destroy(ctx);
-  remove(path);
-  remove(dir);
+  test_kernel_dir_remove(dir);
 }

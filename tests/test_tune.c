@@ -33,22 +33,17 @@ Test(tune, wrong_candidate_is_never_selected) {
   clattn_plan_info h;
   cr_assert_eq(clattn_explain(probe, &p, &h), CLATTN_OK);
   clattn_context_destroy(probe);
-  char dir[] = "/tmp/clattn-wrong-XXXXXX", path[256];
-  cr_assert_not_null(mkdtemp(dir));
-  snprintf(path, sizeof path, "%s/forward.cl", dir);
-  FILE *in = fopen(CLATTN_SOURCE_DIR "/cl/forward.cl", "rb"), *out = fopen(path, "wb");
-  cr_assert(in && out);
-  char line[1024];
-  while (fgets(line, sizeof line, in)) {
-    if (strstr(line, "const float inv = l > 0.0f ? 1.0f / l : 0.0f;"))
-      fprintf(out,
-              "#if BQ == %u && BKV == %u && TPR == %u && STAGE_KV == %u && PAD == %u\n"
-              "    const float inv = 1.01f / l; /* test-only: wrong */\n#else\n%s#endif\n",
-              h.block_q, h.block_kv, h.threads_per_row, h.stage_kv, h.pad, line);
-    else
-      fputs(line, out);
-  }
-  fclose(in), fclose(out);
+  /* Wrong for exactly the heuristic's config (TX, RM and STAGE_KV are undefined, so 0, in the
+   * kernel that does not use them). */
+  int tiles = !strcmp(h.kernel, "forward_tiles");
+  char dir[64], wrong[512];
+  snprintf(wrong, sizeof wrong,
+           "#if BQ == %u && BKV == %u && %s == %u && %s == %u && PAD == %u && VEC == %u\n"
+           "    const float inv = 1.01f / l; /* test-only: wrong */\n#else\n"
+           "    const float inv = l > 0.0f ? 1.0f / l : 0.0f;\n#endif\n",
+           h.block_q, h.block_kv, tiles ? "TX" : "TPR", h.threads_per_row,
+           tiles ? "RM" : "STAGE_KV", tiles ? h.rows_per_item : h.stage_kv, h.pad, h.vector_width);
+  test_kernel_dir(dir, sizeof dir, "const float inv = l > 0.0f ? 1.0f / l : 0.0f;", wrong, 1);
   clattn_context *ctx = test_context(dir);
   clattn_tune_options opt = {0};
   opt.budget_seconds = 6, opt.max_candidates = 5;
@@ -70,8 +65,7 @@ Test(tune, wrong_candidate_is_never_selected) {
   cr_assert_eq(info.block_q, r.best.block_q);
   cr_assert_eq(info.block_kv, r.best.block_kv);
   clattn_context_destroy(ctx);
-  remove(path);
-  remove(dir);
+  test_kernel_dir_remove(dir);
 }
 
 /* With the model's local memory cut to 8 KiB, most of the space is illegal: those configs are
