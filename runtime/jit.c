@@ -60,17 +60,24 @@ int clattn__variant_of(const char *name) {
   return -1;
 }
 
+/* Each variant's program text is cl/common.cl followed by the variant's file. */
 clattn_status clattn__sources_load(clattn_context *ctx, clattn__sources *out) {
   memset(out, 0, sizeof *out);
-  for (int i = 0; i < CLATTN__VARIANTS; i++) {
-    clattn_status st = clattn__kernel_source(ctx, variant_files[i], &out->text[i]);
-    if (st != CLATTN_OK) {
-      clattn__sources_free(out);
-      return st;
+  char *common = NULL, *own = NULL;
+  clattn_status st = clattn__kernel_source(ctx, "common.cl", &common);
+  for (int i = 0; st == CLATTN_OK && i < CLATTN__VARIANTS; i++) {
+    st = clattn__kernel_source(ctx, variant_files[i], &own);
+    if (st == CLATTN_OK && asprintf(&out->text[i], "%s\n%s", common, own) < 0) {
+      out->text[i] = NULL;
+      st = clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
     }
-    out->hash[i] = clattn__hash(out->text[i], strlen(out->text[i]), 0);
+    free(own);
+    own = NULL;
+    if (st == CLATTN_OK) out->hash[i] = clattn__hash(out->text[i], strlen(out->text[i]), 0);
   }
-  return CLATTN_OK;
+  free(common);
+  if (st != CLATTN_OK) clattn__sources_free(out);
+  return st;
 }
 
 void clattn__sources_free(clattn__sources *s) {

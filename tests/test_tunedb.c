@@ -33,10 +33,10 @@ static clattn__db_entry entry_for(clattn_context *ctx) {
   clattn__db_entry e;
   memset(&e, 0, sizeof e);
   clattn__db_device_of(&ctx->device, &e.dev);
-  char *src = NULL;
-  cr_assert_eq(clattn__kernel_source(ctx, "forward.cl", &src), CLATTN_OK);
-  e.source_hash = clattn__hash(src, strlen(src), 0);
-  free(src);
+  clattn__sources src;
+  cr_assert_eq(clattn__sources_load(ctx, &src), CLATTN_OK);
+  e.source_hash = src.hash[0]; /* the config below is a forward_rows one */
+  clattn__sources_free(&src);
   clattn__class cls = {32, 32, 0, clattn__seqlen_bucket(100)};
   clattn__config cfg = {8, 16, 2, 1, 1, 0, 1, 1};
   e.cls = cls, e.cfg = cfg, e.median_ms = 1.5, e.spread = 0.01;
