@@ -51,19 +51,29 @@ const clattn__config *clattn__override_find(const clattn_context *ctx, const cla
   return NULL;
 }
 
+/* The problem's class and cfg (NULL allowed: *c untouched) checked against this device; call
+ * with ctx->lock held. prefix starts the message of a rejected config. */
+static clattn_status checked_config(clattn_context *ctx, const clattn_problem *problem,
+                                    const clattn_config *cfg, const char *prefix,
+                                    clattn__class *cls, clattn__config *c) {
+  clattn__shape s;
+  clattn_status st = clattn__shape_from_problem(ctx, problem, &s);
+  if (st != CLATTN_OK) return st;
+  *cls = clattn__class_of(&s);
+  char why[200];
+  if (cfg && (!clattn__config_from_public(cfg, c, why, sizeof why) ||
+              !clattn__config_legal(&ctx->device, cls, c, why, sizeof why)))
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "%s%s", prefix, why);
+  return CLATTN_OK;
+}
+
 clattn_status clattn_override_config(clattn_context *ctx, const clattn_problem *problem,
                                      const clattn_config *cfg) {
   if (!ctx) return clattn__fail(NULL, CLATTN_ERR_INVALID_ARGUMENT, "context is NULL");
   pthread_mutex_lock(&ctx->lock);
-  clattn__shape s;
-  clattn_status st = clattn__shape_from_problem(ctx, problem, &s);
-  clattn__class cls = clattn__class_of(&s);
+  clattn__class cls;
   clattn__config c;
-  char why[200];
-  if (st == CLATTN_OK && cfg &&
-      (!clattn__config_from_public(cfg, &c, why, sizeof why) ||
-       !clattn__config_legal(&ctx->device, &cls, &c, why, sizeof why)))
-    st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "override rejected: %s", why);
+  clattn_status st = checked_config(ctx, problem, cfg, "override rejected: ", &cls, &c);
   if (st == CLATTN_OK) {
     for (clattn__override **pp = &ctx->overrides; *pp;)
       if (!memcmp(&(*pp)->cls, &cls, sizeof cls)) {
@@ -90,17 +100,10 @@ clattn_status clattn_config_check(clattn_context *ctx, const clattn_problem *pro
                                   const clattn_config *cfg) {
   if (!ctx) return clattn__fail(NULL, CLATTN_ERR_INVALID_ARGUMENT, "context is NULL");
   pthread_mutex_lock(&ctx->lock);
-  clattn__shape s;
-  clattn_status st = clattn__shape_from_problem(ctx, problem, &s);
-  if (st == CLATTN_OK && !cfg) st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "cfg is NULL");
-  if (st == CLATTN_OK) {
-    clattn__class cls = clattn__class_of(&s);
-    clattn__config c;
-    char why[200];
-    if (!clattn__config_from_public(cfg, &c, why, sizeof why) ||
-        !clattn__config_legal(&ctx->device, &cls, &c, why, sizeof why))
-      st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "%s", why);
-  }
+  clattn__class cls;
+  clattn__config c;
+  clattn_status st = cfg ? checked_config(ctx, problem, cfg, "", &cls, &c)
+                         : clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "cfg is NULL");
   pthread_mutex_unlock(&ctx->lock);
   return st;
 }
