@@ -85,7 +85,9 @@ static clattn_status setup(bench *b) {
   uint64_t rng = 0x243F6A8885A308D3ull;
   cl_int err = CL_SUCCESS;
   for (int i = 0; i < 4; i++) {
-    if (__builtin_mul_overflow(s->batch, seq[i] * heads[i] * dims[i], &n[i]) || n[i] > SIZE_MAX / 8)
+    if (__builtin_mul_overflow(s->batch, seq[i], &n[i]) ||
+        __builtin_mul_overflow(n[i], heads[i], &n[i]) ||
+        __builtin_mul_overflow(n[i], dims[i], &n[i]) || n[i] > SIZE_MAX / 8)
       return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "tuning problem too large");
     b->t[i] = clattn_bhsd(NULL, seq[i], heads[i], dims[i]);
     size_t bytes = (n[i] ? n[i] : 1) * sizeof(float);

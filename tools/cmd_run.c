@@ -17,8 +17,9 @@ static void usage(FILE *f) {
           "  --no-check         skip the host reference (large problems)\n"
           "  --config K/BQ/BKV/TPR/RM/STAGE/PAD[/VEC]  force a config (an override), e.g.\n"
           "                     forward_tiles/32/16/4/2/1/1 or forward_rows/64/64/1/1/0/1\n"
-          "  --compare          also time the heuristic's config (tuning database off),\n"
-          "                     call by call in turn with this one, and print the ratio\n",
+          "  --compare          also time what a context without the tuning database gets\n"
+          "                     (built-in default, else heuristic), call by call in turn\n"
+          "                     with this one, and print the ratio\n",
           problem_flags_help);
 }
 
@@ -117,8 +118,9 @@ int cmd_run(int argc, char **argv) {
       fprintf(stderr, "clattn: %s\n", clattn_last_error(base));
       goto out;
     }
-    printf("compare: %s BQ=%u BKV=%u TPR=%u stage_kv=%u pad=%u (%s)\n", binfo.kernel, binfo.block_q,
-           binfo.block_kv, binfo.threads_per_row, binfo.stage_kv, binfo.pad, binfo.origin);
+    printf("compare: %s BQ=%u BKV=%u TPR=%u RM=%u stage_kv=%u pad=%u vec=%u (%s)\n", binfo.kernel,
+           binfo.block_q, binfo.block_kv, binfo.threads_per_row, binfo.rows_per_item,
+           binfo.stage_kv, binfo.pad, binfo.vector_width, binfo.origin);
     sp.compare_with = base;
   }
   check_result r;
