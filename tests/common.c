@@ -76,3 +76,30 @@ void test_kernel_dir_remove(const char *dir) {
   }
   remove(dir);
 }
+
+void test_forward_shape(const clattn_problem *p, int bhsd, size_t offset, int with_lse,
+                        const clattn_config *cfg) {
+  clattn_context *ctx = test_context(NULL);
+  check_spec sp = {0};
+  sp.problem = *p;
+  sp.bhsd = bhsd, sp.offset = offset, sp.with_lse = with_lse;
+  sp.seed = (unsigned)(p->seqlen_q * 31 + p->head_dim);
+  if (cfg) {
+    cr_assert_eq(clattn_override_config(ctx, p, cfg), CLATTN_OK, "%s", clattn_last_error(ctx));
+    clattn_plan_info info;
+    cr_assert_eq(clattn_explain(ctx, p, &info), CLATTN_OK, "%s", clattn_last_error(ctx));
+    cr_assert_str_eq(info.kernel, cfg->kernel);
+    cr_assert_str_eq(info.origin, "override");
+    cr_assert_eq(info.vector_width, cfg->vector_width ? cfg->vector_width : 1);
+    cr_assert_eq(info.work_group_size,
+                 (size_t)(cfg->block_q / cfg->rows_per_item) * cfg->threads_per_row);
+  }
+  check_result r;
+  cr_assert_eq(check_run(ctx, &sp, &r), CLATTN_OK, "forward failed: %s", clattn_last_error(ctx));
+  cr_log_info("max|o-ref| %.3g (tol %.3g), max|lse-ref| %.3g (tol %.3g)", r.err_o, r.tol_o,
+              r.err_lse, r.tol_lse);
+  cr_expect_leq(r.err_o, r.tol_o, "O error %.3g exceeds tolerance %.3g", r.err_o, r.tol_o);
+  if (with_lse)
+    cr_expect_leq(r.err_lse, r.tol_lse, "LSE error %.3g exceeds %.3g", r.err_lse, r.tol_lse);
+  clattn_context_destroy(ctx);
+}

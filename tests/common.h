@@ -22,6 +22,12 @@ cl_mem test_buffer(clattn_context *ctx, size_t n, float value);
  * failure (the result is compared against the reference). */
 void test_context_still_works(clattn_context *ctx);
 
+/* One problem on random data, checked against the reference under DESIGN.md's rule (O, and LSE
+ * when with_lse), in a fresh context. With cfg, the config is forced by an override first and
+ * explain must report it. Layout: bhsd or bshd views, offset elements before each tensor. */
+void test_forward_shape(const clattn_problem *p, int bhsd, size_t offset, int with_lse,
+                        const clattn_config *cfg);
+
 /* A kernel folder for CLATTN_KERNEL_DIR: copies of both kernels (cl/forward.cl and
  * cl/forward_tiles.cl) in a new temporary folder (dir gets its path), with text inserted after
  * the first line of each that contains marker, or, when replace is set, instead of it. */

@@ -6,26 +6,8 @@
 
 static void run_cfg(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d, size_t dv,
                     unsigned flags, int bhsd, size_t offset, clattn_config cfg) {
-  clattn_context *ctx = test_context(NULL);
-  check_spec sp = {0};
-  clattn_problem *p = &sp.problem;
-  p->batch = b, p->heads_q = hq, p->heads_kv = hkv, p->seqlen_q = nq, p->seqlen_kv = nkv;
-  p->head_dim = d, p->head_dim_v = dv, p->flags = flags;
-  sp.bhsd = bhsd, sp.offset = offset, sp.with_lse = 1, sp.seed = (unsigned)(nq * 7 + d);
-  cr_assert_eq(clattn_override_config(ctx, p, &cfg), CLATTN_OK, "%s", clattn_last_error(ctx));
-  clattn_plan_info info;
-  cr_assert_eq(clattn_explain(ctx, p, &info), CLATTN_OK, "%s", clattn_last_error(ctx));
-  cr_assert_str_eq(info.kernel, cfg.kernel);
-  cr_assert_eq(info.vector_width, cfg.vector_width ? cfg.vector_width : 1);
-  cr_assert_eq(info.work_group_size,
-               (size_t)(cfg.block_q / cfg.rows_per_item) * cfg.threads_per_row);
-  check_result r;
-  cr_assert_eq(check_run(ctx, &sp, &r), CLATTN_OK, "forward failed: %s", clattn_last_error(ctx));
-  cr_log_info("max|o-ref| %.3g (tol %.3g), lse %.3g (tol %.3g)", r.err_o, r.tol_o, r.err_lse,
-              r.tol_lse);
-  cr_expect_leq(r.err_o, r.tol_o, "O error %.3g exceeds tolerance %.3g", r.err_o, r.tol_o);
-  cr_expect_leq(r.err_lse, r.tol_lse, "LSE error %.3g exceeds %.3g", r.err_lse, r.tol_lse);
-  clattn_context_destroy(ctx);
+  clattn_problem p = {b, hq, hkv, nq, nkv, d, dv, CLATTN_F32, 0.0f, flags};
+  test_forward_shape(&p, bhsd, offset, 1, &cfg);
 }
 
 static void run(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d, size_t dv,
