@@ -71,6 +71,17 @@ enum {
   CLATTN_CAUSAL = 1u << 0
 };
 
+/* How a call computes attention. */
+typedef enum clattn_algorithm {
+  CLATTN_ALGO_AUTO = 0,    /* fused, unless the fused kernels cannot run the problem (a head dim
+                              above 256): then standard */
+  CLATTN_ALGO_FUSED = 1,   /* tiled kernels: S and P stay in local memory and registers */
+  CLATTN_ALGO_STANDARD = 2 /* S = scale*Q*K^T in a global-memory workspace (CLBlast batched
+                              GEMM), a row softmax in place, O = P*V (CLBlast): the baseline the
+                              fused path is measured against. Head dims up to 16384. Needs an
+                              in-order queue (CLBlast takes no wait lists) */
+} clattn_algorithm;
+
 /* The sizes of one attention call. Zero means the default in heads_kv (heads_q), head_dim_v
  * (head_dim) and scale (1/sqrt(head_dim)). batch, heads_q or seqlen_q = 0 is a valid empty
  * call; seqlen_kv = 0 is valid (every row sees no key: O = 0, LSE = -inf); head_dim = 0 is
@@ -86,7 +97,8 @@ typedef struct clattn_problem {
   size_t head_dim_v;  /* of V and O, 1..256 */
   clattn_dtype dtype; /* storage type; accumulation is always fp32. CLATTN_F32 only for now */
   float scale;
-  unsigned flags; /* CLATTN_CAUSAL */
+  unsigned flags;             /* CLATTN_CAUSAL */
+  clattn_algorithm algorithm; /* CLATTN_ALGO_AUTO (0) by default */
 } clattn_problem;
 
 /* A strided 4-D view [batch][seq][head][dim] of a buffer; the dim axis is contiguous. Offset and
@@ -109,6 +121,11 @@ typedef struct clattn_options {
                              (~/.cache/clattn); "": no disk cache */
   const char *tuning_db;  /* NULL: $CLATTN_TUNING_DB or <cache_dir>/tuning.json */
   const char *kernel_dir; /* NULL: $CLATTN_KERNEL_DIR or the sources embedded in the library */
+  size_t workspace_limit; /* bytes of global memory the standard path may hold at once (its
+                             S/P workspace plus what CLBlast allocates); 0: $CLATTN_WORKSPACE_LIMIT
+                             or half the device's global memory. Larger problems are split over
+                             batch*heads; one head that needs more fails with
+                             CLATTN_ERR_OUT_OF_RESOURCES */
 } clattn_options;
 
 /* Create a context on the caller's OpenCL objects. The context retains them and releases them
@@ -152,8 +169,11 @@ CLATTN_API const char *clattn_last_error(const clattn_context *ctx);
  * num_wait events of wait; *done (when done is not NULL) receives an event the caller releases,
  * and is NULL on error, when nothing is left enqueued.
  * Errors: INVALID_ARGUMENT (NULL pointer, zero head_dim, heads_q not a multiple of heads_kv, a
- * view outside its buffer, overlapping output, size overflow), UNSUPPORTED (F16/BF16,
- * head_dim > 256), BUILD, OPENCL, OUT_OF_RESOURCES. Thread safe. */
+ * view outside its buffer, overlapping output, size overflow, an unknown algorithm),
+ * UNSUPPORTED (F16/BF16; head_dim > 256 with CLATTN_ALGO_FUSED; the standard algorithm on an
+ * out-of-order queue or with element indices of 2^31 and above, which CLBlast cannot address),
+ * BUILD, OPENCL, OUT_OF_RESOURCES (the standard path's workspace for one head does not fit: the
+ * message names the bytes needed and available). Thread safe. */
 CLATTN_API clattn_status clattn_forward(clattn_context *ctx, const clattn_problem *problem,
                                         const clattn_tensor *q, const clattn_tensor *k,
                                         const clattn_tensor *v, const clattn_tensor *o, cl_mem lse,
@@ -213,10 +233,28 @@ typedef struct clattn_plan_info {
   unsigned seqlen_bucket; /* of the problem class */
   double flops;           /* FlashAttention convention; visible pairs only when causal */
   char reason[320];       /* why these tiles, in words */
+
+  /* The global-memory traffic model (the HBM analogue), in bytes. Fused: Q and O once, K and V
+   * once per query block (per work-group that stages them, per work-item that does not), LSE.
+   * Standard: Q, K and V once, S written and read, P written and read, O and LSE. */
+  char algorithm[16];      /* what clattn_forward would run: "fused" or "standard" */
+  double fused_read_bytes; /* 0 when the fused path cannot run the problem */
+  double fused_write_bytes;
+  double standard_read_bytes;
+  double standard_write_bytes;
+  double io_lower_bound_bytes;     /* FlashAttention's N^2 d^2 / M with M this device's local memory
+                                      (floats): a bound without its constant, an order of magnitude */
+  size_t standard_heads_per_chunk; /* batch*heads per standard-path launch; 0: one head does not
+                                      fit the workspace limit */
+  size_t standard_workspace_bytes; /* global memory the standard path holds at once: its S/P
+                                      workspace plus CLBlast's temporary copies (budgeted) */
+  size_t workspace_limit;          /* the context's limit on that */
 } clattn_plan_info;
 
 /* Plan (and compile, so the work-group limits of the built kernel are known) without
- * enqueueing anything. Errors: as clattn_forward's for the problem. Thread safe. */
+ * enqueueing anything. When the fused path cannot run the problem the tile fields are zero and
+ * the traffic fields still describe the standard plan. Errors: as clattn_forward's for the problem.
+ * Thread safe. */
 CLATTN_API clattn_status clattn_explain(clattn_context *ctx, const clattn_problem *problem,
                                         clattn_plan_info *out);
 

@@ -59,6 +59,10 @@ static clattn_status checked_config(clattn_context *ctx, const clattn_problem *p
   clattn__shape s;
   clattn_status st = clattn__shape_from_problem(ctx, problem, &s);
   if (st != CLATTN_OK) return st;
+  if (s.d > 256 || s.dv > 256)
+    return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
+                        "%shead dims %zu/%zu: the fused kernels support at most 256", prefix, s.d,
+                        s.dv);
   *cls = clattn__class_of(&s);
   char why[200];
   if (cfg && (!clattn__config_from_public(cfg, c, why, sizeof why) ||

@@ -142,6 +142,17 @@ static void resolve_options(clattn_context *ctx, const clattn_options *opt) {
   }
   const char *kdir = opt && opt->kernel_dir ? opt->kernel_dir : getenv("CLATTN_KERNEL_DIR");
   ctx->kernel_dir = kdir && kdir[0] ? dup_or_null(kdir) : NULL;
+  /* The caller's tensors live in global memory too: by default the standard path takes half. */
+  const char *ws = getenv("CLATTN_WORKSPACE_LIMIT");
+  char *end = NULL;
+  unsigned long long env = ws && ws[0] ? strtoull(ws, &end, 10) : 0;
+  if (end && *end) {
+    clattn__warn(ctx, "CLATTN_WORKSPACE_LIMIT=%s is not a number of bytes; ignored", ws);
+    env = 0;
+  }
+  ctx->workspace_limit = opt && opt->workspace_limit ? opt->workspace_limit
+                         : env                       ? (size_t)env
+                                                     : (size_t)(ctx->device.global_mem / 2);
 }
 
 clattn_status clattn_context_create(cl_context cl_ctx, cl_device_id device, cl_command_queue queue,
@@ -221,6 +232,7 @@ void clattn_context_destroy(clattn_context *ctx) {
   if (ctx->db) clattn__db_free(ctx->db);
   free(ctx->db);
   free(ctx->diagnostics);
+  clattn__standard_release(ctx);
   clattn__program_cache_release(ctx);
   for (clattn__thread_error *e = ctx->errors, *next; e; e = next) {
     next = e->next;

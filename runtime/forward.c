@@ -108,6 +108,8 @@ clattn_status clattn_forward(clattn_context *ctx, const clattn_problem *problem,
       if (err != CL_SUCCESS) st = clattn__fail_cl(ctx, err, "clEnqueueMarkerWithWaitList");
       clFlush(ctx->queue);
     }
+  } else if (st == CLATTN_OK && s.algo == CLATTN_ALGO_STANDARD) {
+    st = clattn__standard_forward(ctx, &s, q, k, v, o, lse, num_wait, wait, done);
   } else if (st == CLATTN_OK) {
     clattn__class cls = clattn__class_of(&s);
     const clattn__plan *p;
@@ -120,6 +122,28 @@ clattn_status clattn_forward(clattn_context *ctx, const clattn_problem *problem,
   return st;
 }
 
+/* The fused plan's fields of clattn_plan_info. */
+static void describe_plan(const clattn_context *ctx, const clattn__plan *p, const clattn__shape *s,
+                          clattn_plan_info *out) {
+  snprintf(out->kernel, sizeof out->kernel, "%s", clattn__variant_name(p->cfg.variant));
+  out->rows_per_item = p->cfg.variant == 1 && p->cfg.rm ? p->cfg.rm : 1;
+  out->vector_width = p->cfg.vec ? p->cfg.vec : 1;
+  out->block_q = p->cfg.bq;
+  out->block_kv = p->cfg.bkv;
+  out->threads_per_row = p->cfg.tpr;
+  out->stage_kv = p->cfg.stage;
+  out->pad = p->cfg.pad;
+  out->work_group_size = clattn__config_work_group(&p->cfg);
+  size_t model = clattn__config_local_bytes(&p->cfg, &p->cls);
+  out->local_mem_bytes = p->kernel_local_mem > model ? p->kernel_local_mem : model;
+  snprintf(out->origin, sizeof out->origin, "%s", p->origin);
+  out->seqlen_bucket = p->cls.bucket;
+  snprintf(out->reason, sizeof out->reason, "%s", p->reason);
+  clattn__bytes fused = clattn__traffic_fused(s, &p->cfg, 0);
+  out->fused_read_bytes = fused.read;
+  out->fused_write_bytes = fused.write;
+}
+
 clattn_status clattn_explain(clattn_context *ctx, const clattn_problem *problem,
                              clattn_plan_info *out) {
   if (!ctx) return clattn__fail(NULL, CLATTN_ERR_INVALID_ARGUMENT, "context is NULL");
@@ -128,28 +152,28 @@ clattn_status clattn_explain(clattn_context *ctx, const clattn_problem *problem,
   clattn_status st = clattn__shape_from_problem(ctx, problem, &s);
   if (st == CLATTN_OK && !out) st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "out is NULL");
   const clattn__plan *p = NULL;
-  if (st == CLATTN_OK) {
+  /* The fused plan is described whenever the fused kernels can run the problem, so both plans'
+   * traffic can be compared even when the call asks for the standard one. */
+  if (st == CLATTN_OK && s.d <= 256 && s.dv <= 256) {
     clattn__class cls = clattn__class_of(&s);
     st = clattn__plan_get(ctx, &cls, &p);
   }
   if (st == CLATTN_OK) {
     memset(out, 0, sizeof *out);
-    snprintf(out->kernel, sizeof out->kernel, "%s", clattn__variant_name(p->cfg.variant));
-    out->rows_per_item = p->cfg.variant == 1 && p->cfg.rm ? p->cfg.rm : 1;
-    out->vector_width = p->cfg.vec ? p->cfg.vec : 1;
-    out->block_q = p->cfg.bq;
-    out->block_kv = p->cfg.bkv;
-    out->threads_per_row = p->cfg.tpr;
-    out->stage_kv = p->cfg.stage;
-    out->pad = p->cfg.pad;
-    out->work_group_size = clattn__config_work_group(&p->cfg);
-    size_t model = clattn__config_local_bytes(&p->cfg, &p->cls);
-    out->local_mem_bytes = p->kernel_local_mem > model ? p->kernel_local_mem : model;
-    out->local_mem_available = (size_t)ctx->device.local_mem;
-    snprintf(out->origin, sizeof out->origin, "%s", p->origin);
-    out->seqlen_bucket = p->cls.bucket;
-    snprintf(out->reason, sizeof out->reason, "%s", p->reason);
+    if (p) describe_plan(ctx, p, &s, out);
+    snprintf(out->algorithm, sizeof out->algorithm, "%s",
+             s.algo == CLATTN_ALGO_FUSED ? "fused" : "standard");
     out->flops = clattn__forward_flops(&s);
+    clattn__bytes std = clattn__traffic_standard(&s, 0);
+    out->standard_read_bytes = std.read;
+    out->standard_write_bytes = std.write;
+    out->io_lower_bound_bytes = clattn__io_lower_bound(&s, (double)ctx->device.local_mem);
+    clattn__standard_plan sp;
+    clattn__standard_plan_of(ctx, &s, &sp);
+    out->standard_heads_per_chunk = sp.chunk;
+    out->standard_workspace_bytes = sp.bytes;
+    out->workspace_limit = sp.limit;
+    out->local_mem_available = (size_t)ctx->device.local_mem;
   }
   pthread_mutex_unlock(&ctx->lock);
   return st;

@@ -153,6 +153,7 @@ struct clattn_context {
   int queue_in_order;
   clattn__device device;
   char *cache_dir, *tuning_db, *kernel_dir; /* resolved at creation; NULL when unset */
+  size_t workspace_limit; /* bytes the standard path may hold at once (resolved at creation) */
   char summary[512];
   pthread_mutex_t lock; /* serialises calls; guards everything below */
   clattn__thread_error *errors;
@@ -163,6 +164,9 @@ struct clattn_context {
   char *diagnostics;     /* warnings, one per line, each once */
   unsigned bincache_loaded, bincache_stored, bincache_rejected; /* on-disk cache counters */
   unsigned compiled;                                            /* programs compiled from source */
+  cl_mem workspace;               /* the standard path's S/P workspace, grown on demand */
+  size_t workspace_bytes;         /* its size */
+  struct clattn__aux_kernel *aux; /* kernels of the standard path, by build options */
 };
 
 /* Records a formatted message for the calling thread on ctx (ctx may be NULL) and returns
@@ -185,7 +189,8 @@ typedef struct clattn__shape {
   size_t batch, heads_q, heads_kv, seqlen_q, seqlen_kv, d, dv;
   float scale;
   unsigned causal;
-  int empty; /* nothing to compute: batch, heads_q or seqlen_q is 0 */
+  int empty;             /* nothing to compute: batch, heads_q or seqlen_q is 0 */
+  clattn_algorithm algo; /* resolved: CLATTN_ALGO_FUSED or CLATTN_ALGO_STANDARD */
 } clattn__shape;
 
 clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_problem *p,
@@ -223,7 +228,6 @@ int clattn__config_from_public(const clattn_config *in, clattn__config *out, cha
 /* The compiled kernel and config for the class, planned and built on first use. */
 clattn_status clattn__plan_get(clattn_context *ctx, const clattn__class *cls,
                                const clattn__plan **out);
-double clattn__forward_flops(const clattn__shape *s);
 clattn__class clattn__class_of(const clattn__shape *s);
 /* Sets the kernel's arguments and enqueues it on queue (in one or several launches). */
 clattn_status clattn__enqueue_forward(clattn_context *ctx, cl_command_queue queue, int in_order,
@@ -231,5 +235,41 @@ clattn_status clattn__enqueue_forward(clattn_context *ctx, cl_command_queue queu
                                       const clattn_tensor *q, const clattn_tensor *k,
                                       const clattn_tensor *v, const clattn_tensor *o, cl_mem lse,
                                       cl_uint num_wait, const cl_event *wait, cl_event *done);
+
+/* ---- traffic model (traffic.c) ---- */
+
+typedef struct clattn__bytes {
+  double read, write;
+} clattn__bytes;
+
+/* (query, key) pairs a head computes: all of them, or the visible ones when causal. */
+double clattn__visible_pairs(const clattn__shape *s);
+double clattn__forward_flops(const clattn__shape *s);
+/* Global-memory bytes of the fused kernel with config c (lse: the call writes LSE). */
+clattn__bytes clattn__traffic_fused(const clattn__shape *s, const clattn__config *c, int lse);
+/* Of the standard path: Q, K, V once per query head, S and P written and read, O and LSE. */
+clattn__bytes clattn__traffic_standard(const clattn__shape *s, int lse);
+/* FlashAttention's IO bound N^2 d^2 / M for local memory of local_mem bytes, in bytes. */
+double clattn__io_lower_bound(const clattn__shape *s, double local_mem);
+
+/* ---- standard path (standard.c) ---- */
+
+/* How the standard path splits a problem over batch*heads to fit global memory. */
+typedef struct clattn__standard_plan {
+  size_t head_workspace; /* bytes of one head's S/P matrix */
+  size_t head_temp;      /* bytes CLBlast may allocate per head (padded copies), budgeted */
+  size_t chunk;          /* heads per launch; 0: one head does not fit */
+  size_t bytes;          /* held at once: chunk * (head_workspace + head_temp) */
+  size_t limit;          /* what may be held: min(workspace limit, ...) */
+} clattn__standard_plan;
+
+void clattn__standard_plan_of(const clattn_context *ctx, const clattn__shape *s,
+                              clattn__standard_plan *out);
+/* Enqueues the standard path for checked tensors. */
+clattn_status clattn__standard_forward(clattn_context *ctx, const clattn__shape *s,
+                                       const clattn_tensor *q, const clattn_tensor *k,
+                                       const clattn_tensor *v, const clattn_tensor *o, cl_mem lse,
+                                       cl_uint num_wait, const cl_event *wait, cl_event *done);
+void clattn__standard_release(clattn_context *ctx);
 
 #endif

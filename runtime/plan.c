@@ -215,15 +215,3 @@ void clattn__plans_forget(clattn_context *ctx, const clattn__class *cls) {
     }
   }
 }
-
-double clattn__forward_flops(const clattn__shape *s) {
-  double pairs = (double)s->seqlen_q * (double)s->seqlen_kv;
-  if (s->causal) {
-    /* Row i sees max(0, i + nkv - nq + 1) keys, never more than nkv: the sum of an integer
-     * range ending at nkv. */
-    double a = (double)s->seqlen_kv - (double)s->seqlen_q + 1.0;
-    double lo = a > 1.0 ? a : 1.0, hi = (double)s->seqlen_kv;
-    pairs = hi >= lo && s->seqlen_q ? (lo + hi) * (hi - lo + 1.0) / 2.0 : 0.0;
-  }
-  return 2.0 * (double)s->batch * (double)s->heads_q * pairs * (double)(s->d + s->dv);
-}

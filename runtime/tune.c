@@ -482,6 +482,11 @@ clattn_status clattn_tune(clattn_context *ctx, const clattn_problem *problem,
   if (st == CLATTN_OK && b.s.empty)
     st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
                       "cannot tune an empty problem (batch, heads_q or seqlen_q is 0)");
+  if (st == CLATTN_OK && b.s.algo != CLATTN_ALGO_FUSED)
+    st = clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
+                      "the tuner tunes the fused kernels; this problem runs the standard path "
+                      "(head dims %zu/%zu, or CLATTN_ALGO_STANDARD)",
+                      b.s.d, b.s.dv);
   if (st == CLATTN_OK) {
     memset(out, 0, sizeof *out);
     b.problem = *problem;

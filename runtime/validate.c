@@ -7,6 +7,10 @@
 
 /* The kernels index rows with 32-bit unsigned integers and add a tile size to them. */
 #define MAX_SEQLEN ((size_t)1 << 31)
+/* Head dims of the fused kernels (their tiles live in local memory and registers) and of the
+ * standard path (GEMMs). */
+#define MAX_FUSED_DIM 256
+#define MAX_STANDARD_DIM 16384
 
 clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_problem *p,
                                          clattn__shape *s) {
@@ -30,9 +34,21 @@ clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_probl
   s->dv = p->head_dim_v ? p->head_dim_v : p->head_dim;
   s->causal = (p->flags & CLATTN_CAUSAL) != 0;
   if (s->d == 0) return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "head_dim is 0");
-  if (s->d > 256 || s->dv > 256)
+  if ((unsigned)p->algorithm > CLATTN_ALGO_STANDARD)
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "algorithm %d is not a clattn_algorithm",
+                        (int)p->algorithm);
+  int fused_fits = s->d <= MAX_FUSED_DIM && s->dv <= MAX_FUSED_DIM;
+  if (p->algorithm == CLATTN_ALGO_FUSED && !fused_fits)
     return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
-                        "head_dim %zu / head_dim_v %zu: at most 256 is supported", s->d, s->dv);
+                        "head_dim %zu / head_dim_v %zu: the fused kernels support at most %d (the "
+                        "standard algorithm goes to %d)",
+                        s->d, s->dv, MAX_FUSED_DIM, MAX_STANDARD_DIM);
+  if (s->d > MAX_STANDARD_DIM || s->dv > MAX_STANDARD_DIM)
+    return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
+                        "head_dim %zu / head_dim_v %zu: at most %d is supported", s->d, s->dv,
+                        MAX_STANDARD_DIM);
+  s->algo = p->algorithm == CLATTN_ALGO_STANDARD || !fused_fits ? CLATTN_ALGO_STANDARD
+                                                                : CLATTN_ALGO_FUSED;
   if (!isfinite(p->scale))
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "scale is not finite");
   s->scale = p->scale != 0.0f ? p->scale : (float)(1.0 / sqrt((double)s->d));

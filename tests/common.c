@@ -11,12 +11,16 @@ const char *test_tmpdir(void) {
 }
 
 clattn_context *test_context(const char *kernel_dir) {
+  return test_context_limited(kernel_dir, 0);
+}
+
+clattn_context *test_context_limited(const char *kernel_dir, size_t workspace_limit) {
   const char *base = getenv("TMPDIR");
   snprintf(tmpdir, sizeof tmpdir, "%s/clattn-test-XXXXXX", base && base[0] ? base : "/tmp");
   cr_assert_not_null(mkdtemp(tmpdir), "mkdtemp failed");
   char db[300];
   snprintf(db, sizeof db, "%s/tuning.json", tmpdir);
-  clattn_options opt = {tmpdir, db, kernel_dir};
+  clattn_options opt = {tmpdir, db, kernel_dir, workspace_limit};
   clattn_context *ctx = NULL;
   clattn_status st = clattn_context_create_default(&opt, &ctx);
   cr_assert_eq(st, CLATTN_OK, "no test context: %s", clattn_last_error(NULL));

@@ -12,6 +12,8 @@
  * device), with cache_dir and tuning_db in a new temporary folder (and kernel_dir when not
  * NULL). Fails the test when none can be made. */
 clattn_context *test_context(const char *kernel_dir);
+/* The same, with the standard path's workspace limited to workspace_limit bytes (0: default). */
+clattn_context *test_context_limited(const char *kernel_dir, size_t workspace_limit);
 /* The temporary folder test_context made last. */
 const char *test_tmpdir(void);
 

@@ -105,7 +105,14 @@ Test(errors, zero_head_dim) {
 Test(errors, head_dim_too_large) {
   fixture f = make();
   f.p.head_dim = 300;
+  f.p.algorithm = CLATTN_ALGO_FUSED; /* auto would run the standard path */
   expect_failure(&f, CLATTN_ERR_UNSUPPORTED, "at most 256");
+  f.p.algorithm = CLATTN_ALGO_AUTO;
+  f.p.head_dim = 20000;
+  expect_failure(&f, CLATTN_ERR_UNSUPPORTED, "at most 16384");
+  f.p.head_dim = 64;
+  f.p.algorithm = (clattn_algorithm)7;
+  expect_failure(&f, CLATTN_ERR_INVALID_ARGUMENT, "not a clattn_algorithm");
   done_with(&f);
 }
 

@@ -7,9 +7,20 @@
 
 #include <math.h>
 
+/* tests/CMakeLists.txt builds this file twice: as the fused path's tests (suite "forward") and,
+ * with TEST_STANDARD, as the standard path's (suite "standard"), so both meet the same bar on the
+ * same shapes. */
+#ifdef TEST_STANDARD
+#define SUITE standard
+#define ALGORITHM CLATTN_ALGO_STANDARD
+#else
+#define SUITE forward
+#define ALGORITHM CLATTN_ALGO_FUSED
+#endif
+
 static void run(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d, size_t dv,
                 unsigned flags, int bhsd, size_t offset, int lse) {
-  clattn_problem p = {b, hq, hkv, nq, nkv, d, dv, CLATTN_F32, 0.0f, flags};
+  clattn_problem p = {b, hq, hkv, nq, nkv, d, dv, CLATTN_F32, 0.0f, flags, ALGORITHM};
   test_forward_shape(&p, bhsd, offset, lse, NULL);
 }
 
@@ -17,70 +28,70 @@ enum { BSHD = 0, BHSD = 1, NOLSE = 0, LSE = 1 };
 #define C CLATTN_CAUSAL
 
 /*                        b  hq hkv   nq    nkv    d   dv flags layout off lse */
-Test(forward, d1_len1) {
+Test(SUITE, d1_len1) {
   run(1, 1, 0, 1, 1, 1, 0, 0, BSHD, 0, LSE);
 }
-Test(forward, d59_len17) {
+Test(SUITE, d59_len17) {
   run(2, 3, 0, 17, 17, 59, 0, 0, BSHD, 0, NOLSE);
 }
-Test(forward, d111_113x203_bhsd) {
+Test(SUITE, d111_113x203_bhsd) {
   run(1, 2, 0, 113, 203, 111, 0, 0, BHSD, 0, LSE);
 }
-Test(forward, d256_80x64) {
+Test(SUITE, d256_80x64) {
   run(1, 2, 0, 80, 64, 256, 0, 0, BSHD, 0, NOLSE);
 }
-Test(forward, d64_1023x1024) {
+Test(SUITE, d64_1023x1024) {
   run(1, 1, 0, 1023, 1024, 64, 0, 0, BSHD, 0, LSE);
 }
-Test(forward, d128_1023x1024_causal) {
+Test(SUITE, d128_1023x1024_causal) {
   run(1, 1, 0, 1023, 1024, 128, 0, C, BHSD, 0, LSE);
 }
-Test(forward, causal_q_shorter) {
+Test(SUITE, causal_q_shorter) {
   run(1, 2, 0, 113, 203, 64, 0, C, BSHD, 0, LSE);
 }
-Test(forward, causal_q_longer) {
+Test(SUITE, causal_q_longer) {
   run(1, 2, 0, 203, 113, 64, 0, C, BSHD, 0, LSE);
 }
-Test(forward, causal_rows_without_keys) {
+Test(SUITE, causal_rows_without_keys) {
   run(1, 1, 0, 50, 10, 16, 0, C, BSHD, 0, LSE);
 }
-Test(forward, empty_kv) {
+Test(SUITE, empty_kv) {
   run(2, 2, 0, 7, 0, 32, 0, 0, BSHD, 0, LSE);
 }
-Test(forward, dv_larger) {
+Test(SUITE, dv_larger) {
   run(1, 2, 0, 45, 61, 32, 100, 0, BSHD, 0, LSE);
 }
-Test(forward, dv_smaller) {
+Test(SUITE, dv_smaller) {
   run(1, 2, 0, 61, 45, 100, 32, C, BHSD, 0, NOLSE);
 }
-Test(forward, gqa) {
+Test(SUITE, gqa) {
   run(2, 8, 2, 129, 129, 64, 0, 0, BSHD, 0, LSE);
 }
-Test(forward, mqa_causal_bhsd) {
+Test(SUITE, mqa_causal_bhsd) {
   run(1, 4, 1, 77, 77, 32, 0, C, BHSD, 0, LSE);
 }
-Test(forward, offset_bshd) {
+Test(SUITE, offset_bshd) {
   run(2, 3, 0, 33, 41, 40, 0, 0, BSHD, 37, LSE);
 }
-Test(forward, offset_bhsd_causal) {
+Test(SUITE, offset_bhsd_causal) {
   run(1, 2, 2, 31, 29, 17, 0, C, BHSD, 5, LSE);
 }
-Test(forward, decode_one_query) {
+Test(SUITE, decode_one_query) {
   run(2, 4, 0, 1, 1000, 128, 0, C, BSHD, 0, LSE);
 }
-Test(forward, many_heads_small_dim) {
+Test(SUITE, many_heads_small_dim) {
   run(3, 5, 0, 65, 65, 8, 0, 0, BHSD, 0, NOLSE);
 }
-Test(forward, d2_dv1) {
+Test(SUITE, d2_dv1) {
   run(1, 1, 0, 31, 31, 2, 1, 0, BSHD, 0, LSE);
 }
-Test(forward, d256_causal_bhsd) {
+Test(SUITE, d256_causal_bhsd) {
   run(1, 2, 1, 130, 130, 256, 0, C, BHSD, 3, LSE);
 }
 
 /* Arbitrary strides: Q, K and V interleaved in one packed QKV buffer [B][S][3][H][D] (a common
  * layout of fused projections), O in a padded buffer with a row stride larger than needed. */
-Test(forward, interleaved_qkv_padded_output) {
+Test(SUITE, interleaved_qkv_padded_output) {
   clattn_context *ctx = test_context(NULL);
   const size_t B = 2, S = 37, H = 3, D = 24, OS = H * D + 5;
   size_t nqkv = B * S * 3 * H * D, no = B * S * OS;
@@ -97,6 +108,7 @@ Test(forward, interleaved_qkv_padded_output) {
   clattn_tensor to = {o, 0, S * OS, OS, D};
   clattn_problem p = {0};
   p.batch = B, p.heads_q = H, p.seqlen_q = p.seqlen_kv = S, p.head_dim = D, p.flags = C;
+  p.algorithm = ALGORITHM;
   cr_assert_eq(clattn_forward(ctx, &p, &tq, &tk, &tv, &to, NULL, 0, NULL, NULL), CLATTN_OK, "%s",
                clattn_last_error(ctx));
   float *got = malloc(no * sizeof *got);

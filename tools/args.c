@@ -13,6 +13,7 @@ const char problem_flags_help[] =
     "  --causal           bottom-right aligned causal mask\n"
     "  --scale S          (1/sqrt(head-dim))\n"
     "  --dtype f32|f16|bf16 (f32)\n"
+    "  --algorithm auto|fused|standard (auto: fused unless a head dim exceeds 256)\n"
     "  --device SPEC      like CLATTN_DEVICE: \"P:D\" or a part of the device name\n";
 
 int parse_size(const char *s, size_t *out) {
@@ -69,6 +70,13 @@ int parse_problem_flag(int argc, char **argv, int *i, clattn_problem *p) {
     else
       goto bad;
     (*i)++;
+  } else if (!strcmp(a, "--algorithm")) {
+    const char *names[] = {"auto", "fused", "standard"};
+    int found = -1;
+    for (int j = 0; val && j < 3; j++)
+      if (!strcmp(val, names[j])) found = j;
+    if (found < 0) goto bad;
+    p->algorithm = (clattn_algorithm)found, (*i)++;
   } else if (!strcmp(a, "--device")) {
     if (!val) goto bad;
     setenv("CLATTN_DEVICE", val, 1), (*i)++;

@@ -102,15 +102,21 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "clattn: %s\n", clattn_last_error(ctx));
     goto out;
   }
-  printf("plan:    %s BQ=%u BKV=%u TPR=%u RM=%u stage_kv=%u pad=%u vec=%u, %zu work-items, local "
-         "memory %.1f of %.1f KiB (%s)\n",
-         info.kernel, info.block_q, info.block_kv, info.threads_per_row, info.rows_per_item,
-         info.stage_kv, info.pad, info.vector_width, info.work_group_size,
-         info.local_mem_bytes / 1024.0, info.local_mem_available / 1024.0, info.origin);
-  printf("why:     %s\n", info.reason);
+  if (!strcmp(info.algorithm, "standard"))
+    printf("plan:    standard: CLBlast GEMM, softmax, GEMM; %zu of batch*heads per launch, "
+           "%.1f MiB of global memory at once (limit %.1f MiB)\n",
+           info.standard_heads_per_chunk, info.standard_workspace_bytes / 1048576.0,
+           info.workspace_limit / 1048576.0);
+  else
+    printf("plan:    %s BQ=%u BKV=%u TPR=%u RM=%u stage_kv=%u pad=%u vec=%u, %zu work-items, local "
+           "memory %.1f of %.1f KiB (%s)\n",
+           info.kernel, info.block_q, info.block_kv, info.threads_per_row, info.rows_per_item,
+           info.stage_kv, info.pad, info.vector_width, info.work_group_size,
+           info.local_mem_bytes / 1024.0, info.local_mem_available / 1024.0, info.origin);
+  if (!strcmp(info.algorithm, "fused")) printf("why:     %s\n", info.reason);
   clattn_context *base = NULL;
   if (compare) { /* the same device and queue, without the tuning database or overrides */
-    clattn_options none = {NULL, "", NULL};
+    clattn_options none = {NULL, "", NULL, 0};
     clattn_plan_info binfo;
     if (clattn_context_create(clattn_context_cl_context(ctx), clattn_context_device(ctx),
                               clattn_context_queue(ctx), &none, &base) != CLATTN_OK ||

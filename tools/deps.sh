@@ -3,7 +3,7 @@
 # Sourced or run by tools/test.sh and tools/quickstart.sh.
 set -euo pipefail
 packages=(build-essential cmake pkg-config ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
-  libcriterion-dev libcjson-dev)
+  libcriterion-dev libcjson-dev libclblast-dev libopenblas-dev gnuplot-nox)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,107 @@
+/* Kernels of the standard (unfused) path: the row softmax between the two CLBlast GEMMs, and the
+ * output of a call with no keys.
+ *
+ * softmax_rows: one work-group of WG work-items per row of the score workspace S (already scaled
+ * by the GEMM), in place: P = exp(S - max) / sum over the keys the row sees, 0 elsewhere, and
+ * LSE = max + log(sum). With CPI > 0 each work-item keeps its CPI columns in registers, so S is
+ * read once and P written once (the traffic model's round trip); CPI = 0 (rows longer than
+ * WG * 32) reads the row twice: an online max/sum pass, then the write pass.
+ * Defines: WG (a power of two), CPI, CAUSAL. */
+
+#define LOG2E 1.4426950408889634f
+
+/* Tree reductions across the work-group; every work-item gets the result. */
+static float group_max(__local float *red, float x) {
+  const uint t = get_local_id(0);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  red[t] = x;
+  for (uint s = WG / 2; s > 0; s >>= 1) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (t < s) red[t] = fmax(red[t], red[t + s]);
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return red[0];
+}
+
+static float group_sum(__local float *red, float x) {
+  const uint t = get_local_id(0);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  red[t] = x;
+  for (uint s = WG / 2; s > 0; s >>= 1) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (t < s) red[t] += red[t + s];
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return red[0];
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
+softmax_rows(__global float *s, __global float *lse, const uint seqlen_q, const uint seqlen_kv,
+             const ulong row_base, const ulong lse_base, const int write_lse) {
+  __local float red[WG];
+  const ulong r = row_base + get_group_id(0); /* row of the workspace */
+  const uint t = get_local_id(0), i = (uint)(r % seqlen_q);
+  __global float *row = s + r * seqlen_kv;
+  uint visible = seqlen_kv;
+#if CAUSAL
+  /* Bottom-right aligned: query i sees keys j <= i + seqlen_kv - seqlen_q. */
+  const long lim = (long)i + (long)seqlen_kv - (long)seqlen_q + 1;
+  visible = lim <= 0 ? 0u : (uint)min(lim, (long)seqlen_kv);
+#endif
+  float m, l;
+#if CPI
+  float x[CPI];
+  m = -INFINITY;
+  for (uint c = 0; c < CPI; c++) {
+    const uint j = t + c * WG;
+    x[c] = j < visible ? row[j] : -INFINITY;
+    m = fmax(m, x[c]);
+  }
+  m = group_max(red, m);
+  l = 0.0f;
+  /* A row that sees no key keeps m = -inf: its p are 0, never exp(-inf - -inf). */
+  for (uint c = 0; c < CPI; c++) {
+    x[c] = t + c * WG < visible ? exp2((x[c] - m) * LOG2E) : 0.0f;
+    l += x[c];
+  }
+  l = group_sum(red, l);
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  for (uint c = 0; c < CPI; c++) {
+    const uint j = t + c * WG;
+    if (j < seqlen_kv) row[j] = x[c] * inv;
+  }
+#else
+  float mt = -INFINITY, lt = 0.0f;
+  for (uint j = t; j < visible; j += WG) {
+    const float v = row[j];
+    if (v > mt) {
+      lt = lt * exp2((mt - v) * LOG2E) + 1.0f;
+      mt = v;
+    } else {
+      lt += exp2((v - mt) * LOG2E);
+    }
+  }
+  m = group_max(red, mt);
+  l = group_sum(red, mt == -INFINITY ? 0.0f : lt * exp2((mt - m) * LOG2E));
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  for (uint j = t; j < seqlen_kv; j += WG)
+    row[j] = j < visible ? exp2((row[j] - m) * LOG2E) * inv : 0.0f;
+#endif
+  if (write_lse && t == 0) lse[lse_base + r] = l > 0.0f ? m + log(l) : -INFINITY;
+}
+
+/* seqlen_kv = 0: every row sees no key, so O = 0 and LSE = -inf. One work-item per (row, column)
+ * of the strided output view; rows counted from base. */
+__kernel void empty_rows(__global float *o, const ulong o_off, const ulong o_sb, const ulong o_ss,
+                         const ulong o_sh, __global float *lse, const int write_lse,
+                         const uint heads, const uint seqlen_q, const uint dv, const ulong base) {
+  const ulong g = base + get_global_id(0);
+  const uint c = (uint)(g % dv);
+  const ulong r = g / dv;
+  const uint i = (uint)(r % seqlen_q);
+  const ulong bh = r / seqlen_q;
+  const uint h = (uint)(bh % heads);
+  const ulong b = bh / heads;
+  o[o_off + b * o_sb + (ulong)i * o_ss + h * o_sh + c] = 0.0f;
+  if (write_lse && c == 0) lse[r] = -INFINITY;
+}

@@ -1,0 +1,325 @@
+/* The standard (unfused) path, the baseline the fused kernels are measured against:
+ * S = scale * Q K^T into a global-memory workspace with CLBlast's batched GEMM, a row softmax in
+ * place (cl/standard.cl), O = P V with CLBlast. The N^2 workspace is planned against global
+ * memory and split over batch * heads. */
+#include "internal.h"
+
+#include <clblast_c.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* CLBlast converts offsets to int and indexes with int: every element it touches must lie below
+ * 2^31 in its buffer. */
+#define CLBLAST_MAX_INDEX ((size_t)1 << 31)
+#define GROUPS_PER_LAUNCH ((size_t)1 << 20)
+/* CLBlast's indirect GEMM copies A, B and C into buffers padded to its tile sizes, for the whole
+ * batch. Its tiles are at most 128 on the devices its database knows; budget for that. */
+#define CLBLAST_PAD 128
+
+typedef struct clattn__aux_kernel {
+  char name[16], options[96];
+  cl_kernel kernel;
+  struct clattn__aux_kernel *next;
+} clattn__aux_kernel;
+
+static size_t pad_up(size_t n) {
+  return (n + CLBLAST_PAD - 1) / CLBLAST_PAD * CLBLAST_PAD;
+}
+
+/* Saturating arithmetic: a plan that overflows simply does not fit. */
+static size_t mul_sat(size_t a, size_t b) {
+  size_t r;
+  return __builtin_mul_overflow(a, b, &r) ? SIZE_MAX : r;
+}
+
+static size_t add_sat(size_t a, size_t b) {
+  size_t r;
+  return __builtin_add_overflow(a, b, &r) ? SIZE_MAX : r;
+}
+
+void clattn__standard_plan_of(const clattn_context *ctx, const clattn__shape *s,
+                              clattn__standard_plan *out) {
+  memset(out, 0, sizeof *out);
+  size_t nq = s->seqlen_q, nkv = s->seqlen_kv, f = sizeof(float);
+  size_t pq = pad_up(nq), pkv = pad_up(nkv), pd = pad_up(s->d), pdv = pad_up(s->dv);
+  out->head_workspace = mul_sat(mul_sat(nq, nkv), f);
+  /* The larger of the two GEMMs' padded copies: (Q, K, S) and (P, V, O). */
+  size_t t1 = add_sat(add_sat(mul_sat(pq, pd), mul_sat(pkv, pd)), mul_sat(pq, pkv));
+  size_t t2 = add_sat(add_sat(mul_sat(pq, pkv), mul_sat(pkv, pdv)), mul_sat(pq, pdv));
+  out->head_temp = mul_sat(t1 > t2 ? t1 : t2, f);
+  out->limit = ctx->workspace_limit;
+  size_t heads = s->batch * s->heads_q, per_head = add_sat(out->head_workspace, out->head_temp);
+  /* Each buffer must fit the device's largest allocation and CLBlast's 32-bit indexing. */
+  size_t biggest = mul_sat(mul_sat(pq, pkv), f);
+  size_t max_buf = ctx->device.max_alloc < CLBLAST_MAX_INDEX * f ? (size_t)ctx->device.max_alloc
+                                                                 : CLBLAST_MAX_INDEX * f;
+  size_t chunk = heads;
+  if (per_head && out->limit / per_head < chunk) chunk = out->limit / per_head;
+  if (biggest && max_buf / biggest < chunk) chunk = max_buf / biggest;
+  if (nkv == 0) chunk = heads; /* nothing to hold */
+  out->chunk = chunk;
+  out->bytes = mul_sat(chunk ? chunk : 1, per_head);
+}
+
+static clattn_status aux_kernel(clattn_context *ctx, const char *name, const char *options,
+                                cl_kernel *out) {
+  for (clattn__aux_kernel *a = ctx->aux; a; a = a->next)
+    if (!strcmp(a->name, name) && !strcmp(a->options, options)) return *out = a->kernel, CLATTN_OK;
+  char *src = NULL;
+  clattn_status st = clattn__kernel_source(ctx, "standard.cl", &src);
+  cl_program prog = NULL;
+  if (st == CLATTN_OK) st = clattn__build(ctx, src, options, &prog);
+  free(src);
+  if (st != CLATTN_OK) return st;
+  cl_int err;
+  cl_kernel k = clCreateKernel(prog, name, &err);
+  if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clCreateKernel(standard path)");
+  clattn__aux_kernel *a = calloc(1, sizeof *a);
+  if (!a) {
+    clReleaseKernel(k);
+    return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
+  }
+  snprintf(a->name, sizeof a->name, "%s", name);
+  snprintf(a->options, sizeof a->options, "%s", options);
+  a->kernel = k;
+  a->next = ctx->aux;
+  ctx->aux = a;
+  *out = k;
+  return CLATTN_OK;
+}
+
+void clattn__standard_release(clattn_context *ctx) {
+  for (clattn__aux_kernel *a = ctx->aux, *next; a; a = next) {
+    next = a->next;
+    clReleaseKernel(a->kernel);
+    free(a);
+  }
+  ctx->aux = NULL;
+  if (ctx->workspace) clReleaseMemObject(ctx->workspace);
+  ctx->workspace = NULL;
+  ctx->workspace_bytes = 0;
+}
+
+/* The largest element index of a [n0][n1][n2][dim] view, which CLBlast must be able to address. */
+static size_t last_index(const clattn_tensor *t, size_t n0, size_t n1, size_t n2, size_t dim) {
+  if (!n0 || !n1 || !n2 || !dim) return 0;
+  return t->offset + (n0 - 1) * t->stride_batch + (n1 - 1) * t->stride_seq +
+         (n2 - 1) * t->stride_head + dim - 1;
+}
+
+static clattn_status clblast_fail(clattn_context *ctx, CLBlastStatusCode code, const char *what) {
+  if (code == CLBlastTempBufferAllocFailure || code == CLBlastOpenCLOutOfResources)
+    return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES,
+                        "CLBlast %s: out of device memory (status %d)", what, (int)code);
+  if (code == CLBlastOpenCLBuildProgramFailure)
+    return clattn__fail(ctx, CLATTN_ERR_BUILD, "CLBlast %s: its kernels failed to build", what);
+  return clattn__fail(ctx, CLATTN_ERR_OPENCL, "CLBlast %s failed with status %d", what, (int)code);
+}
+
+/* One batched GEMM C = alpha * A op(B) (row-major), strided when one stride covers the batch. */
+static clattn_status gemm(clattn_context *ctx, const char *what, int trans_b, size_t m, size_t n,
+                          size_t k, float alpha, cl_mem a, const size_t *ao, size_t lda, cl_mem b,
+                          const size_t *bo, size_t ldb, cl_mem c, const size_t *co, size_t ldc,
+                          size_t count, float *alphas, float *betas) {
+  int strided = 1;
+  for (size_t i = 2; i < count && strided; i++)
+    strided = ao[i] - ao[i - 1] == ao[1] - ao[0] && bo[i] - bo[i - 1] == bo[1] - bo[0] &&
+              co[i] - co[i - 1] == co[1] - co[0];
+  if (count > 1) strided = strided && ao[1] > ao[0] && bo[1] > bo[0] && co[1] > co[0];
+  CLBlastTranspose tb = trans_b ? CLBlastTransposeYes : CLBlastTransposeNo;
+  CLBlastStatusCode r;
+  if (strided) {
+    /* CLBlast rejects a zero stride, even for one matrix: then any other value does. */
+    size_t sa = count > 1 ? ao[1] - ao[0] : 1, sb = count > 1 ? bo[1] - bo[0] : 1,
+           sc = count > 1 ? co[1] - co[0] : 1;
+    r = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, tb, m, n, k, alpha, a,
+                                   ao[0], lda, sa, b, bo[0], ldb, sb, 0.0f, c, co[0], ldc, sc,
+                                   count, &ctx->queue, NULL);
+  } else {
+    for (size_t i = 0; i < count; i++) alphas[i] = alpha, betas[i] = 0.0f;
+    r = CLBlastSgemmBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, tb, m, n, k, alphas, a, ao,
+                            lda, b, bo, ldb, betas, c, co, ldc, count, &ctx->queue, NULL);
+  }
+  return r == CLBlastSuccess ? CLATTN_OK : clblast_fail(ctx, r, what);
+}
+
+static clattn_status ensure_workspace(clattn_context *ctx, size_t bytes) {
+  if (ctx->workspace_bytes >= bytes) return CLATTN_OK;
+  if (ctx->workspace) clReleaseMemObject(ctx->workspace);
+  ctx->workspace = NULL;
+  ctx->workspace_bytes = 0;
+  cl_int err;
+  cl_mem m = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, bytes, NULL, &err);
+  if (err != CL_SUCCESS)
+    return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES,
+                        "standard attention: cannot allocate its %zu-byte workspace (%s)", bytes,
+                        clattn__cl_error_name(err));
+  ctx->workspace = m;
+  ctx->workspace_bytes = bytes;
+  return CLATTN_OK;
+}
+
+static clattn_status launch(clattn_context *ctx, cl_kernel k, cl_uint base_arg, size_t items,
+                            size_t wg) {
+  for (size_t first = 0; first < items; first += GROUPS_PER_LAUNCH) {
+    size_t count = items - first < GROUPS_PER_LAUNCH ? items - first : GROUPS_PER_LAUNCH;
+    size_t global = count * wg;
+    cl_ulong base = first;
+    cl_int err = clSetKernelArg(k, base_arg, sizeof base, &base);
+    if (err == CL_SUCCESS)
+      err = clEnqueueNDRangeKernel(ctx->queue, k, 1, NULL, &global, &wg, 0, NULL, NULL);
+    if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clEnqueueNDRangeKernel(standard)");
+  }
+  return CLATTN_OK;
+}
+
+/* seqlen_kv = 0: no scores to compute; O = 0 and LSE = -inf. */
+static clattn_status empty_keys(clattn_context *ctx, const clattn__shape *s, const clattn_tensor *o,
+                                cl_mem lse) {
+  cl_kernel k;
+  clattn_status st = aux_kernel(ctx, "empty_rows", "-D WG=1 -D CPI=0 -D CAUSAL=0", &k);
+  if (st != CLATTN_OK) return st;
+  cl_ulong view[4] = {o->offset, o->stride_batch, o->stride_seq, o->stride_head};
+  cl_int write_lse = lse != NULL;
+  cl_uint heads = (cl_uint)s->heads_q, nq = (cl_uint)s->seqlen_q, dv = (cl_uint)s->dv;
+  cl_int err = clSetKernelArg(k, 0, sizeof(cl_mem), &o->buffer);
+  for (int i = 0; i < 4; i++)
+    if (err == CL_SUCCESS) err = clSetKernelArg(k, 1 + i, sizeof view[i], &view[i]);
+  if (err == CL_SUCCESS) err = clSetKernelArg(k, 5, sizeof(cl_mem), &lse);
+  if (err == CL_SUCCESS) err = clSetKernelArg(k, 6, sizeof write_lse, &write_lse);
+  if (err == CL_SUCCESS) err = clSetKernelArg(k, 7, sizeof heads, &heads);
+  if (err == CL_SUCCESS) err = clSetKernelArg(k, 8, sizeof nq, &nq);
+  if (err == CL_SUCCESS) err = clSetKernelArg(k, 9, sizeof dv, &dv);
+  if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clSetKernelArg(empty_rows)");
+  return launch(ctx, k, 10, s->batch * s->heads_q * s->seqlen_q * s->dv, 1);
+}
+
+/* Work-group and columns per work-item of the softmax for rows of nkv keys. */
+static void softmax_shape(const clattn_context *ctx, size_t nkv, size_t *wg, unsigned *cpi) {
+  size_t w = 64, max = ctx->device.max_work_group < 1024 ? ctx->device.max_work_group : 1024;
+  while (w * 2 <= max && (nkv + w - 1) / w > 16) w *= 2;
+  while (w > max) w /= 2;
+  size_t per = (nkv + w - 1) / w;
+  unsigned c = 1;
+  while (c < per) c *= 2;
+  *wg = w;
+  *cpi = c > 32 ? 0 : c;
+}
+
+static clattn_status softmax(clattn_context *ctx, const clattn__shape *s, size_t rows,
+                             size_t lse_base, cl_mem lse) {
+  size_t wg;
+  unsigned cpi;
+  softmax_shape(ctx, s->seqlen_kv, &wg, &cpi);
+  char opt[96];
+  snprintf(opt, sizeof opt, "-D WG=%zu -D CPI=%u -D CAUSAL=%u", wg, cpi, s->causal);
+  cl_kernel k;
+  clattn_status st = aux_kernel(ctx, "softmax_rows", opt, &k);
+  if (st != CLATTN_OK) return st;
+  cl_uint nq = (cl_uint)s->seqlen_q, nkv = (cl_uint)s->seqlen_kv;
+  cl_ulong lb = lse_base;
+  cl_int write_lse = lse != NULL;
+  cl_int err = clSetKernelArg(k, 0, sizeof(cl_mem), &ctx->workspace);
+  if (err == CL_SUCCESS) err = clSetKernelArg(k, 1, sizeof(cl_mem), &lse);
+  if (err == CL_SUCCESS) err = clSetKernelArg(k, 2, sizeof nq, &nq);
+  if (err == CL_SUCCESS) err = clSetKernelArg(k, 3, sizeof nkv, &nkv);
+  if (err == CL_SUCCESS) err = clSetKernelArg(k, 5, sizeof lb, &lb);
+  if (err == CL_SUCCESS) err = clSetKernelArg(k, 6, sizeof write_lse, &write_lse);
+  if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clSetKernelArg(softmax_rows)");
+  return launch(ctx, k, 4, rows, wg);
+}
+
+static clattn_status check_addressable(clattn_context *ctx, const clattn__shape *s,
+                                       const clattn_tensor *q, const clattn_tensor *k,
+                                       const clattn_tensor *v, const clattn_tensor *o) {
+  size_t last[4] = {last_index(q, s->batch, s->seqlen_q, s->heads_q, s->d),
+                    last_index(k, s->batch, s->seqlen_kv, s->heads_kv, s->d),
+                    last_index(v, s->batch, s->seqlen_kv, s->heads_kv, s->dv),
+                    last_index(o, s->batch, s->seqlen_q, s->heads_q, s->dv)};
+  const char *names = "qkvo";
+  for (int i = 0; i < 4; i++)
+    if (last[i] >= CLBLAST_MAX_INDEX)
+      return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
+                          "standard attention: %c reaches element %zu of its buffer; CLBlast "
+                          "addresses elements below 2^31 only",
+                          names[i], last[i]);
+  return CLATTN_OK;
+}
+
+/* The three steps for batch*heads entries [first, first + count) of the problem. */
+static clattn_status run_chunk(clattn_context *ctx, const clattn__shape *s, size_t first,
+                               size_t count, const clattn_tensor *q, const clattn_tensor *k,
+                               const clattn_tensor *v, const clattn_tensor *o, cl_mem lse,
+                               size_t *offs, float *scalars) {
+  size_t *qo = offs, *ko = qo + count, *vo = ko + count, *oo = vo + count, *so = oo + count;
+  size_t group = s->heads_q / s->heads_kv, nq = s->seqlen_q, nkv = s->seqlen_kv;
+  for (size_t i = 0; i < count; i++) {
+    size_t bh = first + i, b = bh / s->heads_q, h = bh % s->heads_q, hk = h / group;
+    qo[i] = q->offset + b * q->stride_batch + h * q->stride_head;
+    ko[i] = k->offset + b * k->stride_batch + hk * k->stride_head;
+    vo[i] = v->offset + b * v->stride_batch + hk * v->stride_head;
+    oo[i] = o->offset + b * o->stride_batch + h * o->stride_head;
+    so[i] = i * nq * nkv;
+  }
+  float *alphas = scalars, *betas = scalars + count;
+  clattn_status st =
+      gemm(ctx, "GEMM S = scale * Q K^T", 1, nq, nkv, s->d, s->scale, q->buffer, qo, q->stride_seq,
+           k->buffer, ko, k->stride_seq, ctx->workspace, so, nkv, count, alphas, betas);
+  if (st == CLATTN_OK) st = softmax(ctx, s, count * nq, first * nq, lse);
+  if (st == CLATTN_OK)
+    st = gemm(ctx, "GEMM O = P V", 0, nq, s->dv, nkv, 1.0f, ctx->workspace, so, nkv, v->buffer, vo,
+              v->stride_seq, o->buffer, oo, o->stride_seq, count, alphas, betas);
+  return st;
+}
+
+clattn_status clattn__standard_forward(clattn_context *ctx, const clattn__shape *s,
+                                       const clattn_tensor *q, const clattn_tensor *k,
+                                       const clattn_tensor *v, const clattn_tensor *o, cl_mem lse,
+                                       cl_uint num_wait, const cl_event *wait, cl_event *done) {
+  if (!ctx->queue_in_order)
+    return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
+                        "standard attention needs an in-order queue: CLBlast enqueues its kernels "
+                        "without wait lists");
+  clattn__standard_plan plan;
+  clattn__standard_plan_of(ctx, s, &plan);
+  if (plan.chunk == 0)
+    return clattn__fail(
+        ctx, CLATTN_ERR_OUT_OF_RESOURCES,
+        "standard attention needs %zu bytes of global memory for one head (its %zu x %zu score "
+        "matrix: %zu, CLBlast's padded copies: %zu); available: %zu (workspace limit %zu, largest "
+        "allocation %llu)",
+        add_sat(plan.head_workspace, plan.head_temp), s->seqlen_q, s->seqlen_kv,
+        plan.head_workspace, plan.head_temp,
+        plan.limit < ctx->device.max_alloc ? plan.limit : (size_t)ctx->device.max_alloc, plan.limit,
+        (unsigned long long)ctx->device.max_alloc);
+  clattn_status st = check_addressable(ctx, s, q, k, v, o);
+  if (st == CLATTN_OK && s->seqlen_kv) st = ensure_workspace(ctx, plan.chunk * plan.head_workspace);
+  if (st != CLATTN_OK) return st;
+  /* CLBlast takes no wait list: a barrier holds what follows until the caller's events. */
+  if (num_wait) {
+    cl_int err = clEnqueueBarrierWithWaitList(ctx->queue, num_wait, wait, NULL);
+    if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clEnqueueBarrierWithWaitList");
+  }
+  if (s->seqlen_kv == 0) {
+    st = empty_keys(ctx, s, o, lse);
+  } else {
+    size_t heads = s->batch * s->heads_q;
+    size_t *offs = malloc(5 * plan.chunk * sizeof *offs);
+    float *scalars = malloc(2 * plan.chunk * sizeof *scalars);
+    if (!offs || !scalars)
+      st = clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
+    for (size_t first = 0; st == CLATTN_OK && first < heads; first += plan.chunk) {
+      size_t count = heads - first < plan.chunk ? heads - first : plan.chunk;
+      st = run_chunk(ctx, s, first, count, q, k, v, o, lse, offs, scalars);
+    }
+    free(offs);
+    free(scalars);
+  }
+  if (st == CLATTN_OK && done) {
+    cl_int err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, done);
+    if (err != CL_SUCCESS) st = clattn__fail_cl(ctx, err, "clEnqueueMarkerWithWaitList");
+  }
+  clFlush(ctx->queue);
+  return st;
+}

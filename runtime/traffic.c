@@ -1,0 +1,63 @@
+/* The global-memory traffic model (the HBM analogue) of the fused and the standard plans, and
+ * the FLOPs of the FlashAttention convention. Bytes count what the kernels request from global
+ * memory; caches may serve part of it, which the bandwidth check in docs/TRAFFIC.md measures. */
+#include "internal.h"
+
+/* Keys [0, end) that some row of query block [q0, q1) sees: the kernels' kv_end. */
+static double block_keys(const clattn__shape *s, size_t q1) {
+  if (!s->causal) return (double)s->seqlen_kv;
+  double end = (double)q1 + (double)s->seqlen_kv - (double)s->seqlen_q;
+  return end <= 0.0 ? 0.0 : end < (double)s->seqlen_kv ? end : (double)s->seqlen_kv;
+}
+
+double clattn__visible_pairs(const clattn__shape *s) {
+  if (!s->causal) return (double)s->seqlen_q * (double)s->seqlen_kv;
+  /* Row i sees max(0, i + nkv - nq + 1) keys, never more than nkv: the sum of an integer range
+   * ending at nkv. */
+  double a = (double)s->seqlen_kv - (double)s->seqlen_q + 1.0;
+  double lo = a > 1.0 ? a : 1.0, hi = (double)s->seqlen_kv;
+  return hi >= lo && s->seqlen_q ? (lo + hi) * (hi - lo + 1.0) / 2.0 : 0.0;
+}
+
+double clattn__forward_flops(const clattn__shape *s) {
+  return 2.0 * (double)s->batch * (double)s->heads_q * clattn__visible_pairs(s) *
+         (double)(s->d + s->dv);
+}
+
+clattn__bytes clattn__traffic_fused(const clattn__shape *s, const clattn__config *c, int lse) {
+  const double f = sizeof(float), heads = (double)s->batch * (double)s->heads_q;
+  const double rows = heads * (double)s->seqlen_q;
+  clattn__bytes b = {rows * (double)s->d * f, rows * (double)s->dv * f};
+  if (lse) b.write += rows * f;
+  /* K and V stream once per reader: the work-group when it stages them in local memory
+   * (forward_tiles always does), each query row when forward_rows reads them directly. */
+  size_t bq = c->bq ? c->bq : 1, step = c->variant == 0 && !c->stage ? 1 : bq;
+  double keys = 0.0;
+  for (size_t q0 = 0; q0 < s->seqlen_q; q0 += bq) {
+    size_t q1 = q0 + bq < s->seqlen_q ? q0 + bq : s->seqlen_q;
+    keys += block_keys(s, q1) * (double)((q1 - q0 + step - 1) / step);
+  }
+  b.read += heads * keys * (double)(s->d + s->dv) * f;
+  return b;
+}
+
+clattn__bytes clattn__traffic_standard(const clattn__shape *s, int lse) {
+  const double f = sizeof(float), heads = (double)s->batch * (double)s->heads_q;
+  const double rows = heads * (double)s->seqlen_q, score = rows * (double)s->seqlen_kv * f;
+  /* The GEMMs read Q, and K and V once per query head (GQA heads do not share them); S is
+   * written by the first GEMM and read by the softmax, P written by it and read by the second
+   * GEMM, which writes O. The softmax reads only the keys a causal row sees. */
+  double visible = heads * clattn__visible_pairs(s) * f;
+  clattn__bytes b;
+  b.read = rows * (double)s->d * f + heads * (double)s->seqlen_kv * (double)(s->d + s->dv) * f +
+           visible + score;
+  b.write = score + score + rows * (double)s->dv * f + (lse ? rows * f : 0.0);
+  return b;
+}
+
+double clattn__io_lower_bound(const clattn__shape *s, double local_mem) {
+  double m = local_mem / sizeof(float); /* floats of local memory */
+  if (m <= 0.0) return 0.0;
+  return (double)s->batch * (double)s->heads_q * clattn__visible_pairs(s) * (double)s->d *
+         (double)s->dv / m * sizeof(float);
+}
