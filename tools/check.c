@@ -76,9 +76,9 @@ static double timed_call(clattn_context *ctx, const check_spec *sp, tensor *t, c
   cl_event from = type == CL_COMMAND_MARKER && start ? start : ev;
   cl_ulong begin = 0, end = 0;
   if (by_events &&
-      clGetEventProfilingInfo(from, type == CL_COMMAND_MARKER ? CL_PROFILING_COMMAND_END
-                                                              : CL_PROFILING_COMMAND_START,
-                              sizeof begin, &begin, NULL) == CL_SUCCESS &&
+      clGetEventProfilingInfo(
+          from, type == CL_COMMAND_MARKER ? CL_PROFILING_COMMAND_END : CL_PROFILING_COMMAND_START,
+          sizeof begin, &begin, NULL) == CL_SUCCESS &&
       clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL) == CL_SUCCESS &&
       end > begin)
     ms = (end - begin) / 1e6;

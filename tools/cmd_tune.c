@@ -1,5 +1,4 @@
-/* `clattn tune` (find and store the fastest tiles per problem class) and `clattn explain` (the
- * config a problem gets, where it came from, and why other tiles are illegal). */
+/* `clattn tune`: find and store the fastest tiles per problem class. */
 #include "args.h"
 #include "commands.h"
 
@@ -227,68 +226,6 @@ int cmd_tune(int argc, char **argv) {
         first = 0;
       }
   if (json) printf("\n]\n");
-  const char *diag = clattn_context_diagnostics(ctx);
-  if (diag[0]) fprintf(stderr, "warnings:\n%s", diag);
-  clattn_context_destroy(ctx);
-  return rc;
-}
-
-int cmd_explain(int argc, char **argv) {
-  clattn_problem p = {0};
-  p.batch = 1, p.heads_q = 8, p.seqlen_q = p.seqlen_kv = 1024, p.head_dim = 64;
-  for (int i = 1; i < argc; i++) {
-    int r = parse_problem_flag(argc, argv, &i, &p);
-    if (r < 0) return CLI_USAGE;
-    if (r == 0) {
-      fprintf(stderr, "usage: clattn explain [problem options]\n%s", problem_flags_help);
-      return strcmp(argv[i], "--help") ? CLI_USAGE : CLI_OK;
-    }
-  }
-  clattn_context *ctx = NULL;
-  if (clattn_context_create_default(NULL, &ctx) != CLATTN_OK) {
-    fprintf(stderr, "clattn: %s\n", clattn_last_error(NULL));
-    return CLI_ERROR;
-  }
-  clattn_plan_info info;
-  int rc = CLI_OK;
-  if (clattn_explain(ctx, &p, &info) != CLATTN_OK) {
-    fprintf(stderr, "clattn: %s\n", clattn_last_error(ctx));
-    rc = CLI_ERROR;
-  } else {
-    printf("device:   %s\n", clattn_context_device_summary(ctx));
-    printf("database: %s\n", clattn_context_tuning_db(ctx));
-    printf("class:    head_dim %zu/%zu, %s, sequence-length bucket %u\n", p.head_dim,
-           p.head_dim_v ? p.head_dim_v : p.head_dim,
-           p.flags & CLATTN_CAUSAL ? "causal" : "non-causal", info.seqlen_bucket);
-    printf("config:   %s BQ=%u BKV=%u TPR=%u RM=%u stage_kv=%u pad=%u vec=%u, %zu work-items\n",
-           info.kernel, info.block_q, info.block_kv, info.threads_per_row, info.rows_per_item,
-           info.stage_kv, info.pad, info.vector_width, info.work_group_size);
-    printf("origin:   %s\n", info.origin);
-    printf("why:      %s\n", info.reason);
-    printf("local:    %.1f of %.1f KiB\n", info.local_mem_bytes / 1024.0,
-           info.local_mem_available / 1024.0);
-    printf("flops:    %.4g\n", info.flops);
-    /* Which tile sizes around this config the device cannot take, and why. */
-    printf("illegal tiles (same threads per row and staging):\n");
-    int any = 0;
-    for (unsigned bq = 1; bq <= 256; bq *= 2)
-      for (unsigned bkv = 8; bkv <= 256; bkv *= 2) {
-        clattn_config c = {"",
-                           bq,
-                           bkv,
-                           info.threads_per_row,
-                           info.stage_kv,
-                           info.pad,
-                           info.rows_per_item,
-                           info.vector_width};
-        snprintf(c.kernel, sizeof c.kernel, "%s", info.kernel);
-        if (clattn_config_check(ctx, &p, &c) != CLATTN_OK) {
-          printf("  %s\n", clattn_last_error(ctx));
-          any = 1;
-        }
-      }
-    if (!any) printf("  none: every BQ 1..256 and BKV 8..256 fits\n");
-  }
   const char *diag = clattn_context_diagnostics(ctx);
   if (diag[0]) fprintf(stderr, "warnings:\n%s", diag);
   clattn_context_destroy(ctx);
