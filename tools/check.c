@@ -55,16 +55,15 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* One timed call of ctx; < 0 on failure. */
-static double timed_call(clattn_context *ctx, const check_spec *sp, tensor *t, cl_mem lse,
-                         int by_events, clattn_status *st) {
+double check_time_forward(clattn_context *ctx, const clattn_problem *p, const clattn_tensor *q,
+                          const clattn_tensor *k, const clattn_tensor *v, const clattn_tensor *o,
+                          cl_mem lse, int by_events, clattn_status *st) {
   cl_event ev = NULL, start = NULL;
   double t0 = now_ms();
   /* A call that enqueues several commands (the standard path) returns a marker: it is timed from
    * a marker enqueued before it; a single kernel by its own start and end. */
   if (by_events) clEnqueueMarkerWithWaitList(clattn_context_queue(ctx), 0, NULL, &start);
-  *st = clattn_forward(ctx, &sp->problem, &t[0].view, &t[1].view, &t[2].view, &t[3].view, lse, 0,
-                       NULL, &ev);
+  *st = clattn_forward(ctx, p, q, k, v, o, lse, 0, NULL, &ev);
   if (*st != CLATTN_OK) {
     if (start) clReleaseEvent(start);
     return -1.0;
@@ -85,6 +84,12 @@ static double timed_call(clattn_context *ctx, const check_spec *sp, tensor *t, c
   if (start) clReleaseEvent(start);
   clReleaseEvent(ev);
   return ms;
+}
+
+static double timed_call(clattn_context *ctx, const check_spec *sp, tensor *t, cl_mem lse,
+                         int by_events, clattn_status *st) {
+  return check_time_forward(ctx, &sp->problem, &t[0].view, &t[1].view, &t[2].view, &t[3].view, lse,
+                            by_events, st);
 }
 
 static void summarize(double *ms, int n, double *median, double *min, double *max) {

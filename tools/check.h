@@ -29,6 +29,12 @@ typedef struct check_result {
   double cmp_median_ms, cmp_min_ms, cmp_max_ms; /* of compare_with */
 } check_result;
 
+/* One call of clattn_forward, waited for; its time in ms from OpenCL events (by_events: the
+ * queue has profiling) or the wall clock; < 0 on failure, with *st. */
+double check_time_forward(clattn_context *ctx, const clattn_problem *p, const clattn_tensor *q,
+                          const clattn_tensor *k, const clattn_tensor *v, const clattn_tensor *o,
+                          cl_mem lse, int by_events, clattn_status *st);
+
 /* Returns CLATTN_OK when everything ran (whether or not the result passed). */
 clattn_status check_run(clattn_context *ctx, const check_spec *spec, check_result *out);
 

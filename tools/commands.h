@@ -7,5 +7,6 @@ int cmd_devices(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
 int cmd_explain(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif

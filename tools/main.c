@@ -16,9 +16,13 @@ static void usage(FILE *f) {
           "  tune      find the fastest tiles per problem class on this device and store them in\n"
           "            the tuning database (`clattn tune --help`)\n"
           "  explain   the config a problem gets, where it came from, and which tiles are\n"
-          "            illegal on this device and why\n"
+          "            illegal on this device and why, and the modelled global-memory traffic of\n"
+          "            the fused and standard plans\n"
+          "  bench     fused vs standard attention (and OpenBLAS on the host, for CPUs) over a\n"
+          "            sweep of shapes: time, TFLOP/s, traffic, memory (`clattn bench --help`)\n"
           "\n"
-          "environment: CLATTN_DEVICE, CLATTN_CACHE_DIR, CLATTN_TUNING_DB, CLATTN_KERNEL_DIR\n"
+          "environment: CLATTN_DEVICE, CLATTN_CACHE_DIR, CLATTN_TUNING_DB, CLATTN_KERNEL_DIR,\n"
+          "             CLATTN_WORKSPACE_LIMIT\n"
           "exit codes: 0 success, 1 a result failed its check, 2 usage error, 3 clattn error\n");
 }
 
@@ -32,6 +36,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
   if (!strcmp(cmd, "tune")) return cmd_tune(argc - 1, argv + 1);
   if (!strcmp(cmd, "explain")) return cmd_explain(argc - 1, argv + 1);
+  if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
   if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
     usage(stdout);
     return CLI_OK;

@@ -1,0 +1,36 @@
+/* `clattn bench`: its rows, and their output as a table, CSV, JSON or a gnuplot chart. */
+#ifndef CLATTN_BENCH_H
+#define CLATTN_BENCH_H
+
+#include <stddef.h>
+
+enum { COL_FUSED, COL_STANDARD, COL_HOST, COLS };
+extern const char *const bench_col_names[COLS];
+
+typedef struct bench_time {
+  int ran;          /* 1: timed; 0: see why */
+  double median_ms; /* of the timed runs */
+  double min_ms, max_ms;
+  char why[200]; /* why the column did not run ("" when it was not asked for) */
+} bench_time;
+
+typedef struct bench_row {
+  size_t seqlen, head_dim, batch, heads;
+  int causal;
+  double flops;                       /* FlashAttention convention */
+  double fused_bytes, standard_bytes; /* modelled global-memory traffic */
+  double io_bound;                    /* N^2 d^2 / M */
+  double peak_bytes[COLS];            /* memory each needs: tensors plus workspace */
+  bench_time t[COLS];
+  double max_diff; /* max |O fused - O standard|; < 0 when not both ran */
+  char fused_config[96];
+} bench_row;
+
+void bench_print_table(const bench_row *rows, size_t n, const char *device);
+void bench_print_csv(const bench_row *rows, size_t n);
+void bench_print_json(const bench_row *rows, size_t n, const char *device, const char *command);
+/* Draws time and modelled traffic against sequence length into png with gnuplot; returns 0, or
+ * -1 with a message on stderr (gnuplot missing or failing). */
+int bench_plot(const bench_row *rows, size_t n, const char *png, const char *device);
+
+#endif
