@@ -258,6 +258,21 @@ typedef struct clattn_plan_info {
 CLATTN_API clattn_status clattn_explain(clattn_context *ctx, const clattn_problem *problem,
                                         clattn_plan_info *out);
 
+/* Device time of each step of the last clattn_forward on ctx that ran the standard path, from
+ * OpenCL profiling (markers around each step, summed over its launches over batch*heads). */
+typedef struct clattn_standard_profile {
+  double gemm_s_ms;  /* S = scale * Q K^T (CLBlast, with its padding copies) */
+  double softmax_ms; /* the row softmax: reads S, writes P and LSE */
+  double gemm_o_ms;  /* O = P V (CLBlast) */
+  size_t launches;   /* chunks over batch*heads */
+} clattn_standard_profile;
+
+/* Waits for the last standard-path call on ctx and reads its step times. Errors:
+ * INVALID_ARGUMENT (no standard-path call yet, or the queue has no CL_QUEUE_PROFILING_ENABLE),
+ * OPENCL. Thread safe. */
+CLATTN_API clattn_status clattn_standard_profile_last(clattn_context *ctx,
+                                                      clattn_standard_profile *out);
+
 /* ---- Tuning ---- */
 
 /* Reported after each candidate of a tuning run. */

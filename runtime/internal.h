@@ -167,6 +167,8 @@ struct clattn_context {
   cl_mem workspace;               /* the standard path's S/P workspace, grown on demand */
   size_t workspace_bytes;         /* its size */
   struct clattn__aux_kernel *aux; /* kernels of the standard path, by build options */
+  cl_event *step_marks;           /* markers around the last standard call's steps, 4 a chunk */
+  size_t step_marks_count;
 };
 
 /* Records a formatted message for the calling thread on ctx (ctx may be NULL) and returns

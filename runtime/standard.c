@@ -89,7 +89,22 @@ static clattn_status aux_kernel(clattn_context *ctx, const char *name, const cha
   return CLATTN_OK;
 }
 
+static void marks_release(clattn_context *ctx) {
+  for (size_t i = 0; i < ctx->step_marks_count; i++)
+    if (ctx->step_marks[i]) clReleaseEvent(ctx->step_marks[i]);
+  free(ctx->step_marks);
+  ctx->step_marks = NULL;
+  ctx->step_marks_count = 0;
+}
+
+/* A marker before step `step` of chunk `chunk` (step 3: after the last); only when profiling. */
+static void mark(clattn_context *ctx, size_t chunk, int step) {
+  if (!ctx->step_marks) return;
+  clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, &ctx->step_marks[chunk * 4 + step]);
+}
+
 void clattn__standard_release(clattn_context *ctx) {
+  marks_release(ctx);
   for (clattn__aux_kernel *a = ctx->aux, *next; a; a = next) {
     next = a->next;
     clReleaseKernel(a->kernel);
@@ -248,10 +263,10 @@ static clattn_status check_addressable(clattn_context *ctx, const clattn__shape 
 }
 
 /* The three steps for batch*heads entries [first, first + count) of the problem. */
-static clattn_status run_chunk(clattn_context *ctx, const clattn__shape *s, size_t first,
-                               size_t count, const clattn_tensor *q, const clattn_tensor *k,
-                               const clattn_tensor *v, const clattn_tensor *o, cl_mem lse,
-                               size_t *offs, float *scalars) {
+static clattn_status run_chunk(clattn_context *ctx, const clattn__shape *s, size_t index,
+                               size_t first, size_t count, const clattn_tensor *q,
+                               const clattn_tensor *k, const clattn_tensor *v,
+                               const clattn_tensor *o, cl_mem lse, size_t *offs, float *scalars) {
   size_t *qo = offs, *ko = qo + count, *vo = ko + count, *oo = vo + count, *so = oo + count;
   size_t group = s->heads_q / s->heads_kv, nq = s->seqlen_q, nkv = s->seqlen_kv;
   for (size_t i = 0; i < count; i++) {
@@ -263,13 +278,17 @@ static clattn_status run_chunk(clattn_context *ctx, const clattn__shape *s, size
     so[i] = i * nq * nkv;
   }
   float *alphas = scalars, *betas = scalars + count;
+  mark(ctx, index, 0);
   clattn_status st =
       gemm(ctx, "GEMM S = scale * Q K^T", 1, nq, nkv, s->d, s->scale, q->buffer, qo, q->stride_seq,
            k->buffer, ko, k->stride_seq, ctx->workspace, so, nkv, count, alphas, betas);
+  mark(ctx, index, 1);
   if (st == CLATTN_OK) st = softmax(ctx, s, count * nq, first * nq, lse);
+  mark(ctx, index, 2);
   if (st == CLATTN_OK)
     st = gemm(ctx, "GEMM O = P V", 0, nq, s->dv, nkv, 1.0f, ctx->workspace, so, nkv, v->buffer, vo,
               v->stride_seq, o->buffer, oo, o->stride_seq, count, alphas, betas);
+  mark(ctx, index, 3);
   return st;
 }
 
@@ -304,14 +323,21 @@ clattn_status clattn__standard_forward(clattn_context *ctx, const clattn__shape 
   if (s->seqlen_kv == 0) {
     st = empty_keys(ctx, s, o, lse);
   } else {
-    size_t heads = s->batch * s->heads_q;
+    size_t heads = s->batch * s->heads_q, chunks = (heads + plan.chunk - 1) / plan.chunk;
+    marks_release(ctx);
+    cl_command_queue_properties props = 0;
+    clGetCommandQueueInfo(ctx->queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
+    if (props & CL_QUEUE_PROFILING_ENABLE) {
+      ctx->step_marks = calloc(4 * chunks, sizeof(cl_event));
+      ctx->step_marks_count = ctx->step_marks ? 4 * chunks : 0;
+    }
     size_t *offs = malloc(5 * plan.chunk * sizeof *offs);
     float *scalars = malloc(2 * plan.chunk * sizeof *scalars);
     if (!offs || !scalars)
       st = clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
-    for (size_t first = 0; st == CLATTN_OK && first < heads; first += plan.chunk) {
+    for (size_t first = 0, i = 0; st == CLATTN_OK && first < heads; first += plan.chunk, i++) {
       size_t count = heads - first < plan.chunk ? heads - first : plan.chunk;
-      st = run_chunk(ctx, s, first, count, q, k, v, o, lse, offs, scalars);
+      st = run_chunk(ctx, s, i, first, count, q, k, v, o, lse, offs, scalars);
     }
     free(offs);
     free(scalars);
@@ -321,5 +347,37 @@ clattn_status clattn__standard_forward(clattn_context *ctx, const clattn__shape 
     if (err != CL_SUCCESS) st = clattn__fail_cl(ctx, err, "clEnqueueMarkerWithWaitList");
   }
   clFlush(ctx->queue);
+  return st;
+}
+
+clattn_status clattn_standard_profile_last(clattn_context *ctx, clattn_standard_profile *out) {
+  if (!ctx) return clattn__fail(NULL, CLATTN_ERR_INVALID_ARGUMENT, "context is NULL");
+  pthread_mutex_lock(&ctx->lock);
+  clattn_status st = CLATTN_OK;
+  if (!out)
+    st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "out is NULL");
+  else if (!ctx->step_marks_count)
+    st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                      "no standard-path call to profile on this context (or its queue has no "
+                      "CL_QUEUE_PROFILING_ENABLE)");
+  if (st == CLATTN_OK) {
+    memset(out, 0, sizeof *out);
+    double *sum[3] = {&out->gemm_s_ms, &out->softmax_ms, &out->gemm_o_ms};
+    for (size_t c = 0; st == CLATTN_OK && c < ctx->step_marks_count / 4; c++) {
+      cl_event *m = ctx->step_marks + 4 * c;
+      if (!m[0] || !m[3]) break; /* the call failed before this chunk */
+      cl_int err = clWaitForEvents(1, &m[3]);
+      cl_ulong t[4] = {0};
+      for (int i = 0; i < 4 && err == CL_SUCCESS; i++)
+        err = clGetEventProfilingInfo(m[i], CL_PROFILING_COMMAND_END, sizeof t[i], &t[i], NULL);
+      if (err != CL_SUCCESS) {
+        st = clattn__fail_cl(ctx, err, "clGetEventProfilingInfo(standard path markers)");
+        break;
+      }
+      for (int i = 0; i < 3; i++) *sum[i] += t[i + 1] > t[i] ? (t[i + 1] - t[i]) / 1e6 : 0.0;
+      out->launches++;
+    }
+  }
+  pthread_mutex_unlock(&ctx->lock);
   return st;
 }

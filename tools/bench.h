@@ -22,11 +22,21 @@ typedef struct bench_row {
   double io_bound;                    /* N^2 d^2 / M */
   double peak_bytes[COLS];            /* memory each needs: tensors plus workspace */
   bench_time t[COLS];
-  double max_diff; /* max |O fused - O standard|; < 0 when not both ran */
+  double max_diff;      /* max |O fused - O standard|; < 0 when not both ran */
+  int steps;            /* 1: steps_ms holds the standard path's step medians */
+  double steps_ms[3];   /* S GEMM, softmax, O GEMM */
+  double softmax_bytes; /* modelled: the visible scores read, P written */
   char fused_config[96];
 } bench_row;
 
 void bench_print_table(const bench_row *rows, size_t n, const char *device);
+/* The bandwidth check of the traffic model: per row, the standard path's steps and the fused
+ * kernel's modelled bytes over their times, against the copy kernel's bandwidth. */
+void bench_print_bandwidth(const bench_row *rows, size_t n, double copy_gbps, double copy_bytes);
+/* Bandwidth (GB/s) of a plain copy kernel of bytes bytes (read + written) on ctx's queue, the
+ * median of runs timed by OpenCL events; < 0 on failure (message on stderr). */
+struct clattn_context;
+double bench_copy_bandwidth(struct clattn_context *ctx, double *bytes);
 void bench_print_csv(const bench_row *rows, size_t n);
 void bench_print_json(const bench_row *rows, size_t n, const char *device, const char *command);
 /* Draws time and modelled traffic against sequence length into png with gnuplot; returns 0, or

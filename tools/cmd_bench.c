@@ -22,7 +22,7 @@ typedef struct {
   size_t tokens, hidden; /* when set: batch = max(1, tokens / N), heads = hidden / d */
   int warmup, repeat;
   int want[COLS];
-  int csv, json;
+  int csv, json, bandwidth;
   const char *plot;
 } opts;
 
@@ -38,6 +38,8 @@ static void usage(FILE *f) {
              "  --columns LIST     of fused,standard,host (all; host: CPUs, OpenBLAS)\n"
              "  --csv | --json     machine-readable output instead of the table\n"
              "  --plot FILE.png    time and modelled traffic against N (gnuplot)\n"
+             "  --bandwidth        also check the traffic model: a copy kernel's bandwidth beside\n"
+             "                     the standard path's steps and the fused kernel\n"
              "  --device SPEC      like CLATTN_DEVICE\n");
 }
 
@@ -105,6 +107,8 @@ static int parse_opts(int argc, char **argv, opts *o) {
       o->csv = 1;
     } else if (!strcmp(a, "--json")) {
       o->json = 1;
+    } else if (!strcmp(a, "--bandwidth")) {
+      o->bandwidth = 1;
     } else if (!strcmp(a, "--plot")) {
       if (!val) goto bad;
       o->plot = val, i++;
@@ -255,8 +259,10 @@ static void bench_one(clattn_context *ctx, const opts *o, int host_ok, bench_row
   cl_command_queue_properties props = 0;
   clGetCommandQueueInfo(clattn_context_queue(ctx), CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
   int by_events = (props & CL_QUEUE_PROFILING_ENABLE) != 0;
-  double *ms[COLS];
+  double *ms[COLS], *steps[3];
   for (int c = 0; c < COLS; c++) ms[c] = calloc(o->repeat, sizeof(double));
+  for (int i = 0; i < 3; i++) steps[i] = calloc(o->repeat, sizeof(double));
+  int steps_ok = by_events;
   const clattn_algorithm algo[2] = {CLATTN_ALGO_FUSED, CLATTN_ALGO_STANDARD};
   for (int it = 0; it < o->warmup + o->repeat; it++)
     for (int c = 0; c < COLS; c++) {
@@ -276,8 +282,26 @@ static void bench_one(clattn_context *ctx, const opts *o, int host_ok, bench_row
           continue;
         }
       }
-      if (it >= o->warmup) ms[c][it - o->warmup] = t;
+      if (it < o->warmup) continue;
+      ms[c][it - o->warmup] = t;
+      clattn_standard_profile prof;
+      if (c == COL_STANDARD && steps_ok &&
+          (steps_ok = clattn_standard_profile_last(ctx, &prof) == CLATTN_OK)) {
+        steps[0][it - o->warmup] = prof.gemm_s_ms, steps[1][it - o->warmup] = prof.softmax_ms;
+        steps[2][it - o->warmup] = prof.gemm_o_ms;
+      }
     }
+  if (run[COL_STANDARD] && steps_ok) {
+    r->steps = 1;
+    for (int i = 0; i < 3; i++) {
+      qsort(steps[i], o->repeat, sizeof(double), cmp_double);
+      r->steps_ms[i] = steps[i][o->repeat / 2];
+    }
+    /* The softmax reads the scores each row sees and writes all of P. */
+    double pairs = r->flops / (2.0 * 2.0 * (double)r->head_dim);
+    r->softmax_bytes = (pairs + (double)r->batch * r->heads * r->seqlen * r->seqlen) * 4.0;
+  }
+  for (int i = 0; i < 3; i++) free(steps[i]);
   for (int c = 0; c < COLS; c++) {
     if (run[c]) summarize(ms[c], o->repeat, &r->t[c]);
     free(ms[c]);
@@ -333,6 +357,10 @@ int cmd_bench(int argc, char **argv) {
     bench_print_csv(rows, n);
   } else {
     bench_print_table(rows, n, device);
+  }
+  if (o.bandwidth && !o.json && !o.csv) {
+    double bytes = 0, gbps = bench_copy_bandwidth(ctx, &bytes);
+    if (gbps > 0) bench_print_bandwidth(rows, n, gbps, bytes);
   }
   if (o.plot && bench_plot(rows, n, o.plot, device) == 0)
     fprintf(stderr, "clattn bench: plot written to %s\n", o.plot);

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# On the device machine: `clattn bench` (fused vs standard, with the bandwidth check of the
+# traffic model) on FlashAttention's benchmark shapes (batch = 16384 / N, heads = 2048 / d),
+# PyTorch SDPA on the same shapes in the same call, and a correctness sample of the standard
+# path. Usage: tools/gpu-bench.sh DIR [N list] (DIR from tools/gpu-pack.sh). Writes to $OUT.
+set -uo pipefail
+dir=$(cd "${1:-.gpu}" && pwd)
+ns=${2:-512,1024,2048,4096,8192,16384}
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+source "$dir/nvidia-env.sh"
+export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export CLATTN_CACHE_DIR="$out/cache" CLATTN_DEVICE=${CLATTN_DEVICE:-NVIDIA}
+cl="$dir/clattn"
+{ echo "commit $(cat "$dir/commit")"; nvidia-smi --query-gpu=name,driver_version --format=csv; } \
+  >"$out/env.txt"
+# The standard path against the double-precision reference (a few shapes of DESIGN.md's list).
+for a in "--seqlen-q 113 --seqlen-kv 203 --head-dim 111 --heads 2" \
+  "--seqlen 1024 --head-dim 128 --causal --heads 4 --heads-kv 1 --layout bhsd" \
+  "--seqlen-q 203 --seqlen-kv 113 --head-dim 64 --causal --offset 5" \
+  "--seqlen 300 --head-dim 300 --heads 2"; do
+  echo "$a | $("$cl" run --algorithm standard --lse --repeat 0 --warmup 0 $a 2>&1 |
+    grep -E 'check:|clattn:' | head -1)" >>"$out/standard_check.txt"
+done
+"$cl" bench --tokens 16384 --hidden 2048 --head-dim 64,128 --seqlen "$ns" --causal both \
+  --bandwidth --plot "$out/h200.png" >"$out/bench.txt" 2>"$out/bench.err"
+timeout 240 python3 "$dir/torch_sdpa.py" --dtype float32 --d 64,128 --n "$ns" --causal 0,1 \
+  --json "$out/torch.json" >"$out/torch.txt" 2>&1
+tail -2 "$out/bench.err"
