@@ -5,7 +5,7 @@
  * by the GEMM), in place: P = exp(S - max) / sum over the keys the row sees, 0 elsewhere, and
  * LSE = max + log(sum). With CPI > 0 each work-item keeps its CPI columns in registers, so S is
  * read once and P written once (the traffic model's round trip); CPI = 0 (rows longer than
- * WG * 32) reads the row twice: an online max/sum pass, then the write pass.
+ * WG * 64 with WG at its largest) reads the row twice: an online max/sum pass, then the write pass.
  * Defines: WG (a power of two), CPI, CAUSAL. */
 
 #define LOG2E 1.4426950408889634f

@@ -210,16 +210,20 @@ static clattn_status empty_keys(clattn_context *ctx, const clattn__shape *s, con
   return launch(ctx, k, 10, s->batch * s->heads_q * s->seqlen_q * s->dv, 1);
 }
 
-/* Work-group and columns per work-item of the softmax for rows of nkv keys. */
+/* Work-group and columns per work-item of the softmax for rows of nkv keys. Work-groups stay
+ * at 256 while each work-item can hold its columns in registers (up to 64): on the H200, rows of
+ * 16384 keys ran at 60% of the copy bandwidth with 1024-wide groups (ten barrier levels, two
+ * groups per SM) and at ~100% with 256-wide ones (docs/TRAFFIC.md). */
 static void softmax_shape(const clattn_context *ctx, size_t nkv, size_t *wg, unsigned *cpi) {
   size_t w = 64, max = ctx->device.max_work_group < 1024 ? ctx->device.max_work_group : 1024;
-  while (w * 2 <= max && (nkv + w - 1) / w > 16) w *= 2;
+  while (w * 2 <= max && w < 256 && (nkv + w - 1) / w > 16) w *= 2;
+  while (w * 2 <= max && (nkv + w - 1) / w > 64) w *= 2;
   while (w > max) w /= 2;
   size_t per = (nkv + w - 1) / w;
   unsigned c = 1;
   while (c < per) c *= 2;
   *wg = w;
-  *cpi = c > 32 ? 0 : c;
+  *cpi = c > 64 ? 0 : c;
 }
 
 static clattn_status softmax(clattn_context *ctx, const clattn__shape *s, size_t rows,
