@@ -35,11 +35,18 @@ Test(standard, chunks_over_batch_and_heads) {
   clattn_context_destroy(probe);
 
   clattn_context *ctx = test_context_limited(NULL, 2 * per_head + per_head / 2);
+  clattn_standard_profile prof;
+  cr_assert_eq(clattn_standard_profile_last(ctx, &prof), CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(ctx), "no standard-path call"));
   cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
   cr_assert_eq(info.standard_heads_per_chunk, 2);
   cr_assert_str_eq(info.algorithm, "standard");
   expect_pass(ctx, &p, 0, 5);
   expect_pass(ctx, &p, 1, 0);
+  /* The step profile covers the three launches of the last call. */
+  cr_assert_eq(clattn_standard_profile_last(ctx, &prof), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_eq(prof.launches, 3);
+  cr_assert(prof.gemm_s_ms >= 0 && prof.softmax_ms > 0 && prof.gemm_o_ms >= 0);
   clattn_context_destroy(ctx);
 }
 
