@@ -11,7 +11,7 @@ typedef struct bench_time {
   int ran;          /* 1: timed; 0: see why */
   double median_ms; /* of the timed runs */
   double min_ms, max_ms;
-  char why[200]; /* why the column did not run ("" when it was not asked for) */
+  char why[480]; /* why the column did not run ("" when it was not asked for) */
 } bench_time;
 
 typedef struct bench_row {
