@@ -50,7 +50,9 @@ int bench_plot(const bench_row *rows, size_t n, const char *png, const char *dev
   series s[64];
   size_t k = series_of(rows, n, s);
   if (k > 64) k = 64;
-  char data[] = "/tmp/clattn-bench-XXXXXX";
+  char data[512];
+  const char *tmp = getenv("TMPDIR");
+  snprintf(data, sizeof data, "%s/clattn-bench-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
   int fd = mkstemp(data);
   FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
   if (!f) {
