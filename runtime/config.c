@@ -23,7 +23,9 @@ int clattn__config_from_public(const clattn_config *in, clattn__config *out, cha
   snprintf(name, sizeof name, "%.*s", (int)sizeof in->kernel, in->kernel);
   int variant = name[0] ? clattn__variant_of(name) : 0;
   if (variant < 0) {
-    snprintf(why, why_len, "unknown kernel variant \"%s\" (known: forward_rows, forward_tiles)",
+    snprintf(why, why_len,
+             "unknown kernel variant \"%s\" (known: forward_rows, forward_tiles, "
+             "forward_mma)",
              name);
     return 0;
   }
@@ -41,7 +43,8 @@ int clattn__config_from_public(const clattn_config *in, clattn__config *out, cha
   out->variant = (unsigned)variant;
   out->vec = in->vector_width ? in->vector_width : 1;
   out->rm = variant == 1 && in->rows_per_item ? in->rows_per_item : 1;
-  if (variant == 1) out->stage = 1; /* forward_tiles always stages K/V */
+  if (variant >= 1) out->stage = 1; /* forward_tiles and forward_mma always stage K/V */
+  if (variant == 2) out->tpr = 1;   /* a warp per 16 rows; nothing to choose */
   return 1;
 }
 

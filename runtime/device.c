@@ -124,6 +124,14 @@ cl_int clattn__device_query(cl_device_id dev, clattn__device *d, char *why, size
     snprintf(why, why_len, "clGetDeviceInfo(CL_DEVICE_EXTENSIONS)");
     return err;
   }
+  /* Tensor cores through inline PTX (mma.sync TF32 needs sm_80): NVIDIA's OpenCL reports the
+   * compute capability with cl_nv_device_attribute_query. */
+  if (strstr(d->vendor, "NVIDIA") && strstr(d->extensions, "cl_nv_device_attribute_query")) {
+    cl_uint major = 0;
+    if (clGetDeviceInfo(dev, 0x4000 /* CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV */, sizeof major,
+                        &major, NULL) == CL_SUCCESS)
+      d->tensor_cores = major >= 8;
+  }
   snprintf(d->fingerprint, sizeof d->fingerprint, "%s|%s|%s|%s|%s|%u CU|%llu B local",
            d->platform_name, d->platform_version, d->vendor, d->name, d->driver, d->compute_units,
            (unsigned long long)d->local_mem);

@@ -22,6 +22,7 @@ typedef struct clattn__device {
   size_t max_work_group;   /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
   size_t max_item_size[3]; /* CL_DEVICE_MAX_WORK_ITEM_SIZES */
   cl_uint mem_base_align_bits;
+  int tensor_cores;      /* NVIDIA, compute capability 8.0+: the forward_mma variant can run */
   char *extensions;      /* owned */
   char fingerprint[768]; /* platform|version|vendor|name|driver|CUs|local mem */
 } clattn__device;
@@ -52,13 +53,15 @@ typedef struct clattn__config {
   unsigned stage;   /* 1: K/V tiles staged in local memory; 0: read from global memory */
   unsigned pad;     /* floats of padding per local-memory row (bank conflicts) */
   unsigned variant; /* kernel variant: 0 forward_rows (cl/forward.cl), 1 forward_tiles
-                       (cl/forward_tiles.cl, where tpr is the work-items along the keys) */
+                       (cl/forward_tiles.cl, where tpr is the work-items along the keys),
+                       2 forward_mma (cl/forward_mma.cl: NVIDIA tensor cores, 16 rows per
+                       warp; pad != 0 means 4 floats) */
   unsigned rm;      /* forward_tiles: query rows per work-item (0 means 1) */
   unsigned vec;     /* vector width of the tile loads: 1, 2 or 4 (0 means 1) */
 } clattn__config;
 
-enum { CLATTN__VARIANTS = 2 };
-/* "forward_rows" or "forward_tiles"; and back (-1 when unknown). */
+enum { CLATTN__VARIANTS = 3 };
+/* "forward_rows", "forward_tiles" or "forward_mma"; and back (-1 when unknown). */
 const char *clattn__variant_name(unsigned variant);
 int clattn__variant_of(const char *name);
 

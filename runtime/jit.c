@@ -47,8 +47,10 @@ static clattn_status read_file(clattn_context *ctx, const char *path, char **tex
   return CLATTN_OK;
 }
 
-static const char *const variant_files[CLATTN__VARIANTS] = {"forward.cl", "forward_tiles.cl"};
-static const char *const variant_names[CLATTN__VARIANTS] = {"forward_rows", "forward_tiles"};
+static const char *const variant_files[CLATTN__VARIANTS] = {"forward.cl", "forward_tiles.cl",
+                                                            "forward_mma.cl"};
+static const char *const variant_names[CLATTN__VARIANTS] = {"forward_rows", "forward_tiles",
+                                                            "forward_mma"};
 
 const char *clattn__variant_name(unsigned variant) {
   return variant < CLATTN__VARIANTS ? variant_names[variant] : "unknown";
@@ -124,6 +126,19 @@ static clattn_status build_failed(clattn_context *ctx, cl_program prog, cl_int e
   return st;
 }
 
+/* $CLATTN_BUILD_LOG set: each program compiled from source prints its build options and log on
+ * stderr (with CLATTN_BUILD_OPTIONS=-cl-nv-verbose, NVIDIA's registers and spills). */
+static void print_build_log(clattn_context *ctx, cl_program prog, const char *options) {
+  size_t n = 0;
+  if (clGetProgramBuildInfo(prog, ctx->device_id, CL_PROGRAM_BUILD_LOG, 0, NULL, &n) != CL_SUCCESS)
+    return;
+  char *log = calloc(n + 1, 1);
+  if (log &&
+      clGetProgramBuildInfo(prog, ctx->device_id, CL_PROGRAM_BUILD_LOG, n, log, NULL) == CL_SUCCESS)
+    fprintf(stderr, "clattn: built \"%s\":\n%s\n", options, log);
+  free(log);
+}
+
 clattn_status clattn__build(clattn_context *ctx, const char *source, const char *options,
                             cl_program *out) {
   *out = NULL;
@@ -146,6 +161,7 @@ clattn_status clattn__build(clattn_context *ctx, const char *source, const char 
       return st;
     }
     ctx->compiled++;
+    if (getenv("CLATTN_BUILD_LOG")) print_build_log(ctx, prog, options);
     clattn__bincache_store(ctx, h, options, prog);
   }
   clattn_status st = clattn__program_cache_put(ctx, h, options, prog);

@@ -15,7 +15,11 @@ enum { MAX_ATTEMPTS = 8, MAX_RANKED = 64 };
 
 void clattn__config_options(const clattn__class *cls, const clattn__config *c, char *out,
                             size_t len) {
-  if (c->variant == 1)
+  if (c->variant == 2)
+    snprintf(out, len,
+             "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DPAD=%u -DCAUSAL=%u -DVEC=%u", cls->d,
+             cls->dv, c->bq, c->bkv, c->pad ? 4u : 0u, cls->causal, c->vec ? c->vec : 1);
+  else if (c->variant == 1)
     snprintf(out, len,
              "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DTX=%u -DRM=%u -DPAD=%u -DCAUSAL=%u "
              "-DVEC=%u",
@@ -27,6 +31,11 @@ void clattn__config_options(const clattn__class *cls, const clattn__config *c, c
              "-DCAUSAL=%u -DVEC=%u",
              cls->d, cls->dv, c->bq, c->bkv, c->tpr, c->stage, c->pad, cls->causal,
              c->vec ? c->vec : 1);
+  /* Extra options for experiments ($CLATTN_BUILD_OPTIONS, e.g. -cl-nv-verbose) are part of the
+   * options, hence of every cache key. */
+  const char *extra = getenv("CLATTN_BUILD_OPTIONS");
+  size_t used = strlen(out);
+  if (extra && extra[0] && used < len) snprintf(out + used, len - used, " %s", extra);
 }
 
 /* Builds c and checks the kernel's limits. *kernel is NULL when it does not fit: then why says
@@ -35,7 +44,7 @@ clattn_status clattn__build_config(clattn_context *ctx, const clattn__sources *s
                                    const clattn__class *cls, const clattn__config *c,
                                    cl_kernel *kernel, size_t *local_mem, size_t *max_wg,
                                    size_t *max_bytes, char *why, size_t why_len) {
-  char options[256];
+  char options[512];
   clattn__config_options(cls, c, options, sizeof options);
   cl_program prog;
   *kernel = NULL;

@@ -12,7 +12,7 @@ typedef struct {
   cl_device_id device;
   const char *source;
   uint64_t hash;
-  char options[256];
+  char options[512];
   cl_program prog;
   cl_int err;
 } job;

@@ -10,7 +10,15 @@ static unsigned rows_per_item(const clattn__config *c) {
   return c->variant == 1 && c->rm ? c->rm : 1;
 }
 
+static unsigned round8(unsigned n) {
+  return (n + 7) / 8 * 8;
+}
+
 size_t clattn__config_local_bytes(const clattn__config *c, const clattn__class *k) {
+  if (c->variant == 2) { /* cl/forward_mma.cl: Ks, Vs with head dims padded to 8 */
+    unsigned pad = c->pad ? 4 : 0;
+    return (size_t)c->bkv * (round8(k->d) + pad + round8(k->dv) + pad) * sizeof(float);
+  }
   if (c->variant == 1) { /* cl/forward_tiles.cl: Qs, Ks, Vs, Ps, Red */
     size_t bqp = c->bq + c->pad, bkvp = c->bkv + c->pad;
     size_t floats = (size_t)k->d * bqp + (size_t)k->d * bkvp + (size_t)c->bkv * (k->dv + c->pad) +
@@ -30,6 +38,7 @@ unsigned clattn__seqlen_bucket(size_t n) {
 }
 
 size_t clattn__config_work_group(const clattn__config *c) {
+  if (c->variant == 2) return (size_t)c->bq * 2; /* a warp of 32 per 16 rows */
   return (size_t)(c->bq / rows_per_item(c)) * c->tpr;
 }
 
@@ -43,6 +52,18 @@ int clattn__config_legal(const clattn__device *dev, const clattn__class *k, cons
   if ((vec != 1 && vec != 2 && vec != 4) || k->d % vec || k->dv % vec) {
     snprintf(why, why_len, "vector width %u: must be 1, 2 or 4 and divide head_dim %u and %u", vec,
              k->d, k->dv);
+    return 0;
+  }
+  if (c->variant == 2 && !dev->tensor_cores) {
+    snprintf(why, why_len,
+             "forward_mma needs an NVIDIA GPU of compute capability 8.0 or more (mma.sync TF32 "
+             "through inline PTX)");
+    return 0;
+  }
+  if (c->variant == 2 && (c->bq % 16 || c->bkv % 8)) {
+    snprintf(why, why_len,
+             "forward_mma BQ=%u BKV=%u: BQ must be a multiple of 16 (rows per warp) and BKV of 8",
+             c->bq, c->bkv);
     return 0;
   }
   if (c->variant == 1 && (c->bq % rows_per_item(c) || c->bkv % c->tpr)) {
@@ -109,8 +130,15 @@ static unsigned cost_tiles(const clattn__class *k, const clattn__config *c) {
   return s + (c->pad ? 0 : 1);
 }
 
+/* Tensor cores: four warps (64 rows) and 32-key tiles, padded, until the tuner says otherwise;
+ * ranked before the portable variants where they can run. */
+static unsigned cost_mma(const clattn__config *c) {
+  return 10 * udiff(ilog2(c->bq), 6) + 10 * udiff(ilog2(c->bkv), 5) + (c->pad ? 0 : 5);
+}
+
 static unsigned cost_config(const clattn__device *dev, const clattn__class *k,
                             const clattn__config *c) {
+  if (c->variant == 2) return cost_mma(c);
   if (c->variant == 1) return is_cpu(dev) ? cost_tiles_cpu(c) : cost_tiles(k, c);
   unsigned wg = (unsigned)clattn__config_work_group(c);
   unsigned dvp = (k->dv + c->tpr - 1) / c->tpr;
@@ -153,8 +181,9 @@ static int by_cost(const void *a, const void *b) {
  * work-item (rms) and padding. */
 static const unsigned bqs[] = {128, 64, 32, 16, 8, 4, 2, 1}, bkvs[] = {128, 64, 32, 16, 8},
                       tprs[] = {1, 2, 4, 8, 16, 32}, rms[] = {1, 2, 4, 8}, vecs[] = {1, 4};
+static const unsigned mma_bqs[] = {16, 32, 64, 128}, mma_bkvs[] = {8, 16, 32, 64, 128};
 enum { ROWS_SPACE = 8 * 5 * 6 * 2 * 2 * 2, TILES_SPACE = 8 * 5 * 6 * 4 * 2 * 2 };
-enum { SPACE = ROWS_SPACE + TILES_SPACE };
+enum { MMA_SPACE = 4 * 5 * 2 * 2, SPACE = ROWS_SPACE + TILES_SPACE + MMA_SPACE };
 
 size_t clattn__config_space_size(void) {
   return SPACE;
@@ -193,6 +222,17 @@ size_t clattn__configs_ranked(const clattn__device *dev, const clattn__class *k,
               all[n].order = (unsigned)n;
               n++;
             }
+  for (size_t a = 0; a < sizeof mma_bqs / sizeof *mma_bqs; a++)
+    for (size_t b = 0; b < sizeof mma_bkvs / sizeof *mma_bkvs; b++)
+      for (unsigned pad = 0; pad < 2; pad++)
+        for (size_t v = 0; v < sizeof vecs / sizeof *vecs; v++) {
+          clattn__config c = {mma_bqs[a], mma_bkvs[b], 1, 1, pad, 2, 1, vecs[v]};
+          if (!clattn__config_legal(dev, k, &c, why, sizeof why)) continue;
+          all[n].cfg = c;
+          all[n].cost = cost(dev, k, &c);
+          all[n].order = (unsigned)n;
+          n++;
+        }
   qsort(all, n, sizeof *all, by_cost);
   size_t m = n < cap ? n : cap;
   for (size_t i = 0; i < m; i++) out[i] = all[i].cfg;
@@ -202,6 +242,14 @@ size_t clattn__configs_ranked(const clattn__device *dev, const clattn__class *k,
 
 void clattn__config_reason(const clattn__device *dev, const clattn__class *k,
                            const clattn__config *c, char *out, size_t len) {
+  if (c->variant == 2) {
+    snprintf(out, len,
+             "forward_mma: tensor cores (3xTF32 mma.sync), %.1f of %.1f KiB local memory, %u "
+             "warps of 16 rows, %u-key tiles",
+             clattn__config_local_bytes(c, k) / 1024.0, dev->local_mem / 1024.0, c->bq / 16,
+             c->bkv);
+    return;
+  }
   if (c->variant == 1) {
     snprintf(out, len,
              "forward_tiles: %.1f of %.1f KiB local memory, %zu work-items, each %u rows x %u "

@@ -262,12 +262,13 @@ static long next_candidate(const cand *all, size_t n, long best, unsigned tried)
   enum { SEEDS = 6 };
   if (tried < SEEDS + 1) {
     if (all[0].state == 0) return 0; /* the heuristic's own choice first */
-    /* The best-ranked config of the other kernel variant is always a seed: the heuristic ranks
-     * the variants apart, and only measurement can say which suits the device. */
+    /* The best-ranked config of every other kernel variant is always a seed: the heuristic
+     * ranks the variants apart, and only measurement can say which suits the device. */
+    unsigned seen = 1u << all[0].cfg.variant;
     for (size_t i = 0; i < n; i++)
-      if (all[i].cfg.variant != all[0].cfg.variant) {
+      if (!(seen & (1u << all[i].cfg.variant))) {
+        seen |= 1u << all[i].cfg.variant;
         if (all[i].state == 0) return (long)i;
-        break;
       }
     for (unsigned k = 0; k < SEEDS; k++) {
       /* Spread over the better third of the heuristic's ranking: diverse, but not configs the

@@ -53,8 +53,8 @@ void test_context_still_works(clattn_context *ctx) {
 void test_kernel_dir(char *dir, size_t len, const char *marker, const char *text, int replace) {
   snprintf(dir, len, "%s", "/tmp/clattn-kdir-XXXXXX");
   cr_assert_not_null(mkdtemp(dir));
-  static const char *const files[] = {"forward.cl", "forward_tiles.cl"};
-  for (int f = 0; f < 2; f++) {
+  static const char *const files[] = {"forward.cl", "forward_tiles.cl", "forward_mma.cl"};
+  for (int f = 0; f < 3; f++) {
     char src[512], dst[512], line[1024];
     snprintf(src, sizeof src, "%s/cl/%s", CLATTN_SOURCE_DIR, files[f]);
     snprintf(dst, sizeof dst, "%s/%s", dir, files[f]);
@@ -73,8 +73,8 @@ void test_kernel_dir(char *dir, size_t len, const char *marker, const char *text
 
 void test_kernel_dir_remove(const char *dir) {
   char path[512];
-  static const char *const files[] = {"forward.cl", "forward_tiles.cl"};
-  for (int f = 0; f < 2; f++) {
+  static const char *const files[] = {"forward.cl", "forward_tiles.cl", "forward_mma.cl"};
+  for (int f = 0; f < 3; f++) {
     snprintf(path, sizeof path, "%s/%s", dir, files[f]);
     remove(path);
   }

@@ -30,8 +30,8 @@ void test_context_still_works(clattn_context *ctx);
 void test_forward_shape(const clattn_problem *p, int bhsd, size_t offset, int with_lse,
                         const clattn_config *cfg);
 
-/* A kernel folder for CLATTN_KERNEL_DIR: copies of both kernels (cl/forward.cl and
- * cl/forward_tiles.cl) in a new temporary folder (dir gets its path), with text inserted after
+/* A kernel folder for CLATTN_KERNEL_DIR: copies of the fused kernels (cl/forward.cl,
+ * cl/forward_tiles.cl, cl/forward_mma.cl) in a new temporary folder (dir gets its path), with text inserted after
  * the first line of each that contains marker, or, when replace is set, instead of it. */
 void test_kernel_dir(char *dir, size_t len, const char *marker, const char *text, int replace);
 /* Removes what test_kernel_dir made. */

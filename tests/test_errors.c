@@ -216,8 +216,8 @@ Test(errors, kernel_that_fails_to_build) {
   cr_assert(strstr(msg, "clBuildProgram failed") && strstr(msg, "build log"), "msg: %s", msg);
   cr_assert(strstr(msg, "error"), "the build log should be in the message: %s", msg);
   /* Fix the sources: remove the broken copies, so the embedded kernels are used again. */
-  static const char *const files[] = {"forward.cl", "forward_tiles.cl"};
-  for (int i = 0; i < 2; i++) {
+  static const char *const files[] = {"forward.cl", "forward_tiles.cl", "forward_mma.cl"};
+  for (int i = 0; i < 3; i++) {
     snprintf(path, sizeof path, "%s/%s", dir, files[i]);
     remove(path);
   }

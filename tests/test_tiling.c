@@ -143,3 +143,29 @@ Test(tiling, steps_down_when_the_built_kernel_does_not_fit) {
   clattn_context_destroy(ctx);
   test_kernel_dir_remove(dir);
 }
+
+/* The tensor-core variant is legal only where the device has them, and says why elsewhere. */
+Test(tiling, mma_needs_tensor_cores) {
+  clattn__device dev = {0};
+  dev.local_mem = 48 * 1024, dev.max_work_group = 1024, dev.max_item_size[0] = 1024;
+  clattn__class k = {128, 128, 0, 4096};
+  clattn__config c = {64, 32, 1, 1, 1, 2, 1, 1};
+  char why[200];
+  cr_assert_not(clattn__config_legal(&dev, &k, &c, why, sizeof why));
+  cr_assert(strstr(why, "compute capability 8.0"), "%s", why);
+  dev.tensor_cores = 1;
+  cr_assert(clattn__config_legal(&dev, &k, &c, why, sizeof why), "%s", why);
+  /* Ks and Vs: 32 keys x (128 + 4) floats each. */
+  cr_assert_eq(clattn__config_local_bytes(&c, &k), 2 * 32 * 132 * 4);
+  cr_assert_eq(clattn__config_work_group(&c), 128);
+  c.bq = 24;
+  cr_assert_not(clattn__config_legal(&dev, &k, &c, why, sizeof why));
+  cr_assert(strstr(why, "multiple of 16"), "%s", why);
+  /* With tensor cores the heuristic ranks the variant first; odd head dims pad to 8. */
+  clattn__class odd = {59, 59, 1, 1024};
+  clattn__config best;
+  cr_assert_eq(clattn__configs_ranked(&dev, &odd, &best, 1), 1);
+  cr_assert_eq(best.variant, 2);
+  cr_assert_eq(clattn__config_local_bytes(&best, &odd),
+               (size_t)best.bkv * 2 * (64 + (best.pad ? 4 : 0)) * 4);
+}
