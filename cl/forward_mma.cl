@@ -219,16 +219,16 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
   l0 = quad_sum(l0), l1 = quad_sum(l1);
   const ulong obase = o_off + b * o_sb + h * o_sh;
 #pragma unroll
-  for (uint half = 0; half < 2; half++) {
-    const uint row = half ? row1 : row0;
-    const float l = half ? l1 : l0, m = half ? m1 : m0;
+  for (uint hr = 0; hr < 2; hr++) {
+    const uint row = hr ? row1 : row0;
+    const float l = hr ? l1 : l0, m = hr ? m1 : m0;
     if (row >= seqlen_q) continue;
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
 #pragma unroll
     for (uint vt = 0; vt < VT; vt++) {
       const uint c = vt * 8 + 2 * tq;
-      if (c < DV) o[obase + (ulong)row * o_ss + c] = acc[vt][2 * half] * inv;
-      if (c + 1 < DV) o[obase + (ulong)row * o_ss + c + 1] = acc[vt][2 * half + 1] * inv;
+      if (c < DV) o[obase + (ulong)row * o_ss + c] = acc[vt][2 * hr] * inv;
+      if (c + 1 < DV) o[obase + (ulong)row * o_ss + c + 1] = acc[vt][2 * hr + 1] * inv;
     }
     if (write_lse && tq == 0)
       lse[(b * heads_q + h) * seqlen_q + row] = l > 0.0f ? (m + log2(l)) * M_LN2_F : -INFINITY;

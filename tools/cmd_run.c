@@ -87,6 +87,7 @@ int cmd_run(int argc, char **argv) {
     return CLI_ERROR;
   }
   int rc = CLI_ERROR;
+  clattn_context *base = NULL; /* before the first goto out: destroyed there */
   printf("device:  %s\n", clattn_context_device_summary(ctx));
   printf("problem: batch %zu, heads %zu/%zu, seqlen %zu x %zu, head_dim %zu/%zu, %s, %s%s\n",
          p->batch, p->heads_q, p->heads_kv ? p->heads_kv : p->heads_q, p->seqlen_q, p->seqlen_kv,
@@ -114,7 +115,6 @@ int cmd_run(int argc, char **argv) {
            info.stage_kv, info.pad, info.vector_width, info.work_group_size,
            info.local_mem_bytes / 1024.0, info.local_mem_available / 1024.0, info.origin);
   if (!strcmp(info.algorithm, "fused")) printf("why:     %s\n", info.reason);
-  clattn_context *base = NULL;
   if (compare) { /* the same device and queue, without the tuning database or overrides */
     clattn_options none = {NULL, "", NULL, 0};
     clattn_plan_info binfo;

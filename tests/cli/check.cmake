@@ -56,6 +56,7 @@ expect(0 "standard attention needs" bench --seqlen 256 --head-dim 8 --heads 1 --
        --columns fused,standard)
 expect(3 "available: 100000" run --algorithm standard --seqlen 256 --head-dim 8 --repeat 0)
 unset(ENV{CLATTN_WORKSPACE_LIMIT})
+expect(3 "compute capability 8.0" run --config forward_mma/64/32/1/1/1/1 --repeat 0)
 expect(2 "needs a valid value" bench --causal sometimes)
 expect(2 "unknown option" run --bogus)
 expect(2 "needs a valid value" tune --budget nope)
