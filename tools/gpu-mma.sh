@@ -2,7 +2,7 @@
 # On the device machine: the forward_mma variant (NVIDIA tensor cores, 3xTF32). Registers and
 # spills from -cl-nv-verbose; correctness over DESIGN.md's shapes for three configs; timings of
 # several configs beside the built-in default and PyTorch SDPA in the same call.
-# Usage: tools/gpu-mma.sh DIR [quick] (DIR from tools/gpu-pack.sh). Writes to $OUT.
+# Usage: tools/gpu-mma.sh DIR [quick|mid] (DIR from tools/gpu-pack.sh). Writes to $OUT.
 set -uo pipefail
 dir=$(cd "${1:-.gpu}" && pwd)
 out=${OUT:-gpu-out}
@@ -39,7 +39,9 @@ shapes="1 1 0 1 1 1 0 - bshd 0
 1 1 0 31 31 2 1 - bshd 0
 1 2 1 130 130 256 0 c bhsd 3
 4 16 0 2048 2048 128 0 c bshd 0"
-for cfg in forward_mma/64/16/1/1/1/1 forward_mma/16/8/1/1/0/1 forward_mma/128/32/1/1/1/1; do
+cfgs="forward_mma/64/16/1/1/1/1 forward_mma/16/8/1/1/0/1 forward_mma/128/32/1/1/1/1"
+[ "${2:-}" = mid ] && cfgs=forward_mma/64/16/1/1/1/1
+for cfg in $cfgs; do
   pass=0 fail=0
   while read -r b hq hkv nq nkv d dv f lay off; do
     args=(--batch $b --heads $hq --heads-kv $hkv --seqlen-q $nq --seqlen-kv $nkv --head-dim $d
@@ -53,15 +55,17 @@ for cfg in forward_mma/64/16/1/1/1/1 forward_mma/16/8/1/1/0/1 forward_mma/128/32
 done
 rm -f "$out/run.tmp"
 [ "${2:-}" = quick ] && exit 0
-for d in 64 128; do for n in 1024 4096 16384; do for c in 0 1; do
+ns="1024 4096 16384"; cfgs="default forward_mma/64/32/1/1/1/1 forward_mma/64/32/1/1/1/4"
+cfgs="$cfgs forward_mma/128/32/1/1/1/4 forward_mma/64/64/1/1/1/4 forward_mma/128/16/1/1/1/4"
+[ "${2:-}" = mid ] && ns=4096 && cfgs="default forward_mma/64/32/1/1/1/4 forward_mma/128/32/1/1/1/4"
+for d in 64 128; do for n in $ns; do for c in 0 1; do
   base=(--batch $((16384 / n)) --heads $((2048 / d)) --seqlen $n --head-dim $d --no-check
     --warmup 3 --repeat 10 --layout bhsd)
   [ $c = 1 ] && base+=(--causal)
-  for cfg in default forward_mma/64/32/1/1/1/1 forward_mma/64/32/1/1/1/4 forward_mma/128/32/1/1/1/4 \
-    forward_mma/64/64/1/1/1/4 forward_mma/128/16/1/1/1/4; do
+  for cfg in $cfgs; do
     extra=(); [ $cfg != default ] && extra=(--config $cfg)
     echo "d=$d n=$n causal=$c $cfg: $("$cl" run "${base[@]}" "${extra[@]}" 2>&1 | grep -E 'time:|clattn:' | tr '\n' ' ')" >>"$out/timing.txt"
   done
 done; done; done
-timeout 200 python3 "$dir/torch_sdpa.py" --dtype float32 --d 64,128 --n 1024,4096,16384 \
+timeout 200 python3 "$dir/torch_sdpa.py" --dtype float32 --d 64,128 --n "${ns// /,}" \
   --causal 0,1 >"$out/torch.txt" 2>&1
