@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# On the device machine: `clattn bench` (fused vs standard, with the bandwidth check of the
-# traffic model) on FlashAttention's benchmark shapes (batch = 16384 / N, heads = 2048 / d),
-# PyTorch SDPA on the same shapes in the same call, and a correctness sample of the standard
-# path. Usage: tools/gpu-bench.sh DIR [N list] (DIR from tools/gpu-pack.sh). Writes to $OUT.
+# On the device machine: `clattn bench` (fused vs standard) on FlashAttention's benchmark shapes
+# (batch = 16384 / N, heads = 2048 / d) and PyTorch SDPA on the same shapes in the same call,
+# joined into one table (table.md, by tools/gpu-table.py); the bandwidth check of the traffic
+# model (bandwidth.txt); a correctness sample of the standard path.
+# Usage: tools/gpu-bench.sh DIR [N list] (DIR from tools/gpu-pack.sh). Writes to $OUT.
 set -uo pipefail
 dir=$(cd "${1:-.gpu}" && pwd)
 ns=${2:-512,1024,2048,4096,8192,16384}
@@ -22,8 +23,11 @@ for a in "--seqlen-q 113 --seqlen-kv 203 --head-dim 111 --heads 2" \
   echo "$a | $("$cl" run --algorithm standard --lse --repeat 0 --warmup 0 $a 2>&1 |
     grep -E 'check:|clattn:' | head -1)" >>"$out/standard_check.txt"
 done
-"$cl" bench --tokens 16384 --hidden 2048 --head-dim 64,128 --seqlen "$ns" --causal both \
-  --bandwidth --plot "$out/h200.png" >"$out/bench.txt" 2>"$out/bench.err"
+here=$(dirname "$0")
+"$cl" bench --tokens 16384 --hidden 2048 --head-dim 64,128 --seqlen "$ns" --causal both --json \
+  >"$out/bench.json" 2>"$out/bench.err"
 timeout 240 python3 "$dir/torch_sdpa.py" --dtype float32 --d 64,128 --n "$ns" --causal 0,1 \
   --json "$out/torch.json" >"$out/torch.txt" 2>&1
-tail -2 "$out/bench.err"
+python3 "$here/gpu-table.py" "$out/bench.json" "$out/torch.json" >"$out/table.md"
+"$cl" bench --tokens 16384 --hidden 2048 --head-dim 64,128 --seqlen 512,2048,8192,16384 \
+  --causal both --bandwidth --columns fused,standard >"$out/bandwidth.txt" 2>>"$out/bench.err"
