@@ -47,12 +47,17 @@ static inline uint tf32(float x) {
                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                    \
                : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1))
 
-/* c += a b in 3xTF32: the small terms first. */
+/* c += a b in 3xTF32, the small terms first. Tensor cores add into their accumulator with
+ * truncation, so a long chain of MMAs on one accumulator drifts (it failed the fp32 standard at
+ * N = 1024 on the H200); each step's three MMAs start from zero and are added to c in fp32 with
+ * round-to-nearest, as Ootomo and Yokota recover fp32 accuracy from tensor cores (2022). */
 #define MMA3(c, ah, al, bh0, bh1, bl0, bl1)                                                        \
   do {                                                                                             \
-    MMA(c, al[0], al[1], al[2], al[3], bh0, bh1);                                                  \
-    MMA(c, ah[0], ah[1], ah[2], ah[3], bl0, bl1);                                                  \
-    MMA(c, ah[0], ah[1], ah[2], ah[3], bh0, bh1);                                                  \
+    float t_[4] = {0.0f, 0.0f, 0.0f, 0.0f};                                                        \
+    MMA(t_, al[0], al[1], al[2], al[3], bh0, bh1);                                                 \
+    MMA(t_, ah[0], ah[1], ah[2], ah[3], bl0, bl1);                                                 \
+    MMA(t_, ah[0], ah[1], ah[2], ah[3], bh0, bh1);                                                 \
+    c[0] += t_[0], c[1] += t_[1], c[2] += t_[2], c[3] += t_[3];                                    \
   } while (0)
 
 static inline float shfl_xor(float v, uint lanes) {
