@@ -12,7 +12,7 @@ export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export CLATTN_CACHE_DIR=/tmp/clattn-cache CLATTN_DEVICE=${CLATTN_DEVICE:-NVIDIA}
 cl="$dir/clattn"
 echo "commit $(cat "$dir/commit")" >"$out/env.txt"
-for d in 64 128 256; do
+for d in ${NV_DIMS-64 128 256}; do
   bkv=32; [ $d = 256 ] && bkv=16
   CLATTN_BUILD_LOG=1 CLATTN_BUILD_OPTIONS=-cl-nv-verbose "$cl" run --head-dim $d --seqlen 256 \
     --config forward_mma/64/$bkv/1/1/1/1 --repeat 0 2>&1 |
@@ -39,8 +39,8 @@ shapes="1 1 0 1 1 1 0 - bshd 0
 1 1 0 31 31 2 1 - bshd 0
 1 2 1 130 130 256 0 c bhsd 3
 4 16 0 2048 2048 128 0 c bshd 0"
-cfgs="forward_mma/64/16/1/1/1/1 forward_mma/16/8/1/1/0/1 forward_mma/128/32/1/1/1/1"
-[ "${2:-}" = mid ] && cfgs=forward_mma/64/16/1/1/1/1
+cfgs=${MMA_CFGS:-"forward_mma/64/16/1/1/1/1 forward_mma/16/8/1/1/0/1 forward_mma/128/32/1/1/1/1"}
+[ "${2:-}" = mid ] && cfgs=${MMA_CFGS:-forward_mma/64/16/1/1/1/1}
 for cfg in $cfgs; do
   pass=0 fail=0
   while read -r b hq hkv nq nkv d dv f lay off; do
