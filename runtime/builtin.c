@@ -25,14 +25,16 @@ static const builtin table[] = {
     {POCL, "", CPU, 64, 64, 1, 1024, {128, 64, 1, 1, 0, 1, 1, 1}},
     {POCL, "", CPU, 128, 128, 0, 1024, {64, 64, 2, 1, 1, 1, 1, 1}},
     {POCL, "", CPU, 128, 128, 1, 1024, {64, 128, 2, 1, 0, 1, 1, 1}},
-    /* NVIDIA H200, driver 580.159.04 (NVIDIA CUDA OpenCL 3.0): `clattn tune --budget 60` per
-     * head dim over both variants at batch 4, heads 2048/d, N = 4096 (QUICK=1
-     * tools/gpu-tune.sh), 2026-12-02: forward_tiles, 1.31-2.09x the forward_rows configs that
-     * were tuned before (docs/BENCHMARKS.md). */
-    {"NVIDIA CUDA", "H200", GPU, 64, 64, 0, 4096, {128, 8, 2, 1, 1, 1, 2, 1}},
-    {"NVIDIA CUDA", "H200", GPU, 64, 64, 1, 4096, {64, 8, 1, 1, 1, 1, 1, 1}},
-    {"NVIDIA CUDA", "H200", GPU, 128, 128, 0, 4096, {64, 8, 1, 1, 1, 1, 1, 1}},
-    {"NVIDIA CUDA", "H200", GPU, 128, 128, 1, 4096, {64, 8, 4, 1, 1, 1, 2, 1}},
+    /* NVIDIA H200, driver 580.159.04 (NVIDIA CUDA OpenCL 3.0): forward_mma (tensor cores,
+     * 3xTF32) with 128-row blocks and 32-key tiles, timed in one device call beside the
+     * forward_tiles configs tuned before (`tools/gpu-mma.sh .gpu mid`, 2026-12-02, commit
+     * 22c3081): 1.19-1.82x those, at batch 16384/N, heads 2048/d, N = 4096; it passed all 19
+     * legal shapes of DESIGN.md's list there (docs/BENCHMARKS.md). Head dims above 128 spill
+     * registers in it and keep the heuristic's portable configs. */
+    {"NVIDIA CUDA", "H200", GPU, 64, 64, 0, 4096, {128, 32, 1, 1, 1, 2, 1, 1}},
+    {"NVIDIA CUDA", "H200", GPU, 64, 64, 1, 4096, {128, 32, 1, 1, 1, 2, 1, 1}},
+    {"NVIDIA CUDA", "H200", GPU, 128, 128, 0, 4096, {128, 32, 1, 1, 1, 2, 1, 1}},
+    {"NVIDIA CUDA", "H200", GPU, 128, 128, 1, 4096, {128, 32, 1, 1, 1, 2, 1, 1}},
     {NULL, NULL, 0, 0, 0, 0, 0, {0}}, /* end */
 };
 

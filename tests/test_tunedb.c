@@ -303,6 +303,7 @@ Test(tunedb, built_in_defaults_for_the_h200) {
   snprintf(h200.name, sizeof h200.name, "NVIDIA H200");
   h200.type = CL_DEVICE_TYPE_GPU, h200.local_mem = 49152;
   h200.max_work_group = h200.max_item_size[0] = 1024;
+  h200.tensor_cores = 1; /* compute capability 9.0 */
   unsigned dims[] = {64, 128};
   for (int i = 0; i < 2; i++)
     for (unsigned causal = 0; causal < 2; causal++) {
@@ -311,6 +312,11 @@ Test(tunedb, built_in_defaults_for_the_h200) {
       cr_assert_not_null(c, "no built-in for d=%u causal=%u", dims[i], causal);
       char why[160];
       cr_assert(clattn__config_legal(&h200, &cls, c, why, sizeof why), "%s", why);
+      cr_assert_eq(c->variant, 2, "the H200's defaults are the tensor-core variant");
+      /* Were the tensor cores not detected, the row would be illegal and skipped. */
+      h200.tensor_cores = 0;
+      cr_assert_not(clattn__config_legal(&h200, &cls, c, why, sizeof why));
+      h200.tensor_cores = 1;
     }
   snprintf(h200.name, sizeof h200.name, "NVIDIA A100");
   clattn__class cls = {64, 64, 0, 4096};
