@@ -182,9 +182,12 @@ CLATTN_API clattn_status clattn_forward(clattn_context *ctx, const clattn_proble
 /* A tile config of the forward kernel (what the tuner varies). */
 typedef struct clattn_config {
   char kernel[32];          /* kernel variant: "forward_rows" (one query row per work-item,
-                               or a few sharing it) or "forward_tiles" (register-tiled: each
+                               or a few sharing it), "forward_tiles" (register-tiled: each
                                work-item owns rows_per_item rows x block_kv/threads_per_row keys
-                               of S); "" means forward_rows */
+                               of S) or "forward_mma" (NVIDIA tensor cores, compute capability
+                               8.0+: a warp per 16 query rows, block_q a multiple of 16,
+                               block_kv of 8; threads_per_row and rows_per_item unused, pad != 0
+                               means 4 floats); "" means forward_rows */
   unsigned block_q;         /* query rows per work-group */
   unsigned block_kv;        /* keys per K/V tile */
   unsigned threads_per_row; /* work-items sharing one query row (forward_tiles: along the keys) */
