@@ -111,9 +111,8 @@ clattn_status clattn_forward(clattn_context *ctx, const clattn_problem *problem,
   } else if (st == CLATTN_OK && s.algo == CLATTN_ALGO_STANDARD) {
     st = clattn__standard_forward(ctx, &s, q, k, v, o, lse, num_wait, wait, done);
   } else if (st == CLATTN_OK) {
-    clattn__class cls = clattn__class_of(&s);
     const clattn__plan *p;
-    st = clattn__plan_get(ctx, &cls, &p);
+    st = clattn__plan_for_grid(ctx, &s, &p);
     if (st == CLATTN_OK)
       st = clattn__enqueue_forward(ctx, ctx->queue, ctx->queue_in_order, &s, p, q, k, v, o, lse,
                                    num_wait, wait, done);
@@ -154,10 +153,7 @@ clattn_status clattn_explain(clattn_context *ctx, const clattn_problem *problem,
   const clattn__plan *p = NULL;
   /* The fused plan is described whenever the fused kernels can run the problem, so both plans'
    * traffic can be compared even when the call asks for the standard one. */
-  if (st == CLATTN_OK && s.d <= 256 && s.dv <= 256) {
-    clattn__class cls = clattn__class_of(&s);
-    st = clattn__plan_get(ctx, &cls, &p);
-  }
+  if (st == CLATTN_OK && s.d <= 256 && s.dv <= 256) st = clattn__plan_for_grid(ctx, &s, &p);
   if (st == CLATTN_OK) {
     memset(out, 0, sizeof *out);
     if (p) describe_plan(ctx, p, &s, out);

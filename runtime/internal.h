@@ -138,6 +138,7 @@ typedef struct clattn__plan {
   size_t kernel_local_mem;
   char origin[16];
   char reason[320];
+  int derived; /* a copy of the class's plan with finer query blocks (clattn__plan_for_grid) */
   struct clattn__plan *next;
 } clattn__plan;
 
@@ -234,6 +235,12 @@ int clattn__config_from_public(const clattn_config *in, clattn__config *out, cha
 clattn_status clattn__plan_get(clattn_context *ctx, const clattn__class *cls,
                                const clattn__plan **out);
 clattn__class clattn__class_of(const clattn__shape *s);
+/* The class's plan, or, when its query blocks would leave compute units idle for this problem
+ * (batch * heads * query blocks below the device's compute units), a plan of the same config
+ * with query blocks halved until they fill the device or reach the variant's minimum.
+ * Overrides are kept as given. */
+clattn_status clattn__plan_for_grid(clattn_context *ctx, const clattn__shape *s,
+                                    const clattn__plan **out);
 /* Sets the kernel's arguments and enqueues it on queue (in one or several launches). */
 clattn_status clattn__enqueue_forward(clattn_context *ctx, cl_command_queue queue, int in_order,
                                       const clattn__shape *s, const clattn__plan *p,

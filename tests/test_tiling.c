@@ -173,3 +173,37 @@ Test(tiling, mma_needs_tensor_cores) {
   cr_assert_eq(clattn__config_local_bytes(&all[i], &odd),
                (size_t)all[i].bkv * 2 * (64 + (all[i].pad ? 4 : 0)) * 4);
 }
+
+/* A problem too small to fill the device's compute units gets finer query blocks of the same
+ * config (PoCL here has 2): results stay right, and explain says why. */
+Test(tiling, small_grids_get_finer_query_blocks) {
+  clattn_context *ctx = test_context(NULL);
+  clattn_problem p = {0};
+  p.batch = 1, p.heads_q = 1, p.seqlen_q = p.seqlen_kv = 100, p.head_dim = 16;
+  clattn_config big = {"forward_tiles", 128, 32, 1, 1, 0, 1, 1};
+  clattn_plan_info info;
+  /* Without an override: the heuristic's or built-in block of 128 rows gives 1 work-group. */
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK, "%s", clattn_last_error(ctx));
+  unsigned units = 0;
+  clGetDeviceInfo(clattn_context_device(ctx), CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units,
+                  NULL);
+  if (units > 1 && info.block_q >= 100) cr_assert_fail("block_q %u leaves units idle", info.block_q);
+  if (units > 1) cr_assert(strstr(info.reason, "fill"), "%s", info.reason);
+  test_forward_shape(&p, 0, 0, 1, NULL);
+  /* Enough heads to fill the device: the block stays. */
+  p.heads_q = 4 * units;
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
+  cr_assert_null(strstr(info.reason, "fill"), "%s", info.reason);
+  /* An override is kept as given. */
+  p.heads_q = 1;
+  cr_assert_eq(clattn_override_config(ctx, &p, &big), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
+  cr_assert_eq(info.block_q, 128);
+  /* One query row cannot be split: no smaller block is made for nothing. */
+  cr_assert_eq(clattn_override_config(ctx, &p, NULL), CLATTN_OK);
+  p.seqlen_q = 1;
+  clattn_plan_info whole;
+  cr_assert_eq(clattn_explain(ctx, &p, &whole), CLATTN_OK);
+  cr_assert_null(strstr(whole.reason, "fill"), "%s", whole.reason);
+  clattn_context_destroy(ctx);
+}
