@@ -40,7 +40,9 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
                ulong q_sh, ulong k_off, ulong k_sb, ulong k_ss, ulong k_sh, ulong v_off,
                ulong v_sb, ulong v_ss, ulong v_sh, ulong o_off, ulong o_sb, ulong o_ss,
                ulong o_sh, uint heads_q, uint group, uint seqlen_q, uint seqlen_kv,
-               uint num_qblocks, ulong group_base, float scale_log2, int write_lse) {
+               uint num_qblocks, ulong group_base, float scale_log2, int write_lse,
+               uint num_splits, uint kv_per_split, ulong o_split, ulong lse_off,
+               ulong lse_split) {
   __local float Qs[D * BQP];
   __local float Ss[BKV * BQP];
 #if STAGE_KV
@@ -51,7 +53,10 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
   const uint r = lid / TPR, t = lid % TPR;
   const ulong g = group_base + get_group_id(0);
   const uint qb = (uint)(g % num_qblocks);
-  const ulong bh = g / num_qblocks;
+  /* Work-groups run over query blocks, then key splits (flash-decoding), then heads. */
+  const ulong gs = g / num_qblocks;
+  const uint split = (uint)(gs % num_splits);
+  const ulong bh = gs / num_splits;
   const uint h = (uint)(bh % heads_q);
   const ulong b = bh / heads_q;
   const uint q0 = qb * BQ;
@@ -75,12 +80,15 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
   kv_end = block_end <= 0 ? 0u : (uint)min(block_end, (long)seqlen_kv);
   const long row_last = (long)row + shift; /* key j visible iff j <= row_last */
 #endif
+  /* This work-group's split of the keys: [kv_lo, kv_end). */
+  const uint kv_lo = min(split * kv_per_split, kv_end);
+  kv_end = min(kv_end, kv_lo + kv_per_split);
 
   float m = -INFINITY, l = 0.0f;
   float acc[DVP];
   for (uint u = 0; u < DVP; u++) acc[u] = 0.0f;
 
-  for (uint kv0 = 0; kv0 < kv_end; kv0 += BKV) {
+  for (uint kv0 = kv_lo; kv0 < kv_end; kv0 += BKV) {
     const uint nk = min((uint)BKV, kv_end - kv0);
     /* The previous tile's Ss (and Ks/Vs) are fully consumed; also publishes Qs. */
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -132,12 +140,12 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
 
   if (row < seqlen_q) {
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    const ulong obase = o_off + b * o_sb + h * o_sh + (ulong)row * o_ss;
+    const ulong obase = o_off + split * o_split + b * o_sb + h * o_sh + (ulong)row * o_ss;
     for (uint u = 0; u < DVP; u++) {
       const uint c = t + u * TPR;
       if (c < DV) o[obase + c] = acc[u] * inv;
     }
     if (write_lse && t == 0)
-      lse[(b * heads_q + h) * seqlen_q + row] = l > 0.0f ? (m + log2(l)) * M_LN2_F : -INFINITY;
+      lse[lse_off + split * lse_split + (b * heads_q + h) * seqlen_q + row] = l > 0.0f ? (m + log2(l)) * M_LN2_F : -INFINITY;
   }
 }

@@ -28,7 +28,9 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
                ulong q_sh, ulong k_off, ulong k_sb, ulong k_ss, ulong k_sh, ulong v_off,
                ulong v_sb, ulong v_ss, ulong v_sh, ulong o_off, ulong o_sb, ulong o_ss,
                ulong o_sh, uint heads_q, uint group, uint seqlen_q, uint seqlen_kv,
-               uint num_qblocks, ulong group_base, float scale_log2, int write_lse) {
+               uint num_qblocks, ulong group_base, float scale_log2, int write_lse,
+               uint num_splits, uint kv_per_split, ulong o_split, ulong lse_off,
+               ulong lse_split) {
   __local float Qs[D * BQP];
   __local float Ks[D * BKVP];
   __local float Vs[BKV * VS];
@@ -38,7 +40,10 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
   const uint ty = lid / TX, tx = lid % TX;
   const ulong g = group_base + get_group_id(0);
   const uint qb = (uint)(g % num_qblocks);
-  const ulong bh = g / num_qblocks;
+  /* Work-groups run over query blocks, then key splits (flash-decoding), then heads. */
+  const ulong gs = g / num_qblocks;
+  const uint split = (uint)(gs % num_splits);
+  const ulong bh = gs / num_splits;
   const uint h = (uint)(bh % heads_q);
   const ulong b = bh / heads_q;
   const uint q0 = qb * BQ, r0 = ty * RM; /* this work-item's rows: r0 .. r0 + RM - 1 */
@@ -59,6 +64,9 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
   const long block_end = (long)min(q0 + BQ, seqlen_q) + shift;
   kv_end = block_end <= 0 ? 0u : (uint)min(block_end, (long)seqlen_kv);
 #endif
+  /* This work-group's split of the keys: [kv_lo, kv_end). */
+  const uint kv_lo = min(split * kv_per_split, kv_end);
+  kv_end = min(kv_end, kv_lo + kv_per_split);
 
   float m[RM], lpart[RM], acc[RM][DVP], s[RM][RN];
   for (uint i = 0; i < RM; i++) {
@@ -66,7 +74,7 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
     for (uint u = 0; u < DVP; u++) acc[i][u] = 0.0f;
   }
 
-  for (uint kv0 = 0; kv0 < kv_end; kv0 += BKV) {
+  for (uint kv0 = kv_lo; kv0 < kv_end; kv0 += BKV) {
     const uint nk = min((uint)BKV, kv_end - kv0);
     barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile's Ks, Vs, Ps, Red are consumed */
     for (uint i = lid; i < nk * (D / VEC); i += WG) {
@@ -144,13 +152,13 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
     for (uint t = 0; t < TX; t++) l += Red[(r0 + i) * TX + t];
     if (row < seqlen_q) {
       const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-      const ulong obase = o_off + b * o_sb + h * o_sh + (ulong)row * o_ss;
+      const ulong obase = o_off + split * o_split + b * o_sb + h * o_sh + (ulong)row * o_ss;
       for (uint u = 0; u < DVP; u++) {
         const uint c = tx + TX * u;
         if (c < DV) o[obase + c] = acc[i][u] * inv;
       }
       if (write_lse && tx == 0)
-        lse[(b * heads_q + h) * seqlen_q + row] = l > 0.0f ? (m[i] + log2(l)) * M_LN2_F : -INFINITY;
+        lse[lse_off + split * lse_split + (b * heads_q + h) * seqlen_q + row] = l > 0.0f ? (m[i] + log2(l)) * M_LN2_F : -INFINITY;
     }
   }
 }

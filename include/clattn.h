@@ -252,6 +252,9 @@ typedef struct clattn_plan_info {
   size_t standard_workspace_bytes; /* global memory the standard path holds at once: its S/P
                                       workspace plus CLBlast's temporary copies (budgeted) */
   size_t workspace_limit;          /* the context's limit on that */
+  unsigned kv_splits; /* fused: the keys are split into this many ranges computed by separate
+                         work-groups and merged by their LSE (flash-decoding), when the query
+                         blocks alone would leave compute units idle; 1: no split */
 } clattn_plan_info;
 
 /* Plan (and compile, so the work-group limits of the built kernel are known) without

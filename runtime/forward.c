@@ -33,11 +33,15 @@ clattn__class clattn__class_of(const clattn__shape *s) {
 
 clattn_status clattn__enqueue_forward(clattn_context *ctx, cl_command_queue queue, int in_order,
                                       const clattn__shape *s, const clattn__plan *p,
-                                      const clattn_tensor *q, const clattn_tensor *k,
-                                      const clattn_tensor *v, const clattn_tensor *o, cl_mem lse,
-                                      cl_uint num_wait, const cl_event *wait, cl_event *done) {
+                                      const clattn__split *split, const clattn_tensor *q,
+                                      const clattn_tensor *k, const clattn_tensor *v,
+                                      const clattn_tensor *o, cl_mem lse, cl_uint num_wait,
+                                      const cl_event *wait, cl_event *done) {
+  clattn__split none = {1, (unsigned)s->seqlen_kv, 0, 0, 0};
+  if (!split) split = &none;
   size_t nqb = (s->seqlen_q + p->cfg.bq - 1) / p->cfg.bq, groups;
-  if (__builtin_mul_overflow(nqb, s->heads_q, &groups) ||
+  if (__builtin_mul_overflow(nqb, split->count, &groups) ||
+      __builtin_mul_overflow(groups, s->heads_q, &groups) ||
       __builtin_mul_overflow(groups, s->batch, &groups))
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "batch * heads * query blocks overflows");
   args a = {p->kernel, 0, CL_SUCCESS};
@@ -51,6 +55,7 @@ clattn_status clattn__enqueue_forward(clattn_context *ctx, cl_command_queue queu
           nq = (cl_uint)s->seqlen_q, nkv = (cl_uint)s->seqlen_kv, nb = (cl_uint)nqb;
   cl_float scale_log2 = (cl_float)(s->scale * M_LOG2E);
   cl_int write_lse = lse != NULL;
+  cl_uint splits = split->count, per_split = split->kv_per_split;
   arg(&a, sizeof heads, &heads);
   arg(&a, sizeof group, &group);
   arg(&a, sizeof nq, &nq);
@@ -61,6 +66,13 @@ clattn_status clattn__enqueue_forward(clattn_context *ctx, cl_command_queue queu
   arg(&a, sizeof base, &base);
   arg(&a, sizeof scale_log2, &scale_log2);
   arg(&a, sizeof write_lse, &write_lse);
+  if (p->cfg.variant != 2) { /* forward_mma takes no split arguments (yet) */
+    arg(&a, sizeof splits, &splits);
+    arg(&a, sizeof per_split, &per_split);
+    arg(&a, sizeof split->o_split, &split->o_split);
+    arg(&a, sizeof split->lse_off, &split->lse_off);
+    arg(&a, sizeof split->lse_split, &split->lse_split);
+  }
   if (a.err != CL_SUCCESS) return clattn__fail_cl(ctx, a.err, "clSetKernelArg");
 
   size_t wg = clattn__config_work_group(&p->cfg);
@@ -113,9 +125,14 @@ clattn_status clattn_forward(clattn_context *ctx, const clattn_problem *problem,
   } else if (st == CLATTN_OK) {
     const clattn__plan *p;
     st = clattn__plan_for_grid(ctx, &s, &p);
-    if (st == CLATTN_OK)
-      st = clattn__enqueue_forward(ctx, ctx->queue, ctx->queue_in_order, &s, p, q, k, v, o, lse,
-                                   num_wait, wait, done);
+    unsigned per_split = 0,
+             splits = st == CLATTN_OK ? clattn__split_count(ctx, &s, p, &per_split) : 1;
+    if (st == CLATTN_OK && splits > 1)
+      st = clattn__forward_split(ctx, &s, p, splits, per_split, q, k, v, o, lse, num_wait, wait,
+                                 done);
+    else if (st == CLATTN_OK)
+      st = clattn__enqueue_forward(ctx, ctx->queue, ctx->queue_in_order, &s, p, NULL, q, k, v, o,
+                                   lse, num_wait, wait, done);
   }
   pthread_mutex_unlock(&ctx->lock);
   return st;
@@ -157,6 +174,14 @@ clattn_status clattn_explain(clattn_context *ctx, const clattn_problem *problem,
   if (st == CLATTN_OK) {
     memset(out, 0, sizeof *out);
     if (p) describe_plan(ctx, p, &s, out);
+    unsigned per_split;
+    out->kv_splits = p ? clattn__split_count(ctx, &s, p, &per_split) : 1;
+    if (out->kv_splits > 1) {
+      size_t len = strlen(out->reason);
+      snprintf(out->reason + len, sizeof out->reason - len,
+               "; keys split into %u ranges of %u, merged by LSE, to fill the compute units",
+               out->kv_splits, per_split);
+    }
     snprintf(out->algorithm, sizeof out->algorithm, "%s",
              s.algo == CLATTN_ALGO_FUSED ? "fused" : "standard");
     out->flops = clattn__forward_flops(&s);

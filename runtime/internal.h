@@ -171,7 +171,9 @@ struct clattn_context {
   cl_mem workspace;               /* the standard path's S/P workspace, grown on demand */
   size_t workspace_bytes;         /* its size */
   struct clattn__aux_kernel *aux; /* kernels of the standard path, by build options */
-  cl_event *step_marks;           /* markers around the last standard call's steps, 4 a chunk */
+  cl_mem split_ws;                /* partial outputs of split-key calls, grown on demand */
+  size_t split_ws_bytes;
+  cl_event *step_marks; /* markers around the last standard call's steps, 4 a chunk */
   size_t step_marks_count;
 };
 
@@ -241,12 +243,35 @@ clattn__class clattn__class_of(const clattn__shape *s);
  * Overrides are kept as given. */
 clattn_status clattn__plan_for_grid(clattn_context *ctx, const clattn__shape *s,
                                     const clattn__plan **out);
-/* Sets the kernel's arguments and enqueues it on queue (in one or several launches). */
+/* Keys split into ranges computed by separate work-groups (flash-decoding), each writing its
+ * partial O and LSE into a workspace that a merge kernel combines (split.c). */
+typedef struct clattn__split {
+  unsigned count;        /* ranges; 1: none */
+  unsigned kv_per_split; /* keys per range, a multiple of the config's key tile */
+  cl_ulong o_split;      /* elements between the ranges' partial outputs */
+  cl_ulong lse_off;      /* where the partial LSEs start in the lse buffer */
+  cl_ulong lse_split;    /* elements between the ranges' partial LSEs */
+} clattn__split;
+
+/* Sets the kernel's arguments and enqueues it on queue (in one or several launches). split NULL:
+ * no split, O and LSE written to o and lse. */
 clattn_status clattn__enqueue_forward(clattn_context *ctx, cl_command_queue queue, int in_order,
                                       const clattn__shape *s, const clattn__plan *p,
-                                      const clattn_tensor *q, const clattn_tensor *k,
-                                      const clattn_tensor *v, const clattn_tensor *o, cl_mem lse,
-                                      cl_uint num_wait, const cl_event *wait, cl_event *done);
+                                      const clattn__split *split, const clattn_tensor *q,
+                                      const clattn_tensor *k, const clattn_tensor *v,
+                                      const clattn_tensor *o, cl_mem lse, cl_uint num_wait,
+                                      const cl_event *wait, cl_event *done);
+/* How many key ranges a problem's plan should split into (1: none): only where the work-groups
+ * of query blocks leave compute units idle, the keys are many, the kernel supports it (not
+ * forward_mma yet) and the queue is in order (the workspace is reused call after call). */
+unsigned clattn__split_count(const clattn_context *ctx, const clattn__shape *s,
+                             const clattn__plan *p, unsigned *kv_per_split);
+/* The split path: the kernel into the context's split workspace, then the merge into o, lse. */
+clattn_status clattn__forward_split(clattn_context *ctx, const clattn__shape *s,
+                                    const clattn__plan *p, unsigned count, unsigned kv_per_split,
+                                    const clattn_tensor *q, const clattn_tensor *k,
+                                    const clattn_tensor *v, const clattn_tensor *o, cl_mem lse,
+                                    cl_uint num_wait, const cl_event *wait, cl_event *done);
 
 /* ---- traffic model (traffic.c) ---- */
 
@@ -282,6 +307,7 @@ clattn_status clattn__standard_forward(clattn_context *ctx, const clattn__shape 
                                        const clattn_tensor *q, const clattn_tensor *k,
                                        const clattn_tensor *v, const clattn_tensor *o, cl_mem lse,
                                        cl_uint num_wait, const cl_event *wait, cl_event *done);
+void clattn__split_release(clattn_context *ctx);
 void clattn__standard_release(clattn_context *ctx);
 
 #endif

@@ -1,0 +1,124 @@
+/* Split keys (flash-decoding): when a problem's query blocks give fewer work-groups than the
+ * device has compute units (a few queries against a long KV cache, as in decoding), the keys
+ * are cut into ranges that separate work-groups compute, each writing its partial O and LSE to a
+ * workspace; cl/merge.cl combines them into the caller's O and LSE. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_SPLITS 64
+#define GROUPS_PER_LAUNCH ((size_t)1 << 20)
+
+unsigned clattn__split_count(const clattn_context *ctx, const clattn__shape *s,
+                             const clattn__plan *p, unsigned *kv_per_split) {
+  size_t units = ctx->device.compute_units, bkv = p->cfg.bkv;
+  size_t groups = (s->seqlen_q + p->cfg.bq - 1) / p->cfg.bq * s->batch * s->heads_q;
+  *kv_per_split = (unsigned)s->seqlen_kv;
+  /* forward_mma has no split arguments yet; the workspace is reused call after call, which an
+   * out-of-order queue would race on; an override is run as given. */
+  if (p->cfg.variant == 2 || !ctx->queue_in_order || !strcmp(p->origin, "override") ||
+      groups >= units || s->seqlen_kv < 4 * bkv)
+    return 1;
+  size_t want = (units + groups - 1) / groups, most = s->seqlen_kv / (2 * bkv); /* >= 2 tiles */
+  size_t count = want < most ? want : most;
+  if (count > MAX_SPLITS) count = MAX_SPLITS;
+  if (count < 2) return 1;
+  size_t per = (s->seqlen_kv + count - 1) / count;
+  per = (per + bkv - 1) / bkv * bkv;
+  *kv_per_split = (unsigned)per;
+  return (unsigned)((s->seqlen_kv + per - 1) / per);
+}
+
+static clattn_status merge_kernel(clattn_context *ctx, cl_kernel *out) {
+  char *src = NULL;
+  clattn_status st = clattn__kernel_source(ctx, "merge.cl", &src);
+  cl_program prog = NULL;
+  if (st == CLATTN_OK) st = clattn__build(ctx, src, "-cl-std=CL1.2", &prog);
+  free(src);
+  if (st != CLATTN_OK) return st;
+  cl_int err;
+  *out = clCreateKernel(prog, "merge_splits", &err);
+  return err == CL_SUCCESS ? CLATTN_OK : clattn__fail_cl(ctx, err, "clCreateKernel(merge_splits)");
+}
+
+static clattn_status ensure_split_ws(clattn_context *ctx, size_t bytes) {
+  if (ctx->split_ws_bytes >= bytes) return CLATTN_OK;
+  if (ctx->split_ws) clReleaseMemObject(ctx->split_ws);
+  ctx->split_ws_bytes = 0;
+  cl_int err;
+  ctx->split_ws = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, bytes, NULL, &err);
+  if (err != CL_SUCCESS) {
+    ctx->split_ws = NULL;
+    return clattn__fail(
+        ctx, CLATTN_ERR_OUT_OF_RESOURCES,
+        "split keys: cannot allocate the %zu-byte workspace of partial results (%s)", bytes,
+        clattn__cl_error_name(err));
+  }
+  ctx->split_ws_bytes = bytes;
+  return CLATTN_OK;
+}
+
+clattn_status clattn__forward_split(clattn_context *ctx, const clattn__shape *s,
+                                    const clattn__plan *p, unsigned count, unsigned kv_per_split,
+                                    const clattn_tensor *q, const clattn_tensor *k,
+                                    const clattn_tensor *v, const clattn_tensor *o, cl_mem lse,
+                                    cl_uint num_wait, const cl_event *wait, cl_event *done) {
+  size_t rows = s->batch * s->heads_q * s->seqlen_q, bytes;
+  if (__builtin_mul_overflow(rows, (size_t)count * (s->dv + 1) * sizeof(float), &bytes))
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "split keys: workspace size overflows");
+  cl_kernel merge = NULL;
+  clattn_status st = merge_kernel(ctx, &merge);
+  if (st == CLATTN_OK) st = ensure_split_ws(ctx, bytes);
+  if (st != CLATTN_OK) {
+    if (merge) clReleaseKernel(merge);
+    return st;
+  }
+  /* Partial outputs packed [range][batch][head][query][dv], then the partial LSEs. */
+  clattn_tensor part = {ctx->split_ws, 0, s->heads_q * s->seqlen_q * s->dv, s->dv,
+                        s->seqlen_q * s->dv};
+  clattn__split sp = {count, kv_per_split, rows * s->dv, (cl_ulong)count * rows * s->dv, rows};
+  st = clattn__enqueue_forward(ctx, ctx->queue, 1, s, p, &sp, q, k, v, &part, ctx->split_ws,
+                               num_wait, wait, NULL);
+  cl_ulong lse_off = sp.lse_off, n_rows = rows,
+           view[4] = {o->offset, o->stride_batch, o->stride_seq, o->stride_head};
+  cl_uint splits = count, dv = (cl_uint)s->dv, heads = (cl_uint)s->heads_q,
+          nq = (cl_uint)s->seqlen_q;
+  cl_int write_lse = lse != NULL, err = CL_SUCCESS;
+  cl_mem out_lse = lse ? lse : ctx->split_ws; /* any valid buffer when unused */
+  const void *args[] = {&ctx->split_ws, &lse_off, &splits,  &n_rows, &dv, &o->buffer, &view[0],
+                        &view[1],       &view[2], &view[3], &heads,  &nq, &out_lse,   &write_lse};
+  const size_t sizes[] = {sizeof(cl_mem), 8, 4, 8, 4, sizeof(cl_mem), 8, 8, 8, 8, 4, 4,
+                          sizeof(cl_mem), 4};
+  for (cl_uint i = 0; st == CLATTN_OK && err == CL_SUCCESS && i < 14; i++)
+    err = clSetKernelArg(merge, i, sizes[i], args[i]);
+  size_t items = rows * s->dv;
+  cl_event last = NULL; /* of the previous launch: only released */
+  for (size_t first = 0; st == CLATTN_OK && err == CL_SUCCESS && first < items;
+       first += GROUPS_PER_LAUNCH) {
+    size_t n = items - first < GROUPS_PER_LAUNCH ? items - first : GROUPS_PER_LAUNCH;
+    cl_ulong base = first;
+    err = clSetKernelArg(merge, 14, sizeof base, &base);
+    if (last) clReleaseEvent(last), last = NULL;
+    if (err == CL_SUCCESS)
+      err = clEnqueueNDRangeKernel(ctx->queue, merge, 1, NULL, &n, NULL, 0, NULL, &last);
+  }
+  clReleaseKernel(merge);
+  if (st == CLATTN_OK && err != CL_SUCCESS) st = clattn__fail_cl(ctx, err, "merge_splits");
+  if (last) clReleaseEvent(last);
+  /* A marker, not the merge's event: the call is several kernels, and its timing (profiling of
+   * done from a marker before the call) must cover them all. */
+  if (st == CLATTN_OK && done) {
+    err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, done);
+    if (err != CL_SUCCESS) st = clattn__fail_cl(ctx, err, "clEnqueueMarkerWithWaitList");
+  }
+  clFlush(ctx->queue);
+  return st;
+}
+
+void clattn__split_release(clattn_context *ctx) {
+  if (ctx->split_ws) clReleaseMemObject(ctx->split_ws);
+  ctx->split_ws = NULL;
+  ctx->split_ws_bytes = 0;
+}

@@ -1,0 +1,110 @@
+/* Split keys (flash-decoding): a few queries against many keys run as key ranges merged by
+ * their LSE. Through the public API where the device has idle compute units, and forced through
+ * the internal entry on shapes where ranges are empty for some rows or rows see no key. */
+#include "common.h"
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+Test(split, decode_is_split_and_exact) {
+  clattn_context *ctx = test_context(NULL);
+  clattn_problem p = {0};
+  p.batch = 1, p.heads_q = 1, p.seqlen_q = 1, p.seqlen_kv = 1000, p.head_dim = 64;
+  clattn_plan_info info;
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK, "%s", clattn_last_error(ctx));
+  unsigned units = 0;
+  clGetDeviceInfo(clattn_context_device(ctx), CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units,
+                  NULL);
+  if (units >= 2) {
+    cr_assert_geq(info.kv_splits, 2, "one work-group on %u compute units", units);
+    cr_assert(strstr(info.reason, "keys split"), "%s", info.reason);
+  }
+  test_forward_shape(&p, 0, 0, 1, NULL);
+  p.flags = CLATTN_CAUSAL, p.seqlen_q = 3, p.head_dim = 59;
+  test_forward_shape(&p, 1, 7, 1, NULL);
+  /* Enough heads for the compute units: no split. */
+  p.heads_q = 4 * (units ? units : 1);
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
+  cr_assert_eq(info.kv_splits, 1);
+  clattn_context_destroy(ctx);
+}
+
+/* Packed [B][S][H][D] data, a forced split of 32-key ranges, against the references. */
+static void forced(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d, size_t dv,
+                   unsigned flags) {
+  clattn_context *ctx = test_context(NULL);
+  clattn_problem p = {0};
+  p.batch = b, p.heads_q = hq, p.heads_kv = hkv, p.seqlen_q = nq, p.seqlen_kv = nkv;
+  p.head_dim = d, p.head_dim_v = dv, p.flags = flags;
+  clattn__shape s;
+  cr_assert_eq(clattn__shape_from_problem(ctx, &p, &s), CLATTN_OK);
+  const clattn__plan *plan;
+  cr_assert_eq(clattn__plan_for_grid(ctx, &s, &plan), CLATTN_OK, "%s", clattn_last_error(ctx));
+  unsigned per = plan->cfg.bkv, count = (unsigned)((nkv + per - 1) / per);
+  size_t nqe = b * nq * hq * d, nke = b * nkv * s.heads_kv * d, nve = b * nkv * s.heads_kv * s.dv,
+         noe = b * nq * hq * s.dv, rows = b * hq * nq;
+  float *hq_ = malloc(nqe * 4), *hk = malloc(nke * 4), *hv = malloc(nve * 4);
+  uint64_t rng = 12345;
+  ref_fill_normal(hq_, nqe, &rng), ref_fill_normal(hk, nke, &rng), ref_fill_normal(hv, nve, &rng);
+  cl_int err;
+  cl_context cl = clattn_context_cl_context(ctx);
+  cl_mem bq = clCreateBuffer(cl, CL_MEM_COPY_HOST_PTR, nqe * 4, hq_, &err);
+  cl_mem bk = clCreateBuffer(cl, CL_MEM_COPY_HOST_PTR, nke * 4, hk, &err);
+  cl_mem bv = clCreateBuffer(cl, CL_MEM_COPY_HOST_PTR, nve * 4, hv, &err);
+  cl_mem bo = test_buffer(ctx, noe, NAN), bl = test_buffer(ctx, rows, NAN);
+  clattn_tensor tq = clattn_bshd(bq, nq, hq, d), tk = clattn_bshd(bk, nkv, s.heads_kv, d),
+                tv = clattn_bshd(bv, nkv, s.heads_kv, s.dv), to = clattn_bshd(bo, nq, hq, s.dv);
+  cl_event done = NULL;
+  cr_assert_eq(
+      clattn__forward_split(ctx, &s, plan, count, per, &tq, &tk, &tv, &to, bl, 0, NULL, &done),
+      CLATTN_OK, "%s", clattn_last_error(ctx));
+  clWaitForEvents(1, &done);
+  clReleaseEvent(done);
+  float *got = malloc(noe * 4), *lse = malloc(rows * 4), *n32 = malloc(noe * 4),
+        *l32 = malloc(rows * 4);
+  double *ref = malloc(noe * 8), *lref = malloc(rows * 8);
+  cl_command_queue queue = clattn_context_queue(ctx);
+  clEnqueueReadBuffer(queue, bo, CL_TRUE, 0, noe * 4, got, 0, NULL, NULL);
+  clEnqueueReadBuffer(queue, bl, CL_TRUE, 0, rows * 4, lse, 0, NULL, NULL);
+  ref_view vq = {hq_, 0, tq.stride_batch, tq.stride_seq, tq.stride_head};
+  ref_view vk = {hk, 0, tk.stride_batch, tk.stride_seq, tk.stride_head};
+  ref_view vv = {hv, 0, tv.stride_batch, tv.stride_seq, tv.stride_head};
+  ref_forward_f64(&p, vq, vk, vv, ref, lref);
+  ref_forward_f32(&p, vq, vk, vv, n32, l32);
+  double err_o = 0, naive_o = 0, err_l = 0, naive_l = 0;
+  for (size_t bb = 0; bb < b; bb++)
+    for (size_t h = 0; h < hq; h++)
+      for (size_t i = 0; i < nq; i++) {
+        size_t r = (bb * hq + h) * nq + i;
+        for (size_t c = 0; c < s.dv; c++) {
+          double x = got[((bb * nq + i) * hq + h) * s.dv + c];
+          err_o = fmax(err_o, isfinite(x) ? fabs(x - ref[r * s.dv + c]) : INFINITY);
+          naive_o = fmax(naive_o, fabs(n32[r * s.dv + c] - ref[r * s.dv + c]));
+        }
+        if (isinf(lref[r])) {
+          cr_assert(isinf(lse[r]) && lse[r] < 0, "row %zu sees no key: LSE %g", r, lse[r]);
+        } else {
+          err_l = fmax(err_l, isfinite(lse[r]) ? fabs(lse[r] - lref[r]) : INFINITY);
+          naive_l = fmax(naive_l, fabs(l32[r] - lref[r]));
+        }
+      }
+  cr_assert_leq(err_o, 2 * naive_o + 1e-6, "O error %g, naive %g (%u ranges)", err_o, naive_o,
+                count);
+  cr_assert_leq(err_l, 2 * naive_l + 1e-6, "LSE error %g, naive %g", err_l, naive_l);
+  free(hq_), free(hk), free(hv), free(got), free(lse), free(n32), free(l32), free(ref), free(lref);
+  cl_mem m[] = {bq, bk, bv, bo, bl};
+  for (int i = 0; i < 5; i++) clReleaseMemObject(m[i]);
+  clattn_context_destroy(ctx);
+}
+
+Test(split, ranges_empty_for_early_causal_rows) {
+  forced(1, 2, 0, 200, 300, 64, 0, CLATTN_CAUSAL);
+}
+Test(split, rows_that_see_no_key) {
+  forced(1, 1, 0, 300, 100, 32, 0, CLATTN_CAUSAL);
+}
+Test(split, gqa_odd_dims) {
+  forced(2, 4, 2, 17, 250, 59, 40, 0);
+}
