@@ -238,7 +238,8 @@ typedef struct clattn_plan_info {
   char reason[320];       /* why these tiles, in words */
 
   /* The global-memory traffic model (the HBM analogue), in bytes. Fused: Q and O once, K and V
-   * once per query block (per work-group that stages them, per work-item that does not), LSE.
+   * once per query block (per work-group that stages them, per work-item that does not), LSE,
+   * and with split keys the ranges' partial O and LSE written and read back.
    * Standard: Q, K and V once, S written and read, P written and read, O and LSE. */
   char algorithm[16];      /* what clattn_forward would run: "fused" or "standard" */
   double fused_read_bytes; /* 0 when the fused path cannot run the problem */

@@ -177,6 +177,11 @@ clattn_status clattn_explain(clattn_context *ctx, const clattn_problem *problem,
     unsigned per_split;
     out->kv_splits = p ? clattn__split_count(ctx, &s, p, &per_split) : 1;
     if (out->kv_splits > 1) {
+      /* The ranges' partial O and LSE are written, then read by the merge. */
+      double part = (double)out->kv_splits * (double)s.batch * (double)s.heads_q *
+                    (double)s.seqlen_q * (double)(s.dv + 1) * sizeof(float);
+      out->fused_write_bytes += part;
+      out->fused_read_bytes += part;
       size_t len = strlen(out->reason);
       snprintf(out->reason + len, sizeof out->reason - len,
                "; keys split into %u ranges of %u, merged by LSE, to fill the compute units",
