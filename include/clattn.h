@@ -179,6 +179,25 @@ CLATTN_API clattn_status clattn_forward(clattn_context *ctx, const clattn_proble
                                         const clattn_tensor *v, const clattn_tensor *o, cl_mem lse,
                                         cl_uint num_wait, const cl_event *wait, cl_event *done);
 
+/* Enqueue the gradients dq, dk, dv of attention for the upstream gradient d_o, given the
+ * forward call's inputs, its output o and its lse (required). The pass recomputes S and P from
+ * q, k and lse instead of storing them (FlashAttention-2's backward). dq is a view like q, d_o
+ * like o, dk and dv like k and v (GQA/MQA: summed over the query heads of each group). The
+ * outputs are overwritten (not accumulated into) and must not overlap any input or each other.
+ * Rows whose lse is -inf (they saw no key) contribute nothing.
+ * Deterministic: every output element is computed by one work-item in a fixed order, without
+ * atomics, so results are bitwise identical run to run on a device.
+ * Needs an in-order queue. Fused only: CLATTN_ALGO_STANDARD is UNSUPPORTED for now.
+ * Errors: as clattn_forward's, plus INVALID_ARGUMENT for a NULL or too small lse, a d_o, dq, dk
+ * or dv view outside its buffer, or overlapping outputs. Thread safe. */
+CLATTN_API clattn_status clattn_backward(clattn_context *ctx, const clattn_problem *problem,
+                                         const clattn_tensor *q, const clattn_tensor *k,
+                                         const clattn_tensor *v, const clattn_tensor *o,
+                                         const clattn_tensor *d_o, cl_mem lse,
+                                         const clattn_tensor *dq, const clattn_tensor *dk,
+                                         const clattn_tensor *dv, cl_uint num_wait,
+                                         const cl_event *wait, cl_event *done);
+
 /* A tile config of the forward kernel (what the tuner varies). */
 typedef struct clattn_config {
   char kernel[32];          /* kernel variant: "forward_rows" (one query row per work-item,

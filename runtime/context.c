@@ -234,6 +234,7 @@ void clattn_context_destroy(clattn_context *ctx) {
   free(ctx->diagnostics);
   clattn__standard_release(ctx);
   clattn__split_release(ctx);
+  clattn__backward_release(ctx);
   clattn__program_cache_release(ctx);
   for (clattn__thread_error *e = ctx->errors, *next; e; e = next) {
     next = e->next;

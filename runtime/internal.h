@@ -171,7 +171,10 @@ struct clattn_context {
   cl_mem workspace;               /* the standard path's S/P workspace, grown on demand */
   size_t workspace_bytes;         /* its size */
   struct clattn__aux_kernel *aux; /* kernels of the standard path, by build options */
-  cl_mem split_ws;                /* partial outputs of split-key calls, grown on demand */
+  cl_mem bwd_ws;                  /* the backward pass's rowsum(dO o O), grown on demand */
+  size_t bwd_ws_bytes;
+  struct clattn__bwd_plan *bwd_plans; /* compiled backward kernels, by problem class */
+  cl_mem split_ws;                    /* partial outputs of split-key calls, grown on demand */
   size_t split_ws_bytes;
   cl_event *step_marks; /* markers around the last standard call's steps, 4 a chunk */
   size_t step_marks_count;
@@ -207,6 +210,15 @@ clattn_status clattn__check_forward_tensors(clattn_context *ctx, const clattn__s
                                             const clattn_tensor *q, const clattn_tensor *k,
                                             const clattn_tensor *v, const clattn_tensor *o,
                                             cl_mem lse);
+
+/* The backward call's tensors: the forward checks (LSE required), d_o like o, dq like q, dk and
+ * dv like k and v, the outputs overlapping no input and no other output. */
+clattn_status clattn__check_backward_tensors(clattn_context *ctx, const clattn__shape *s,
+                                             const clattn_tensor *q, const clattn_tensor *k,
+                                             const clattn_tensor *v, const clattn_tensor *o,
+                                             const clattn_tensor *d_o, cl_mem lse,
+                                             const clattn_tensor *dq, const clattn_tensor *dk,
+                                             const clattn_tensor *dv);
 
 /* ---- planning (plan.c) ---- */
 
@@ -308,6 +320,7 @@ clattn_status clattn__standard_forward(clattn_context *ctx, const clattn__shape 
                                        const clattn_tensor *v, const clattn_tensor *o, cl_mem lse,
                                        cl_uint num_wait, const cl_event *wait, cl_event *done);
 void clattn__split_release(clattn_context *ctx);
+void clattn__backward_release(clattn_context *ctx);
 void clattn__standard_release(clattn_context *ctx);
 
 #endif

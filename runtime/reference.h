@@ -32,4 +32,12 @@ void ref_row_f64(const clattn_problem *p, ref_view q, ref_view k, ref_view v, si
 void ref_row_f32(const clattn_problem *p, ref_view q, ref_view k, ref_view v, size_t b, size_t h,
                  size_t i, float *o_row, float *lse);
 
+/* Gradients for the upstream gradient d_o (a view like O): dq packed [batch][heads_q][seqlen_q]
+ * [head_dim], dk [batch][heads_kv][seqlen_kv][head_dim], dv [...][head_dim_v]
+ * (runtime/reference_bwd.c). */
+void ref_backward_f64(const clattn_problem *p, ref_view q, ref_view k, ref_view v, ref_view d_o,
+                      double *dq, double *dk, double *dv);
+void ref_backward_f32(const clattn_problem *p, ref_view q, ref_view k, ref_view v, ref_view d_o,
+                      float *dq, float *dk, float *dv);
+
 #endif

@@ -162,3 +162,46 @@ clattn_status clattn__check_forward_tensors(clattn_context *ctx, const clattn__s
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "lse overlaps an input tensor");
   return CLATTN_OK;
 }
+
+clattn_status clattn__check_backward_tensors(clattn_context *ctx, const clattn__shape *s,
+                                             const clattn_tensor *q, const clattn_tensor *k,
+                                             const clattn_tensor *v, const clattn_tensor *o,
+                                             const clattn_tensor *d_o, cl_mem lse,
+                                             const clattn_tensor *dq, const clattn_tensor *dk,
+                                             const clattn_tensor *dv) {
+  if (!lse && !s->empty)
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                        "lse is NULL: the backward pass needs the forward's log-sum-exp, fp32 "
+                        "[batch][heads_q][seqlen_q]");
+  clattn_status st = clattn__check_forward_tensors(ctx, s, q, k, v, o, s->empty ? NULL : lse);
+  if (st != CLATTN_OK) return st;
+  region rq, rk, rv, ro, rg, rl = {0}, rdq, rdk, rdv;
+  size_t nq = s->empty ? 0 : s->seqlen_q, nkv = s->seqlen_kv, b = s->batch;
+  size_t heads = s->heads_q ? s->heads_kv : 0;
+  if ((st = check_view(ctx, "q", q, b, nq, s->heads_q, s->d, &rq)) ||
+      (st = check_view(ctx, "k", k, b, nkv, heads, s->d, &rk)) ||
+      (st = check_view(ctx, "v", v, b, nkv, heads, s->dv, &rv)) ||
+      (st = check_view(ctx, "o", o, b, nq, s->heads_q, s->dv, &ro)) ||
+      (st = check_view(ctx, "d_o", d_o, b, nq, s->heads_q, s->dv, &rg)) ||
+      (st = check_view(ctx, "dq", dq, b, nq, s->heads_q, s->d, &rdq)) ||
+      (st = check_view(ctx, "dk", dk, b, nkv, heads, s->d, &rdk)) ||
+      (st = check_view(ctx, "dv", dv, b, nkv, heads, s->dv, &rdv)))
+    return st;
+  if (lse && !s->empty) {
+    rl.hi = b * s->heads_q * s->seqlen_q * sizeof(float);
+    if ((st = check_buffer(ctx, "lse", lse, rl.hi, &rl))) return st;
+  }
+  const region *outs[] = {&rdq, &rdk, &rdv}, *all[] = {&rq, &rk, &rv, &ro, &rg, &rl};
+  const char *out_names[] = {"dq", "dk", "dv"}, *names[] = {"q", "k", "v", "o", "d_o", "lse"};
+  for (int i = 0; i < 3; i++) {
+    for (int j = 0; j < 6; j++)
+      if (overlap(outs[i], all[j]))
+        return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "%s overlaps %s in the same buffer",
+                            out_names[i], names[j]);
+    for (int j = i + 1; j < 3; j++)
+      if (overlap(outs[i], outs[j]))
+        return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "%s overlaps %s in the same buffer",
+                            out_names[i], out_names[j]);
+  }
+  return CLATTN_OK;
+}

@@ -1,0 +1,179 @@
+/* Attention backward (FlashAttention-2's order, recomputing S and P from Q, K and the forward's
+ * LSE instead of storing them), in three kernels without atomics:
+ *   bwd_rowdot: D = rowsum(dO o O), one work-item per query row;
+ *   bwd_dkdv:   one work-group per (key block, batch, K/V head); a work-item owns one key and
+ *               accumulates its dK and dV over the query heads of its GQA group and their query
+ *               blocks (staged in local memory), in a fixed order;
+ *   bwd_dq:     one work-group per (query block, batch, head); a work-item owns one query row
+ *               and accumulates its dQ over the key blocks (staged in local memory).
+ * Every output element is written by one work-item after a loop of fixed order, so results are
+ * bitwise identical run to run. With P = exp(S - LSE): dV += P dO, dP = dO V^T,
+ * dS = P (dP - D), dK += scale dS Q, dQ += scale dS K. A row whose LSE is -inf saw no key and
+ * contributes nothing (exp(S - LSE) is never evaluated for it).
+ * Defines: D, DV head dims; BQ, BKV block sizes (the work-group sizes of bwd_dq and bwd_dkdv);
+ * CAUSAL (bottom-right aligned). */
+
+__kernel void bwd_rowdot(__global const float *o, ulong o_off, ulong o_sb, ulong o_ss, ulong o_sh,
+                         __global const float *d_o, ulong g_off, ulong g_sb, ulong g_ss,
+                         ulong g_sh, __global float *drow, uint heads_q, uint seqlen_q,
+                         ulong base) {
+  const ulong r = base + get_global_id(0);
+  const uint i = (uint)(r % seqlen_q);
+  const ulong bh = r / seqlen_q;
+  const uint h = (uint)(bh % heads_q);
+  const ulong b = bh / heads_q;
+  const ulong ob = o_off + b * o_sb + (ulong)i * o_ss + h * o_sh;
+  const ulong gb = g_off + b * g_sb + (ulong)i * g_ss + h * g_sh;
+  float acc = 0.0f;
+  for (uint c = 0; c < DV; c++) acc = fma(o[ob + c], d_o[gb + c], acc);
+  drow[r] = acc;
+}
+
+__kernel __attribute__((reqd_work_group_size(BKV, 1, 1))) void
+bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
+         __global const float *k, ulong k_off, ulong k_sb, ulong k_ss, ulong k_sh,
+         __global const float *v, ulong v_off, ulong v_sb, ulong v_ss, ulong v_sh,
+         __global const float *d_o, ulong g_off, ulong g_sb, ulong g_ss, ulong g_sh,
+         __global const float *lse, __global const float *drow, __global float *dk,
+         ulong dk_off, ulong dk_sb, ulong dk_ss, ulong dk_sh, __global float *dv, ulong dv_off,
+         ulong dv_sb, ulong dv_ss, ulong dv_sh, uint heads_q, uint heads_kv, uint seqlen_q,
+         uint seqlen_kv, uint num_kblocks, float scale, ulong group_base) {
+  __local float Qs[BQ * D];
+  __local float Gs[BQ * DV];
+  __local float Ls[BQ], Ds[BQ];
+  const uint lid = get_local_id(0);
+  const ulong gid = group_base + get_group_id(0);
+  const uint kb = (uint)(gid % num_kblocks);
+  const ulong bhk = gid / num_kblocks;
+  const uint hk = (uint)(bhk % heads_kv);
+  const ulong b = bhk / heads_kv;
+  const uint j = kb * BKV + lid; /* this work-item's key */
+  const bool key = j < seqlen_kv;
+  const uint group = heads_q / heads_kv;
+  const long shift = (long)seqlen_kv - (long)seqlen_q;
+
+  float kj[D], vj[DV], dkj[D], dvj[DV];
+  const ulong kbase = k_off + b * k_sb + (ulong)(key ? j : 0) * k_ss + hk * k_sh;
+  const ulong vbase = v_off + b * v_sb + (ulong)(key ? j : 0) * v_ss + hk * v_sh;
+  for (uint c = 0; c < D; c++) kj[c] = key ? k[kbase + c] : 0.0f, dkj[c] = 0.0f;
+  for (uint c = 0; c < DV; c++) vj[c] = key ? v[vbase + c] : 0.0f, dvj[c] = 0.0f;
+
+  /* Rows before the first that sees this block's first key see none of it. */
+  uint q_first = 0;
+#if CAUSAL
+  const long first = (long)(kb * BKV) - shift;
+  q_first = first <= 0 ? 0u : (uint)min(first, (long)seqlen_q) / BQ * BQ;
+#endif
+  for (uint hh = 0; hh < group; hh++) {
+    const uint h = hk * group + hh;
+    const ulong qbase = q_off + b * q_sb + h * q_sh, gbase = g_off + b * g_sb + h * g_sh;
+    const ulong rbase = (b * heads_q + h) * seqlen_q;
+    for (uint q0 = q_first; q0 < seqlen_q; q0 += BQ) {
+      const uint nr = min((uint)BQ, seqlen_q - q0);
+      barrier(CLK_LOCAL_MEM_FENCE);
+      for (uint t = lid; t < BQ * D; t += BKV) {
+        const uint r = t / D, c = t % D;
+        Qs[t] = r < nr ? q[qbase + (ulong)(q0 + r) * q_ss + c] : 0.0f;
+      }
+      for (uint t = lid; t < BQ * DV; t += BKV) {
+        const uint r = t / DV, c = t % DV;
+        Gs[t] = r < nr ? d_o[gbase + (ulong)(q0 + r) * g_ss + c] : 0.0f;
+      }
+      for (uint r = lid; r < BQ; r += BKV) {
+        Ls[r] = r < nr ? lse[rbase + q0 + r] : -INFINITY;
+        Ds[r] = r < nr ? drow[rbase + q0 + r] : 0.0f;
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (!key) continue;
+      for (uint r = 0; r < nr; r++) {
+        if (Ls[r] == -INFINITY) continue;
+#if CAUSAL
+        if ((long)j > (long)(q0 + r) + shift) continue;
+#endif
+        float s = 0.0f;
+        for (uint c = 0; c < D; c++) s = fma(Qs[r * D + c], kj[c], s);
+        const float p = exp(s * scale - Ls[r]);
+        float dp = 0.0f;
+        for (uint c = 0; c < DV; c++) {
+          dp = fma(Gs[r * DV + c], vj[c], dp);
+          dvj[c] = fma(p, Gs[r * DV + c], dvj[c]);
+        }
+        const float ds = p * (dp - Ds[r]);
+        for (uint c = 0; c < D; c++) dkj[c] = fma(ds, Qs[r * D + c], dkj[c]);
+      }
+    }
+  }
+  if (key) {
+    const ulong kb_out = dk_off + b * dk_sb + (ulong)j * dk_ss + hk * dk_sh;
+    const ulong vb_out = dv_off + b * dv_sb + (ulong)j * dv_ss + hk * dv_sh;
+    for (uint c = 0; c < D; c++) dk[kb_out + c] = dkj[c] * scale;
+    for (uint c = 0; c < DV; c++) dv[vb_out + c] = dvj[c];
+  }
+}
+
+__kernel __attribute__((reqd_work_group_size(BQ, 1, 1))) void
+bwd_dq(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
+       __global const float *k, ulong k_off, ulong k_sb, ulong k_ss, ulong k_sh,
+       __global const float *v, ulong v_off, ulong v_sb, ulong v_ss, ulong v_sh,
+       __global const float *d_o, ulong g_off, ulong g_sb, ulong g_ss, ulong g_sh,
+       __global const float *lse, __global const float *drow, __global float *dq, ulong dq_off,
+       ulong dq_sb, ulong dq_ss, ulong dq_sh, uint heads_q, uint heads_kv, uint seqlen_q,
+       uint seqlen_kv, uint num_qblocks, float scale, ulong group_base) {
+  __local float Ks[BKV * D];
+  __local float Vs[BKV * DV];
+  const uint lid = get_local_id(0);
+  const ulong gid = group_base + get_group_id(0);
+  const uint qb = (uint)(gid % num_qblocks);
+  const ulong bh = gid / num_qblocks;
+  const uint h = (uint)(bh % heads_q);
+  const ulong b = bh / heads_q;
+  const uint hk = h / (heads_q / heads_kv);
+  const uint i = qb * BQ + lid; /* this work-item's query row */
+  const bool row = i < seqlen_q;
+  const long shift = (long)seqlen_kv - (long)seqlen_q;
+  const ulong r = (b * heads_q + h) * seqlen_q + (row ? i : 0);
+  const float li = row ? lse[r] : -INFINITY, di = row ? drow[r] : 0.0f;
+
+  float qi[D], gi[DV], dqi[D];
+  const ulong qbase = q_off + b * q_sb + (ulong)(row ? i : 0) * q_ss + h * q_sh;
+  const ulong gbase = g_off + b * g_sb + (ulong)(row ? i : 0) * g_ss + h * g_sh;
+  for (uint c = 0; c < D; c++) qi[c] = row ? q[qbase + c] : 0.0f, dqi[c] = 0.0f;
+  for (uint c = 0; c < DV; c++) gi[c] = row ? d_o[gbase + c] : 0.0f;
+
+  uint kv_end = seqlen_kv;
+#if CAUSAL
+  const long block_end = (long)min(qb * BQ + BQ, seqlen_q) + shift;
+  kv_end = block_end <= 0 ? 0u : (uint)min(block_end, (long)seqlen_kv);
+#endif
+  const ulong kb0 = k_off + b * k_sb + hk * k_sh, vb0 = v_off + b * v_sb + hk * v_sh;
+  for (uint kv0 = 0; kv0 < kv_end; kv0 += BKV) {
+    const uint nk = min((uint)BKV, kv_end - kv0);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint t = lid; t < BKV * D; t += BQ) {
+      const uint jj = t / D, c = t % D;
+      Ks[t] = jj < nk ? k[kb0 + (ulong)(kv0 + jj) * k_ss + c] : 0.0f;
+    }
+    for (uint t = lid; t < BKV * DV; t += BQ) {
+      const uint jj = t / DV, c = t % DV;
+      Vs[t] = jj < nk ? v[vb0 + (ulong)(kv0 + jj) * v_ss + c] : 0.0f;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (li == -INFINITY) continue;
+    for (uint jj = 0; jj < nk; jj++) {
+#if CAUSAL
+      if ((long)(kv0 + jj) > (long)i + shift) break;
+#endif
+      float s = 0.0f;
+      for (uint c = 0; c < D; c++) s = fma(qi[c], Ks[jj * D + c], s);
+      const float p = exp(s * scale - li);
+      float dp = 0.0f;
+      for (uint c = 0; c < DV; c++) dp = fma(gi[c], Vs[jj * DV + c], dp);
+      const float ds = p * (dp - di);
+      for (uint c = 0; c < D; c++) dqi[c] = fma(ds, Ks[jj * D + c], dqi[c]);
+    }
+  }
+  if (row) {
+    const ulong ob = dq_off + b * dq_sb + (ulong)i * dq_ss + h * dq_sh;
+    for (uint c = 0; c < D; c++) dq[ob + c] = dqi[c] * scale;
+  }
+}

@@ -1,0 +1,72 @@
+/* Gradients of attention on the host, in double (the reference) and in plain fp32 (the naive
+ * implementation DESIGN.md's gradient tolerance is relative to): dS = P o (dP - D) with
+ * D = rowsum(dO o O), dQ = scale dS K, dK = scale dS^T Q (summed over the query heads of a
+ * GQA group), dV = P^T dO. O and P are recomputed here in the same precision. */
+#include "reference.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const float *at(ref_view t, size_t b, size_t s, size_t h) {
+  return t.data + t.offset + b * t.stride_batch + s * t.stride_seq + h * t.stride_head;
+}
+
+/* One body for both precisions: T is the arithmetic type, EXP and LOG its functions. */
+#define REF_BACKWARD(NAME, T, EXP)                                                                 \
+  void NAME(const clattn_problem *p, ref_view q, ref_view k, ref_view v, ref_view d_o, T *dq,      \
+            T *dk, T *dv) {                                                                        \
+    size_t B = p->batch, HQ = p->heads_q, HKV = p->heads_kv ? p->heads_kv : HQ;                    \
+    size_t NQ = p->seqlen_q, NKV = p->seqlen_kv, D = p->head_dim;                                  \
+    size_t DV = p->head_dim_v ? p->head_dim_v : D, G = HQ / HKV;                                   \
+    T scale = p->scale != 0.0f ? (T)p->scale : (T)(1.0 / sqrt((double)D));                         \
+    memset(dq, 0, B *HQ *NQ *D * sizeof(T));                                                       \
+    memset(dk, 0, B *HKV *NKV *D * sizeof(T));                                                     \
+    memset(dv, 0, B *HKV *NKV *DV * sizeof(T));                                                    \
+    T *pr = malloc((NKV ? NKV : 1) * sizeof(T)), *o = malloc(DV * sizeof(T));                      \
+    for (size_t b = 0; b < B; b++)                                                                 \
+      for (size_t h = 0; h < HQ; h++)                                                              \
+        for (size_t i = 0; i < NQ; i++) {                                                          \
+          size_t hk = h / G, n = NKV;                                                              \
+          if (p->flags & CLATTN_CAUSAL) {                                                          \
+            long long lim = (long long)i + (long long)NKV - (long long)NQ + 1;                     \
+            n = lim <= 0 ? 0 : (size_t)lim;                                                        \
+          }                                                                                        \
+          if (n == 0) continue; /* a row that sees no key contributes nothing */                   \
+          const float *qi = at(q, b, i, h), *gi = at(d_o, b, i, h);                                \
+          T mx = -INFINITY, sum = 0;                                                               \
+          for (size_t j = 0; j < n; j++) {                                                         \
+            const float *kj = at(k, b, j, hk);                                                     \
+            T dot = 0;                                                                             \
+            for (size_t c = 0; c < D; c++) dot += (T)qi[c] * (T)kj[c];                             \
+            pr[j] = dot * scale;                                                                   \
+            if (pr[j] > mx) mx = pr[j];                                                            \
+          }                                                                                        \
+          for (size_t j = 0; j < n; j++) sum += (pr[j] = EXP(pr[j] - mx));                         \
+          for (size_t j = 0; j < n; j++) pr[j] /= sum;                                             \
+          for (size_t c = 0; c < DV; c++) o[c] = 0;                                                \
+          for (size_t j = 0; j < n; j++)                                                           \
+            for (size_t c = 0; c < DV; c++) o[c] += pr[j] * (T)at(v, b, j, hk)[c];                 \
+          T Di = 0;                                                                                \
+          for (size_t c = 0; c < DV; c++) Di += (T)gi[c] * o[c];                                   \
+          T *dqi = dq + ((b * HQ + h) * NQ + i) * D;                                               \
+          for (size_t j = 0; j < n; j++) {                                                         \
+            const float *kj = at(k, b, j, hk), *vj = at(v, b, j, hk);                              \
+            T dp = 0;                                                                              \
+            for (size_t c = 0; c < DV; c++) dp += (T)gi[c] * (T)vj[c];                             \
+            T ds = pr[j] * (dp - Di);                                                              \
+            T *dkj = dk + ((b * HKV + hk) * NKV + j) * D;                                          \
+            T *dvj = dv + ((b * HKV + hk) * NKV + j) * DV;                                         \
+            for (size_t c = 0; c < D; c++) {                                                       \
+              dqi[c] += scale * ds * (T)kj[c];                                                     \
+              dkj[c] += scale * ds * (T)qi[c];                                                     \
+            }                                                                                      \
+            for (size_t c = 0; c < DV; c++) dvj[c] += pr[j] * (T)gi[c];                            \
+          }                                                                                        \
+        }                                                                                          \
+    free(pr);                                                                                      \
+    free(o);                                                                                       \
+  }
+
+REF_BACKWARD(ref_backward_f64, double, exp)
+REF_BACKWARD(ref_backward_f32, float, expf)

@@ -1,0 +1,304 @@
+/* The backward pass against the double-precision reference under DESIGN.md's gradient rule
+ * (max|g - ref| <= 3 * max|naive fp32 - ref| + 1e-6) on the forward shape list; the reference
+ * itself against finite differences; determinism; bad input. */
+#include "common.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  clattn_problem p;
+  size_t hkv, dv, n[8]; /* element counts: q k v o do dq dk dv */
+  float *host[5];       /* q k v o(unused) d_o */
+  cl_mem buf[8], lse;   /* q k v o d_o dq dk dv */
+  clattn_tensor view[8];
+} grads;
+
+enum { Q, K, V, O, DO, DQ, DK, DV };
+
+/* Packed tensors (bshd, or bhsd), offset elements before each; forward, then backward. */
+static void setup(grads *g, clattn_context *ctx, const clattn_problem *p, int bhsd, size_t offset) {
+  memset(g, 0, sizeof *g);
+  g->p = *p;
+  g->hkv = p->heads_kv ? p->heads_kv : p->heads_q;
+  g->dv = p->head_dim_v ? p->head_dim_v : p->head_dim;
+  size_t seq[8] = {p->seqlen_q, p->seqlen_kv, p->seqlen_kv, p->seqlen_q,
+                   p->seqlen_q, p->seqlen_q,  p->seqlen_kv, p->seqlen_kv};
+  size_t heads[8] = {p->heads_q, g->hkv,     g->hkv, p->heads_q,
+                     p->heads_q, p->heads_q, g->hkv, g->hkv};
+  size_t dim[8] = {p->head_dim, p->head_dim, g->dv, g->dv, g->dv, p->head_dim, p->head_dim, g->dv};
+  uint64_t rng = 99;
+  cl_int err;
+  for (int t = 0; t < 8; t++) {
+    size_t n = offset + p->batch * seq[t] * heads[t] * dim[t];
+    g->n[t] = n;
+    float *host = malloc((n ? n : 1) * sizeof *host);
+    ref_fill_normal(host, n, &rng);
+    g->buf[t] = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_COPY_HOST_PTR,
+                               (n ? n : 1) * sizeof *host, host, &err);
+    cr_assert_eq(err, CL_SUCCESS);
+    g->view[t] = bhsd ? clattn_bhsd(g->buf[t], seq[t], heads[t], dim[t])
+                      : clattn_bshd(g->buf[t], seq[t], heads[t], dim[t]);
+    g->view[t].offset = offset;
+    if (t < 5)
+      g->host[t] = host;
+    else
+      free(host);
+  }
+  size_t rows = p->batch * p->heads_q * p->seqlen_q;
+  g->lse = test_buffer(ctx, rows ? rows : 1, 0.0f);
+  cr_assert_eq(clattn_forward(ctx, p, &g->view[Q], &g->view[K], &g->view[V], &g->view[O], g->lse, 0,
+                              NULL, NULL),
+               CLATTN_OK, "%s", clattn_last_error(ctx));
+}
+
+static void backward(grads *g, clattn_context *ctx) {
+  cl_event done = NULL;
+  cr_assert_eq(clattn_backward(ctx, &g->p, &g->view[Q], &g->view[K], &g->view[V], &g->view[O],
+                               &g->view[DO], g->lse, &g->view[DQ], &g->view[DK], &g->view[DV], 0,
+                               NULL, &done),
+               CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_not_null(done);
+  clWaitForEvents(1, &done);
+  clReleaseEvent(done);
+}
+
+static float *read(clattn_context *ctx, cl_mem m, size_t n) {
+  float *x = malloc((n ? n : 1) * sizeof *x);
+  if (n)
+    clEnqueueReadBuffer(clattn_context_queue(ctx), m, CL_TRUE, 0, n * sizeof *x, x, 0, NULL, NULL);
+  return x;
+}
+
+static void release(grads *g) {
+  for (int t = 0; t < 8; t++) clReleaseMemObject(g->buf[t]);
+  for (int t = 0; t < 5; t++) free(g->host[t]);
+  clReleaseMemObject(g->lse);
+}
+
+static ref_view hv(const grads *g, int t) {
+  ref_view r = {g->host[t], g->view[t].offset, g->view[t].stride_batch, g->view[t].stride_seq,
+                g->view[t].stride_head};
+  return r;
+}
+
+/* max |device - ref| and |naive - ref| over a gradient, gathering the device's strided view. */
+static void compare(const grads *g, const float *dev, const clattn_tensor *view, size_t heads,
+                    size_t seq, size_t dim, const double *ref, const float *naive, double *err,
+                    double *nerr) {
+  *err = 0, *nerr = 0;
+  for (size_t b = 0; b < g->p.batch; b++)
+    for (size_t h = 0; h < heads; h++)
+      for (size_t i = 0; i < seq; i++)
+        for (size_t c = 0; c < dim; c++) {
+          size_t r = ((b * heads + h) * seq + i) * dim + c;
+          double x = dev[view->offset + b * view->stride_batch + i * view->stride_seq +
+                         h * view->stride_head + c];
+          *err = fmax(*err, isfinite(x) ? fabs(x - ref[r]) : INFINITY);
+          *nerr = fmax(*nerr, fabs(naive[r] - ref[r]));
+        }
+}
+
+static void check_shape(const clattn_problem *p, int bhsd, size_t offset) {
+  clattn_context *ctx = test_context(NULL);
+  grads g;
+  setup(&g, ctx, p, bhsd, offset);
+  backward(&g, ctx);
+  size_t nq = p->batch * p->heads_q * p->seqlen_q * p->head_dim;
+  size_t nk = p->batch * g.hkv * p->seqlen_kv * p->head_dim,
+         nv = p->batch * g.hkv * p->seqlen_kv * g.dv;
+  double *rq = malloc((nq + 1) * 8), *rk = malloc((nk + 1) * 8), *rv = malloc((nv + 1) * 8);
+  float *fq = malloc((nq + 1) * 4), *fk = malloc((nk + 1) * 4), *fv = malloc((nv + 1) * 4);
+  ref_backward_f64(p, hv(&g, Q), hv(&g, K), hv(&g, V), hv(&g, DO), rq, rk, rv);
+  ref_backward_f32(p, hv(&g, Q), hv(&g, K), hv(&g, V), hv(&g, DO), fq, fk, fv);
+  const char *names[] = {"dq", "dk", "dv"};
+  int outs[] = {DQ, DK, DV};
+  size_t heads[] = {p->heads_q, g.hkv, g.hkv}, seqs[] = {p->seqlen_q, p->seqlen_kv, p->seqlen_kv},
+         dims[] = {p->head_dim, p->head_dim, g.dv};
+  double *refs[] = {rq, rk, rv};
+  float *naive[] = {fq, fk, fv};
+  for (int i = 0; i < 3; i++) {
+    float *dev = read(ctx, g.buf[outs[i]], g.n[outs[i]]);
+    double err, nerr;
+    compare(&g, dev, &g.view[outs[i]], heads[i], seqs[i], dims[i], refs[i], naive[i], &err, &nerr);
+    cr_expect_leq(err, 3 * nerr + 1e-6, "%s: error %g, naive fp32 %g", names[i], err, nerr);
+    free(dev);
+  }
+  free(rq), free(rk), free(rv), free(fq), free(fk), free(fv);
+  release(&g);
+  clattn_context_destroy(ctx);
+}
+
+static void run(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d, size_t dv,
+                unsigned flags, int bhsd, size_t offset) {
+  clattn_problem p = {b, hq, hkv, nq, nkv, d, dv, CLATTN_F32, 0.0f, flags};
+  check_shape(&p, bhsd, offset);
+}
+
+#define C CLATTN_CAUSAL
+/*                         b  hq hkv  nq   nkv    d   dv flags bhsd off */
+Test(backward, d1_len1) {
+  run(1, 1, 0, 1, 1, 1, 0, 0, 0, 0);
+}
+Test(backward, d59_len17) {
+  run(2, 3, 0, 17, 17, 59, 0, 0, 0, 0);
+}
+Test(backward, d111_113x203_bhsd) {
+  run(1, 2, 0, 113, 203, 111, 0, 0, 1, 0);
+}
+Test(backward, d256_80x64) {
+  run(1, 2, 0, 80, 64, 256, 0, 0, 0, 0);
+}
+Test(backward, d64_1023x1024_causal) {
+  run(1, 1, 0, 1023, 1024, 64, 0, C, 1, 0);
+}
+Test(backward, causal_q_shorter) {
+  run(1, 2, 0, 113, 203, 64, 0, C, 0, 0);
+}
+Test(backward, causal_q_longer) {
+  run(1, 2, 0, 203, 113, 64, 0, C, 0, 0);
+}
+Test(backward, causal_rows_without_keys) {
+  run(1, 1, 0, 50, 10, 16, 0, C, 0, 0);
+}
+Test(backward, empty_kv) {
+  run(2, 2, 0, 7, 0, 32, 0, 0, 0, 0);
+}
+Test(backward, empty_queries_zero_dk_dv) {
+  run(1, 2, 0, 0, 9, 8, 0, 0, 0, 0);
+}
+Test(backward, dv_larger) {
+  run(1, 2, 0, 45, 61, 32, 100, 0, 0, 0);
+}
+Test(backward, dv_smaller_causal) {
+  run(1, 2, 0, 61, 45, 100, 32, C, 1, 0);
+}
+Test(backward, gqa_sums_over_group) {
+  run(2, 8, 2, 129, 129, 64, 0, 0, 0, 0);
+}
+Test(backward, mqa_causal_bhsd) {
+  run(1, 4, 1, 77, 77, 32, 0, C, 1, 0);
+}
+Test(backward, offset_bshd) {
+  run(2, 3, 0, 33, 41, 40, 0, 0, 0, 37);
+}
+Test(backward, decode_one_query) {
+  run(2, 4, 0, 1, 300, 128, 0, C, 0, 0);
+}
+Test(backward, d256_causal_gqa_offset) {
+  run(1, 2, 1, 130, 130, 256, 0, C, 1, 3);
+}
+
+/* Bitwise identical gradients over 20 runs. */
+Test(backward, deterministic) {
+  clattn_context *ctx = test_context(NULL);
+  clattn_problem p = {2, 4, 2, 97, 131, 48, 40, CLATTN_F32, 0.0f, C};
+  grads g;
+  setup(&g, ctx, &p, 0, 0);
+  float *first[3] = {0};
+  for (int run = 0; run < 20; run++) {
+    backward(&g, ctx);
+    for (int i = 0; i < 3; i++) {
+      float *x = read(ctx, g.buf[DQ + i], g.n[DQ + i]);
+      if (!first[i])
+        first[i] = x;
+      else {
+        cr_assert(!memcmp(x, first[i], g.n[DQ + i] * sizeof *x), "run %d differs in %s", run,
+                  i == 0   ? "dq"
+                  : i == 1 ? "dk"
+                           : "dv");
+        free(x);
+      }
+    }
+  }
+  for (int i = 0; i < 3; i++) free(first[i]);
+  release(&g);
+  clattn_context_destroy(ctx);
+}
+
+/* The double reference against central finite differences of L = sum(O o G), on tiny shapes
+ * (GQA, causal with a row that sees no key, d != dv). */
+static double loss(const clattn_problem *p, ref_view q, ref_view k, ref_view v, const float *gr) {
+  size_t dv = p->head_dim_v ? p->head_dim_v : p->head_dim;
+  size_t n = p->batch * p->heads_q * p->seqlen_q * dv;
+  double *o = malloc(n * sizeof *o), l = 0;
+  ref_forward_f64(p, q, k, v, o, NULL);
+  for (size_t i = 0; i < n; i++) l += o[i] * gr[i];
+  free(o);
+  return l;
+}
+
+Test(backward, reference_matches_finite_differences) {
+  clattn_problem p = {1, 2, 1, 4, 3, 3, 2, CLATTN_F32, 0.7f, C};
+  size_t nq = 1 * 4 * 2 * 3, nk = 1 * 3 * 1 * 3, nv = 1 * 3 * 1 * 2, no = 1 * 2 * 4 * 2;
+  float q[24], k[9], v[6], gpk[16];
+  uint64_t rng = 7;
+  ref_fill_normal(q, nq, &rng), ref_fill_normal(k, nk, &rng), ref_fill_normal(v, nv, &rng);
+  /* G in the references' packed [b][h][i][c] order for the loss, and as a bshd view for dO. */
+  float gbshd[16];
+  ref_fill_normal(gbshd, no, &rng);
+  for (size_t h = 0; h < 2; h++)
+    for (size_t i = 0; i < 4; i++)
+      for (size_t c = 0; c < 2; c++) gpk[(h * 4 + i) * 2 + c] = gbshd[(i * 2 + h) * 2 + c];
+  ref_view vq = {q, 0, 24, 6, 3}, vk = {k, 0, 9, 3, 3}, vv = {v, 0, 6, 2, 2},
+           vg = {gbshd, 0, 16, 4, 2};
+  double dq[24], dk[9], dv[6];
+  ref_backward_f64(&p, vq, vk, vv, vg, dq, dk, dv);
+  float *xs[] = {q, k, v};
+  size_t ns[] = {nq, nk, nv};
+  double *grads_[] = {dq, dk, dv};
+  for (int t = 0; t < 3; t++)
+    for (size_t e = 0; e < ns[t]; e++) {
+      float keep = xs[t][e];
+      xs[t][e] = keep + 1e-3f;
+      double hi = (double)xs[t][e], lp = loss(&p, vq, vk, vv, gpk);
+      xs[t][e] = keep - 1e-3f;
+      double lo = (double)xs[t][e], lm = loss(&p, vq, vk, vv, gpk);
+      xs[t][e] = keep;
+      double fd = (lp - lm) / (hi - lo);
+      /* The gradients come packed [b][h][s][d]; the inputs here are bshd with one batch. */
+      size_t heads = t == 0 ? 2 : 1, dim = t == 2 ? 2 : 3, seq = t == 0 ? 4 : 3;
+      size_t s = e / (heads * dim), h = e / dim % heads, c = e % dim;
+      double an = grads_[t][(h * seq + s) * dim + c];
+      cr_assert(fabs(fd - an) <= 1e-5 * (1 + fabs(an)),
+                "tensor %d element %zu: fd %.9g, analytic %.9g", t, e, fd, an);
+    }
+}
+
+Test(backward, bad_input) {
+  clattn_context *ctx = test_context(NULL);
+  clattn_problem p = {1, 2, 0, 16, 16, 8, 0, CLATTN_F32, 0.0f, 0};
+  grads g;
+  setup(&g, ctx, &p, 0, 0);
+  cl_event done = (cl_event)1;
+  clattn_status st =
+      clattn_backward(ctx, &p, &g.view[Q], &g.view[K], &g.view[V], &g.view[O], &g.view[DO], NULL,
+                      &g.view[DQ], &g.view[DK], &g.view[DV], 0, NULL, &done);
+  cr_assert_eq(st, CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert_null(done);
+  cr_assert(strstr(clattn_last_error(ctx), "lse is NULL"), "%s", clattn_last_error(ctx));
+  cl_mem small = test_buffer(ctx, 4, 0.0f);
+  st = clattn_backward(ctx, &p, &g.view[Q], &g.view[K], &g.view[V], &g.view[O], &g.view[DO], small,
+                       &g.view[DQ], &g.view[DK], &g.view[DV], 0, NULL, NULL);
+  cr_assert_eq(st, CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(ctx), "lse"), "%s", clattn_last_error(ctx));
+  clattn_tensor short_do = g.view[DO];
+  short_do.offset = 10;
+  st = clattn_backward(ctx, &p, &g.view[Q], &g.view[K], &g.view[V], &g.view[O], &short_do, g.lse,
+                       &g.view[DQ], &g.view[DK], &g.view[DV], 0, NULL, NULL);
+  cr_assert_eq(st, CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(ctx), "d_o"), "%s", clattn_last_error(ctx));
+  st = clattn_backward(ctx, &p, &g.view[Q], &g.view[K], &g.view[V], &g.view[O], &g.view[DO], g.lse,
+                       &g.view[DQ], &g.view[DQ], &g.view[DV], 0, NULL, NULL);
+  cr_assert_eq(st, CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(ctx), "overlaps"), "%s", clattn_last_error(ctx));
+  st = clattn_backward(ctx, &p, &g.view[Q], &g.view[K], &g.view[V], &g.view[O], &g.view[DO], g.lse,
+                       &g.view[Q], &g.view[DK], &g.view[DV], 0, NULL, NULL);
+  cr_assert_eq(st, CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(ctx), "dq overlaps q"), "%s", clattn_last_error(ctx));
+  clReleaseMemObject(small);
+  release(&g);
+  test_context_still_works(ctx);
+  clattn_context_destroy(ctx);
+}
