@@ -12,7 +12,7 @@ static const float *at(ref_view t, size_t b, size_t s, size_t h) {
   return t.data + t.offset + b * t.stride_batch + s * t.stride_seq + h * t.stride_head;
 }
 
-/* One body for both precisions: T is the arithmetic type, EXP and LOG its functions. */
+/* One body for both precisions: T is the arithmetic type, EXP its exponential. */
 #define REF_BACKWARD(NAME, T, EXP)                                                                 \
   void NAME(const clattn_problem *p, ref_view q, ref_view k, ref_view v, ref_view d_o, T *dq,      \
             T *dk, T *dv) {                                                                        \

@@ -6,15 +6,8 @@
 #include <string.h>
 #include <time.h>
 
-typedef struct {
-  float *host;
-  size_t elems; /* in the buffer, offset included */
-  cl_mem buf;
-  clattn_tensor view;
-} tensor;
-
-static cl_int make(cl_context cl, tensor *t, const check_spec *sp, size_t seq, size_t heads,
-                   size_t dim, uint64_t *rng) {
+cl_int check_make_tensor(cl_context cl, check_tensor *t, const check_spec *sp, size_t seq,
+                         size_t heads, size_t dim, uint64_t *rng) {
   size_t b = sp->problem.batch, packed = b * seq * heads * dim;
   t->elems = sp->offset + packed;
   t->host = malloc((t->elems ? t->elems : 1) * sizeof(float));
@@ -28,7 +21,7 @@ static cl_int make(cl_context cl, tensor *t, const check_spec *sp, size_t seq, s
   return err;
 }
 
-static ref_view host_view(const tensor *t) {
+ref_view check_host_view(const check_tensor *t) {
   ref_view r = {t->host, t->view.offset, t->view.stride_batch, t->view.stride_seq,
                 t->view.stride_head};
   return r;
@@ -86,7 +79,7 @@ double check_time_forward(clattn_context *ctx, const clattn_problem *p, const cl
   return ms;
 }
 
-static double timed_call(clattn_context *ctx, const check_spec *sp, tensor *t, cl_mem lse,
+static double timed_call(clattn_context *ctx, const check_spec *sp, check_tensor *t, cl_mem lse,
                          int by_events, clattn_status *st) {
   return check_time_forward(ctx, &sp->problem, &t[0].view, &t[1].view, &t[2].view, &t[3].view, lse,
                             by_events, st);
@@ -99,8 +92,8 @@ static void summarize(double *ms, int n, double *median, double *min, double *ma
 
 /* Warm-up, then sp->repeat timed calls; with sp->compare_with, the two contexts alternate call
  * by call, so drift in the machine's speed affects both alike. */
-static clattn_status time_runs(clattn_context *ctx, const check_spec *sp, tensor *t, cl_mem lse,
-                               check_result *r) {
+static clattn_status time_runs(clattn_context *ctx, const check_spec *sp, check_tensor *t,
+                               cl_mem lse, check_result *r) {
   cl_command_queue queue = clattn_context_queue(ctx);
   cl_command_queue_properties props = 0;
   clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
@@ -132,11 +125,12 @@ clattn_status check_run(clattn_context *ctx, const check_spec *sp, check_result 
          dv = p->head_dim_v ? p->head_dim_v : p->head_dim;
   uint64_t rng = 0x9E3779B97F4A7C15ull ^ ((uint64_t)sp->seed << 1 | 1);
   cl_context cl = clattn_context_cl_context(ctx);
-  tensor t[4] = {{0}};
-  cl_int err = make(cl, &t[0], sp, p->seqlen_q, p->heads_q, p->head_dim, &rng);
-  if (err == CL_SUCCESS) err = make(cl, &t[1], sp, p->seqlen_kv, hkv, p->head_dim, &rng);
-  if (err == CL_SUCCESS) err = make(cl, &t[2], sp, p->seqlen_kv, hkv, dv, &rng);
-  if (err == CL_SUCCESS) err = make(cl, &t[3], sp, p->seqlen_q, p->heads_q, dv, &rng);
+  check_tensor t[4] = {{0}};
+  cl_int err = check_make_tensor(cl, &t[0], sp, p->seqlen_q, p->heads_q, p->head_dim, &rng);
+  if (err == CL_SUCCESS)
+    err = check_make_tensor(cl, &t[1], sp, p->seqlen_kv, hkv, p->head_dim, &rng);
+  if (err == CL_SUCCESS) err = check_make_tensor(cl, &t[2], sp, p->seqlen_kv, hkv, dv, &rng);
+  if (err == CL_SUCCESS) err = check_make_tensor(cl, &t[3], sp, p->seqlen_q, p->heads_q, dv, &rng);
   size_t rows = p->batch * p->heads_q * p->seqlen_q;
   cl_mem lse = NULL;
   if (err == CL_SUCCESS && sp->with_lse)
@@ -165,8 +159,10 @@ clattn_status check_run(clattn_context *ctx, const check_spec *sp, check_result 
     double *o64 = malloc((n ? n : 1) * sizeof *o64), *l64 = malloc((rows ? rows : 1) * sizeof *l64);
     float *o32 = malloc((n ? n : 1) * sizeof *o32), *l32 = malloc((rows ? rows : 1) * sizeof *l32),
           *got = malloc((n ? n : 1) * sizeof *got);
-    ref_forward_f64(p, host_view(&t[0]), host_view(&t[1]), host_view(&t[2]), o64, l64);
-    ref_forward_f32(p, host_view(&t[0]), host_view(&t[1]), host_view(&t[2]), o32, l32);
+    ref_forward_f64(p, check_host_view(&t[0]), check_host_view(&t[1]), check_host_view(&t[2]), o64,
+                    l64);
+    ref_forward_f32(p, check_host_view(&t[0]), check_host_view(&t[1]), check_host_view(&t[2]), o32,
+                    l32);
     /* Gather the device's output from its strided view into the references' packed order. */
     size_t idx = 0;
     for (size_t b = 0; b < p->batch; b++)

@@ -35,6 +35,29 @@ double check_time_forward(clattn_context *ctx, const clattn_problem *p, const cl
                           const clattn_tensor *k, const clattn_tensor *v, const clattn_tensor *o,
                           cl_mem lse, int by_events, clattn_status *st);
 
+/* A tensor of a checked run: host copy, device buffer and its view. */
+typedef struct check_tensor {
+  float *host;
+  size_t elems; /* in the buffer, offset included */
+  cl_mem buf;
+  clattn_tensor view;
+} check_tensor;
+/* Random N(0,1) data [batch][seq][heads][dim] (or bhsd) after sp->offset elements. */
+cl_int check_make_tensor(cl_context cl, check_tensor *t, const check_spec *sp, size_t seq,
+                         size_t heads, size_t dim, uint64_t *rng);
+ref_view check_host_view(const check_tensor *t);
+
+/* One checked run of clattn_backward (after clattn_forward for O and LSE): gradients against
+ * the double reference under max|g - ref| <= 3 * max|naive fp32 - ref| + 1e-6 (tools/
+ * check_bwd.c). Timing, when sp->repeat > 0, is of the backward call alone. */
+typedef struct check_bwd_result {
+  clattn_status status;
+  double err[3], naive_err[3], tol[3]; /* dq, dk, dv */
+  int pass;
+  double median_ms, min_ms, max_ms;
+} check_bwd_result;
+clattn_status check_backward_run(clattn_context *ctx, const check_spec *sp, check_bwd_result *r);
+
 /* Returns CLATTN_OK when everything ran (whether or not the result passed). */
 clattn_status check_run(clattn_context *ctx, const check_spec *spec, check_result *out);
 

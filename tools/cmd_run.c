@@ -13,6 +13,8 @@ static void usage(FILE *f) {
           "  --layout bshd|bhsd (bshd)\n"
           "  --offset E         elements before each tensor in its buffer (0)\n"
           "  --lse              also write and check the log-sum-exp\n"
+          "  --backward         check (and time) the backward pass: dq, dk, dv against the\n"
+          "                     double-precision reference (3x the naive fp32 error + 1e-6)\n"
           "  --warmup W (3)  --repeat R (10)  --seed S (1)\n"
           "  --no-check         skip the host reference (large problems)\n"
           "  --config K/BQ/BKV/TPR/RM/STAGE/PAD[/VEC]  force a config (an override), e.g.\n"
@@ -28,7 +30,7 @@ int cmd_run(int argc, char **argv) {
   clattn_problem *p = &sp.problem;
   p->batch = 1, p->heads_q = 8, p->seqlen_q = p->seqlen_kv = 1024, p->head_dim = 64;
   sp.warmup = 3, sp.repeat = 10, sp.seed = 1;
-  int compare = 0, force = 0;
+  int compare = 0, force = 0, backward = 0;
   clattn_config forced;
   memset(&forced, 0, sizeof forced);
   for (int i = 1; i < argc; i++) {
@@ -39,6 +41,8 @@ int cmd_run(int argc, char **argv) {
     if (r > 0) continue;
     if (!strcmp(a, "--lse")) {
       sp.with_lse = 1;
+    } else if (!strcmp(a, "--backward")) {
+      backward = 1;
     } else if (!strcmp(a, "--no-check")) {
       sp.skip_check = 1;
     } else if (!strcmp(a, "--config")) {
@@ -128,6 +132,27 @@ int cmd_run(int argc, char **argv) {
            binfo.block_q, binfo.block_kv, binfo.threads_per_row, binfo.rows_per_item,
            binfo.stage_kv, binfo.pad, binfo.vector_width, binfo.origin);
     sp.compare_with = base;
+  }
+  if (backward) {
+    check_bwd_result br;
+    if (check_backward_run(ctx, &sp, &br) != CLATTN_OK) {
+      fprintf(stderr, "clattn: %s\n  %s\n", clattn_status_string(br.status),
+              clattn_last_error(ctx));
+      goto out;
+    }
+    const char *names[] = {"dq", "dk", "dv"};
+    if (!sp.skip_check)
+      for (int g = 0; g < 3; g++)
+        printf("check:   %s max|g - ref| = %.3g (tolerance %.3g = 3 x naive fp32 %.3g + 1e-6)\n",
+               names[g], br.err[g], br.tol[g], br.naive_err[g]);
+    if (!sp.skip_check) printf("check:   backward -> %s\n", br.pass ? "PASS" : "FAIL");
+    if (sp.repeat > 0)
+      printf("time:    backward median %.3f ms (min %.3f, max %.3f; %d runs after %d warm-up, "
+             "OpenCL events); %.1f GFLOP/s (2.5 x forward FLOPs)\n",
+             br.median_ms, br.min_ms, br.max_ms, sp.repeat, sp.warmup,
+             br.median_ms > 0 ? 2.5 * info.flops / (br.median_ms * 1e6) : 0.0);
+    rc = br.pass ? CLI_OK : CLI_CHECK_FAILED;
+    goto out;
   }
   check_result r;
   if (check_run(ctx, &sp, &r) != CLATTN_OK) {

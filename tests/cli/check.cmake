@@ -34,6 +34,8 @@ file(WRITE "${WORK}/tuning.json" "{\"format\": \"clattn-tuning-db\", \"version\"
 expect(0 "not valid JSON" explain --head-dim 16 --seqlen 100 --causal)
 expect(0 "PASS" run --seqlen 100 --head-dim 16 --causal --repeat 1)
 expect(0 "PASS" run --algorithm standard --seqlen 100 --head-dim 16 --lse --repeat 1)
+expect(0 "backward -> PASS" run --backward --seqlen-q 40 --seqlen-kv 70 --head-dim 12 --heads 2
+       --heads-kv 1 --causal --repeat 1)
 expect(0 "traffic:" explain --head-dim 16 --seqlen 100 --causal)
 expect(0 "x the fused plan" explain --head-dim 16 --seqlen 100)
 expect(0 "fused vs:" bench --seqlen 64,96 --head-dim 8 --heads 2 --causal both --warmup 0

@@ -1,0 +1,121 @@
+/* One checked run of clattn_backward on random data, against the host gradient references. */
+#include "check.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* max |device - ref| and |naive - ref| over one gradient, gathered from its strided view. */
+static void compare(const check_tensor *t, size_t batch, size_t heads, size_t seq, size_t dim,
+                    const double *ref, const float *naive, double *err, double *nerr) {
+  *err = 0, *nerr = 0;
+  for (size_t b = 0; b < batch; b++)
+    for (size_t h = 0; h < heads; h++)
+      for (size_t i = 0; i < seq; i++)
+        for (size_t c = 0; c < dim; c++) {
+          size_t r = ((b * heads + h) * seq + i) * dim + c;
+          double x = t->host[t->view.offset + b * t->view.stride_batch + i * t->view.stride_seq +
+                             h * t->view.stride_head + c];
+          *err = fmax(*err, isfinite(x) ? fabs(x - ref[r]) : INFINITY);
+          *nerr = fmax(*nerr, fabs((double)naive[r] - ref[r]));
+        }
+}
+
+/* A backward call timed from a marker before it to its done marker (OpenCL events). */
+static double timed(clattn_context *ctx, const clattn_problem *p, check_tensor *t, cl_mem lse,
+                    clattn_status *st) {
+  cl_event start = NULL, done = NULL;
+  clEnqueueMarkerWithWaitList(clattn_context_queue(ctx), 0, NULL, &start);
+  *st = clattn_backward(ctx, p, &t[0].view, &t[1].view, &t[2].view, &t[3].view, &t[4].view, lse,
+                        &t[5].view, &t[6].view, &t[7].view, 0, NULL, &done);
+  double ms = -1.0;
+  cl_ulong a = 0, b = 0;
+  if (*st == CLATTN_OK && clWaitForEvents(1, &done) == CL_SUCCESS &&
+      clGetEventProfilingInfo(start, CL_PROFILING_COMMAND_END, sizeof a, &a, NULL) == CL_SUCCESS &&
+      clGetEventProfilingInfo(done, CL_PROFILING_COMMAND_END, sizeof b, &b, NULL) == CL_SUCCESS)
+    ms = b > a ? (b - a) / 1e6 : 0.0;
+  if (start) clReleaseEvent(start);
+  if (done) clReleaseEvent(done);
+  return ms;
+}
+
+clattn_status check_backward_run(clattn_context *ctx, const check_spec *sp, check_bwd_result *r) {
+  memset(r, 0, sizeof *r);
+  const clattn_problem *p = &sp->problem;
+  size_t hkv = p->heads_kv ? p->heads_kv : p->heads_q, d = p->head_dim,
+         dv = p->head_dim_v ? p->head_dim_v : d, B = p->batch;
+  uint64_t rng = 0x9E3779B97F4A7C15ull ^ ((uint64_t)sp->seed << 1 | 1);
+  cl_context cl = clattn_context_cl_context(ctx);
+  /* q k v o d_o dq dk dv */
+  size_t seq[8] = {p->seqlen_q, p->seqlen_kv, p->seqlen_kv, p->seqlen_q,
+                   p->seqlen_q, p->seqlen_q,  p->seqlen_kv, p->seqlen_kv};
+  size_t heads[8] = {p->heads_q, hkv, hkv, p->heads_q, p->heads_q, p->heads_q, hkv, hkv};
+  size_t dims[8] = {d, d, dv, dv, dv, d, d, dv};
+  check_tensor t[8];
+  memset(t, 0, sizeof t);
+  cl_int err = CL_SUCCESS;
+  for (int i = 0; i < 8 && err == CL_SUCCESS; i++)
+    err = check_make_tensor(cl, &t[i], sp, seq[i], heads[i], dims[i], &rng);
+  size_t rows = B * p->heads_q * p->seqlen_q;
+  cl_mem lse = err == CL_SUCCESS ? clCreateBuffer(cl, CL_MEM_READ_WRITE,
+                                                  (rows ? rows : 1) * sizeof(float), NULL, &err)
+                                 : NULL;
+  clattn_status st = CLATTN_ERR_OPENCL;
+  if (err != CL_SUCCESS) goto done;
+  st = clattn_forward(ctx, p, &t[0].view, &t[1].view, &t[2].view, &t[3].view, lse, 0, NULL, NULL);
+  if (st == CLATTN_OK) timed(ctx, p, t, lse, &st);
+  cl_command_queue queue = clattn_context_queue(ctx);
+  for (int i = 5; i < 8 && st == CLATTN_OK; i++)
+    if (clEnqueueReadBuffer(queue, t[i].buf, CL_TRUE, 0, t[i].elems * sizeof(float), t[i].host, 0,
+                            NULL, NULL) != CL_SUCCESS)
+      st = CLATTN_ERR_OPENCL;
+  if (st != CLATTN_OK) goto done;
+  if (!sp->skip_check) {
+    size_t n[3];
+    double *ref[3];
+    float *naive[3];
+    for (int g = 0; g < 3; g++) {
+      n[g] = B * heads[5 + g] * seq[5 + g] * dims[5 + g];
+      ref[g] = malloc((n[g] ? n[g] : 1) * sizeof(double));
+      naive[g] = malloc((n[g] ? n[g] : 1) * sizeof(float));
+    }
+    ref_view vq = check_host_view(&t[0]), vk = check_host_view(&t[1]), vv = check_host_view(&t[2]),
+             vg = check_host_view(&t[4]);
+    ref_backward_f64(p, vq, vk, vv, vg, ref[0], ref[1], ref[2]);
+    ref_backward_f32(p, vq, vk, vv, vg, naive[0], naive[1], naive[2]);
+    r->pass = 1;
+    for (int g = 0; g < 3; g++) {
+      compare(&t[5 + g], B, heads[5 + g], seq[5 + g], dims[5 + g], ref[g], naive[g], &r->err[g],
+              &r->naive_err[g]);
+      r->tol[g] = 3.0 * r->naive_err[g] + 1e-6;
+      r->pass = r->pass && r->err[g] <= r->tol[g];
+      free(ref[g]), free(naive[g]);
+    }
+  } else {
+    r->pass = 1;
+  }
+  if (sp->repeat > 0) {
+    double *ms = calloc(sp->repeat, sizeof *ms);
+    for (int i = 0; i < sp->warmup && st == CLATTN_OK; i++) timed(ctx, p, t, lse, &st);
+    for (int i = 0; i < sp->repeat && st == CLATTN_OK; i++) ms[i] = timed(ctx, p, t, lse, &st);
+    if (st == CLATTN_OK) {
+      qsort(ms, sp->repeat, sizeof *ms, cmp_double);
+      r->median_ms = ms[sp->repeat / 2], r->min_ms = ms[0], r->max_ms = ms[sp->repeat - 1];
+    }
+    free(ms);
+  }
+done:
+  for (int i = 0; i < 8; i++) {
+    if (t[i].buf) clReleaseMemObject(t[i].buf);
+    free(t[i].host);
+  }
+  if (lse) clReleaseMemObject(lse);
+  r->status = st;
+  if (st != CLATTN_OK) r->pass = 0;
+  return st;
+}
