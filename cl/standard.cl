@@ -105,3 +105,48 @@ __kernel void empty_rows(__global float *o, const ulong o_off, const ulong o_sb,
   o[o_off + b * o_sb + (ulong)i * o_ss + h * o_sh + c] = 0.0f;
   if (write_lse && c == 0) lse[r] = -INFINITY;
 }
+
+/* The standard path's backward, one work-item per element of a workspace of rows x seqlen_kv
+ * (rows counted from row_base, the chunk's first): bwd_probs turns S into P = exp(S - LSE), 0
+ * where masked or where the row saw no key (LSE = -inf); bwd_dscores turns dP (ds_off elements
+ * after P in the same workspace) into dS = P (dP - D); bwd_rowdot computes D = rowsum(dO o O) per row of the strided views. */
+__kernel void bwd_probs(__global float *s, __global const float *lse, const uint seqlen_q,
+                        const uint seqlen_kv, const ulong row_base, const ulong n,
+                        const ulong base) {
+  const ulong g = base + get_global_id(0);
+  if (g >= n) return;
+  const uint j = (uint)(g % seqlen_kv);
+  const ulong r = g / seqlen_kv;
+  const float l = lse[row_base + r];
+  bool ok = l != -INFINITY;
+#if CAUSAL
+  ok = ok && (long)j <= (long)(r % seqlen_q) + (long)seqlen_kv - (long)seqlen_q;
+#endif
+  s[g] = ok ? exp(s[g] - l) : 0.0f;
+}
+
+__kernel void bwd_dscores(__global float *ws, const ulong ds_off, __global const float *drow,
+                          const uint seqlen_kv, const ulong row_base, const ulong n,
+                          const ulong base) {
+  const ulong g = base + get_global_id(0);
+  if (g >= n) return;
+  ws[ds_off + g] = ws[g] * (ws[ds_off + g] - drow[row_base + g / seqlen_kv]);
+}
+
+__kernel void bwd_rowdot(__global const float *o, const ulong o_off, const ulong o_sb,
+                         const ulong o_ss, const ulong o_sh, __global const float *d_o,
+                         const ulong g_off, const ulong g_sb, const ulong g_ss, const ulong g_sh,
+                         __global float *drow, const uint heads_q, const uint seqlen_q,
+                         const uint dv, const ulong n, const ulong base) {
+  const ulong r = base + get_global_id(0);
+  if (r >= n) return;
+  const uint i = (uint)(r % seqlen_q);
+  const ulong bh = r / seqlen_q;
+  const uint h = (uint)(bh % heads_q);
+  const ulong b = bh / heads_q;
+  const ulong ob = o_off + b * o_sb + (ulong)i * o_ss + h * o_sh;
+  const ulong gb = g_off + b * g_sb + (ulong)i * g_ss + h * g_sh;
+  float acc = 0.0f;
+  for (uint c = 0; c < dv; c++) acc = fma(o[ob + c], d_o[gb + c], acc);
+  drow[r] = acc;
+}

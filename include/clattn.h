@@ -187,7 +187,9 @@ CLATTN_API clattn_status clattn_forward(clattn_context *ctx, const clattn_proble
  * Rows whose lse is -inf (they saw no key) contribute nothing.
  * Deterministic: every output element is computed by one work-item in a fixed order, without
  * atomics, so results are bitwise identical run to run on a device.
- * Needs an in-order queue. Fused only: CLATTN_ALGO_STANDARD is UNSUPPORTED for now.
+ * Needs an in-order queue. problem->algorithm chooses the fused kernels or the standard path
+ * (P and dS in a global-memory workspace, CLBlast GEMMs; split over batch*heads like the
+ * forward's, OUT_OF_RESOURCES when one head's two N^2 matrices do not fit).
  * Errors: as clattn_forward's, plus INVALID_ARGUMENT for a NULL or too small lse, a d_o, dq, dk
  * or dv view outside its buffer, or overlapping outputs. Thread safe. */
 CLATTN_API clattn_status clattn_backward(clattn_context *ctx, const clattn_problem *problem,

@@ -188,12 +188,12 @@ clattn_status clattn_backward(clattn_context *ctx, const clattn_problem *problem
   pthread_mutex_lock(&ctx->lock);
   clattn__shape s;
   clattn_status st = clattn__shape_from_problem(ctx, problem, &s);
-  if (st == CLATTN_OK && (s.d > 256 || s.dv > 256))
+  if (st == CLATTN_OK && (s.d > 256 || s.dv > 256) &&
+      (s.algo != CLATTN_ALGO_STANDARD || !s.seqlen_q || !s.seqlen_kv))
     st = clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
-                      "backward: head dims %zu/%zu; at most 256 is supported", s.d, s.dv);
-  if (st == CLATTN_OK && problem->algorithm == CLATTN_ALGO_STANDARD)
-    st = clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
-                      "backward: the standard algorithm has no backward pass yet");
+                      "backward: head dims %zu/%zu; the fused kernels support at most 256 (the "
+                      "standard algorithm goes further)",
+                      s.d, s.dv);
   if (st == CLATTN_OK && num_wait && !wait)
     st =
         clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "num_wait is %u but wait is NULL", num_wait);
@@ -204,7 +204,11 @@ clattn_status clattn_backward(clattn_context *ctx, const clattn_problem *problem
     st = clattn__check_backward_tensors(ctx, &s, q, k, v, o, d_o, lse, dq, dk, dv);
   const clattn__bwd_plan *p = NULL;
   int nothing = st == CLATTN_OK && (s.batch == 0 || s.heads_q == 0);
-  if (st == CLATTN_OK && !nothing) {
+  /* The standard path when asked for (or when the head dims rule out the fused one); with no
+   * queries or no keys there is nothing to multiply, and the fused kernels write the zeros. */
+  int standard =
+      st == CLATTN_OK && !nothing && s.algo == CLATTN_ALGO_STANDARD && s.seqlen_q && s.seqlen_kv;
+  if (st == CLATTN_OK && !nothing && !standard) {
     clattn__class cls = clattn__class_of(&s);
     st = bwd_plan(ctx, &cls, &p);
   }
@@ -212,7 +216,10 @@ clattn_status clattn_backward(clattn_context *ctx, const clattn_problem *problem
     cl_int err = clEnqueueBarrierWithWaitList(ctx->queue, num_wait, wait, NULL);
     if (err != CL_SUCCESS) st = clattn__fail_cl(ctx, err, "clEnqueueBarrierWithWaitList");
   }
-  if (st == CLATTN_OK && !nothing) st = run(ctx, &s, p, q, k, v, o, d_o, lse, dq, dk, dv);
+  if (st == CLATTN_OK && standard)
+    st = clattn__standard_backward(ctx, &s, q, k, v, o, d_o, lse, dq, dk, dv);
+  else if (st == CLATTN_OK && !nothing)
+    st = run(ctx, &s, p, q, k, v, o, d_o, lse, dq, dk, dv);
   if (st == CLATTN_OK && done) {
     cl_int err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, done);
     if (err != CL_SUCCESS) st = clattn__fail_cl(ctx, err, "clEnqueueMarkerWithWaitList");

@@ -195,7 +195,7 @@ clattn_status clattn_explain(clattn_context *ctx, const clattn_problem *problem,
     out->standard_write_bytes = std.write;
     out->io_lower_bound_bytes = clattn__io_lower_bound(&s, (double)ctx->device.local_mem);
     clattn__standard_plan sp;
-    clattn__standard_plan_of(ctx, &s, &sp);
+    clattn__standard_plan_of(ctx, &s, 1, &sp);
     out->standard_heads_per_chunk = sp.chunk;
     out->standard_workspace_bytes = sp.bytes;
     out->workspace_limit = sp.limit;

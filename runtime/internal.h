@@ -312,13 +312,40 @@ typedef struct clattn__standard_plan {
   size_t limit;          /* what may be held: min(workspace limit, ...) */
 } clattn__standard_plan;
 
-void clattn__standard_plan_of(const clattn_context *ctx, const clattn__shape *s,
+/* matrices: N^2 matrices per head the call holds (forward 1: S/P; backward 2: P and dS). */
+void clattn__standard_plan_of(const clattn_context *ctx, const clattn__shape *s, unsigned matrices,
                               clattn__standard_plan *out);
+/* The standard path's backward (standard_bwd.c), for checked tensors with seqlen_q and seqlen_kv
+ * both positive, on an in-order queue. */
+clattn_status clattn__standard_backward(clattn_context *ctx, const clattn__shape *s,
+                                        const clattn_tensor *q, const clattn_tensor *k,
+                                        const clattn_tensor *v, const clattn_tensor *o,
+                                        const clattn_tensor *d_o, cl_mem lse,
+                                        const clattn_tensor *dq, const clattn_tensor *dk,
+                                        const clattn_tensor *dv);
 /* Enqueues the standard path for checked tensors. */
 clattn_status clattn__standard_forward(clattn_context *ctx, const clattn__shape *s,
                                        const clattn_tensor *q, const clattn_tensor *k,
                                        const clattn_tensor *v, const clattn_tensor *o, cl_mem lse,
                                        cl_uint num_wait, const cl_event *wait, cl_event *done);
+/* Pieces of the standard path shared by its forward and backward (standard.c): a batched GEMM
+ * C = alpha op(A) op(B) + beta C (row-major; strided-batched when one stride covers the batch;
+ * alphas and betas are count floats of scratch), a kernel of cl/standard.cl by name and build
+ * options, the workspace grown to bytes, a launch of items work-groups of wg (the argument
+ * base_arg takes the first group), and the check that CLBlast can address every view. */
+clattn_status clattn__std_gemm(clattn_context *ctx, const char *what, int trans_a, int trans_b,
+                               size_t m, size_t n, size_t k, float alpha, cl_mem a,
+                               const size_t *ao, size_t lda, cl_mem b, const size_t *bo, size_t ldb,
+                               float beta, cl_mem c, const size_t *co, size_t ldc, size_t count,
+                               float *alphas, float *betas);
+clattn_status clattn__std_kernel(clattn_context *ctx, const char *name, const char *options,
+                                 cl_kernel *out);
+clattn_status clattn__std_workspace(clattn_context *ctx, size_t bytes);
+clattn_status clattn__std_launch(clattn_context *ctx, cl_kernel k, cl_uint base_arg, size_t items,
+                                 size_t wg);
+clattn_status clattn__std_addressable(clattn_context *ctx, const clattn__shape *s,
+                                      const clattn_tensor *q, const clattn_tensor *k,
+                                      const clattn_tensor *v, const clattn_tensor *o);
 void clattn__split_release(clattn_context *ctx);
 void clattn__backward_release(clattn_context *ctx);
 void clattn__standard_release(clattn_context *ctx);

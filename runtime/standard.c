@@ -38,12 +38,12 @@ static size_t add_sat(size_t a, size_t b) {
   return __builtin_add_overflow(a, b, &r) ? SIZE_MAX : r;
 }
 
-void clattn__standard_plan_of(const clattn_context *ctx, const clattn__shape *s,
+void clattn__standard_plan_of(const clattn_context *ctx, const clattn__shape *s, unsigned matrices,
                               clattn__standard_plan *out) {
   memset(out, 0, sizeof *out);
   size_t nq = s->seqlen_q, nkv = s->seqlen_kv, f = sizeof(float);
   size_t pq = pad_up(nq), pkv = pad_up(nkv), pd = pad_up(s->d), pdv = pad_up(s->dv);
-  out->head_workspace = mul_sat(mul_sat(nq, nkv), f);
+  out->head_workspace = mul_sat(mul_sat(mul_sat(nq, nkv), f), matrices);
   /* The larger of the two GEMMs' padded copies: (Q, K, S) and (P, V, O). */
   size_t t1 = add_sat(add_sat(mul_sat(pq, pd), mul_sat(pkv, pd)), mul_sat(pq, pkv));
   size_t t2 = add_sat(add_sat(mul_sat(pq, pkv), mul_sat(pkv, pdv)), mul_sat(pq, pdv));
@@ -56,14 +56,14 @@ void clattn__standard_plan_of(const clattn_context *ctx, const clattn__shape *s,
                                                                  : CLBLAST_MAX_INDEX * f;
   size_t chunk = heads;
   if (per_head && out->limit / per_head < chunk) chunk = out->limit / per_head;
-  if (biggest && max_buf / biggest < chunk) chunk = max_buf / biggest;
+  if (biggest && max_buf / (biggest * matrices) < chunk) chunk = max_buf / (biggest * matrices);
   if (nkv == 0) chunk = heads; /* nothing to hold */
   out->chunk = chunk;
   out->bytes = mul_sat(chunk ? chunk : 1, per_head);
 }
 
-static clattn_status aux_kernel(clattn_context *ctx, const char *name, const char *options,
-                                cl_kernel *out) {
+clattn_status clattn__std_kernel(clattn_context *ctx, const char *name, const char *options,
+                                 cl_kernel *out) {
   for (clattn__aux_kernel *a = ctx->aux; a; a = a->next)
     if (!strcmp(a->name, name) && !strcmp(a->options, options)) return *out = a->kernel, CLATTN_OK;
   char *src = NULL;
@@ -132,34 +132,35 @@ static clattn_status clblast_fail(clattn_context *ctx, CLBlastStatusCode code, c
   return clattn__fail(ctx, CLATTN_ERR_OPENCL, "CLBlast %s failed with status %d", what, (int)code);
 }
 
-/* One batched GEMM C = alpha * A op(B) (row-major), strided when one stride covers the batch. */
-static clattn_status gemm(clattn_context *ctx, const char *what, int trans_b, size_t m, size_t n,
-                          size_t k, float alpha, cl_mem a, const size_t *ao, size_t lda, cl_mem b,
-                          const size_t *bo, size_t ldb, cl_mem c, const size_t *co, size_t ldc,
-                          size_t count, float *alphas, float *betas) {
+clattn_status clattn__std_gemm(clattn_context *ctx, const char *what, int trans_a, int trans_b,
+                               size_t m, size_t n, size_t k, float alpha, cl_mem a,
+                               const size_t *ao, size_t lda, cl_mem b, const size_t *bo, size_t ldb,
+                               float beta, cl_mem c, const size_t *co, size_t ldc, size_t count,
+                               float *alphas, float *betas) {
   int strided = 1;
   for (size_t i = 2; i < count && strided; i++)
     strided = ao[i] - ao[i - 1] == ao[1] - ao[0] && bo[i] - bo[i - 1] == bo[1] - bo[0] &&
               co[i] - co[i - 1] == co[1] - co[0];
   if (count > 1) strided = strided && ao[1] > ao[0] && bo[1] > bo[0] && co[1] > co[0];
+  CLBlastTranspose ta = trans_a ? CLBlastTransposeYes : CLBlastTransposeNo;
   CLBlastTranspose tb = trans_b ? CLBlastTransposeYes : CLBlastTransposeNo;
   CLBlastStatusCode r;
   if (strided) {
     /* CLBlast rejects a zero stride, even for one matrix: then any other value does. */
     size_t sa = count > 1 ? ao[1] - ao[0] : 1, sb = count > 1 ? bo[1] - bo[0] : 1,
            sc = count > 1 ? co[1] - co[0] : 1;
-    r = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, tb, m, n, k, alpha, a,
-                                   ao[0], lda, sa, b, bo[0], ldb, sb, 0.0f, c, co[0], ldc, sc,
-                                   count, &ctx->queue, NULL);
+    r = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, ta, tb, m, n, k, alpha, a, ao[0], lda, sa,
+                                   b, bo[0], ldb, sb, beta, c, co[0], ldc, sc, count, &ctx->queue,
+                                   NULL);
   } else {
-    for (size_t i = 0; i < count; i++) alphas[i] = alpha, betas[i] = 0.0f;
-    r = CLBlastSgemmBatched(CLBlastLayoutRowMajor, CLBlastTransposeNo, tb, m, n, k, alphas, a, ao,
-                            lda, b, bo, ldb, betas, c, co, ldc, count, &ctx->queue, NULL);
+    for (size_t i = 0; i < count; i++) alphas[i] = alpha, betas[i] = beta;
+    r = CLBlastSgemmBatched(CLBlastLayoutRowMajor, ta, tb, m, n, k, alphas, a, ao, lda, b, bo, ldb,
+                            betas, c, co, ldc, count, &ctx->queue, NULL);
   }
   return r == CLBlastSuccess ? CLATTN_OK : clblast_fail(ctx, r, what);
 }
 
-static clattn_status ensure_workspace(clattn_context *ctx, size_t bytes) {
+clattn_status clattn__std_workspace(clattn_context *ctx, size_t bytes) {
   if (ctx->workspace_bytes >= bytes) return CLATTN_OK;
   if (ctx->workspace) clReleaseMemObject(ctx->workspace);
   ctx->workspace = NULL;
@@ -175,8 +176,8 @@ static clattn_status ensure_workspace(clattn_context *ctx, size_t bytes) {
   return CLATTN_OK;
 }
 
-static clattn_status launch(clattn_context *ctx, cl_kernel k, cl_uint base_arg, size_t items,
-                            size_t wg) {
+clattn_status clattn__std_launch(clattn_context *ctx, cl_kernel k, cl_uint base_arg, size_t items,
+                                 size_t wg) {
   for (size_t first = 0; first < items; first += GROUPS_PER_LAUNCH) {
     size_t count = items - first < GROUPS_PER_LAUNCH ? items - first : GROUPS_PER_LAUNCH;
     size_t global = count * wg;
@@ -193,7 +194,7 @@ static clattn_status launch(clattn_context *ctx, cl_kernel k, cl_uint base_arg, 
 static clattn_status empty_keys(clattn_context *ctx, const clattn__shape *s, const clattn_tensor *o,
                                 cl_mem lse) {
   cl_kernel k;
-  clattn_status st = aux_kernel(ctx, "empty_rows", "-D WG=1 -D CPI=0 -D CAUSAL=0", &k);
+  clattn_status st = clattn__std_kernel(ctx, "empty_rows", "-D WG=1 -D CPI=0 -D CAUSAL=0", &k);
   if (st != CLATTN_OK) return st;
   cl_ulong view[4] = {o->offset, o->stride_batch, o->stride_seq, o->stride_head};
   cl_int write_lse = lse != NULL;
@@ -207,7 +208,7 @@ static clattn_status empty_keys(clattn_context *ctx, const clattn__shape *s, con
   if (err == CL_SUCCESS) err = clSetKernelArg(k, 8, sizeof nq, &nq);
   if (err == CL_SUCCESS) err = clSetKernelArg(k, 9, sizeof dv, &dv);
   if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clSetKernelArg(empty_rows)");
-  return launch(ctx, k, 10, s->batch * s->heads_q * s->seqlen_q * s->dv, 1);
+  return clattn__std_launch(ctx, k, 10, s->batch * s->heads_q * s->seqlen_q * s->dv, 1);
 }
 
 /* Work-group and columns per work-item of the softmax for rows of nkv keys. Work-groups stay
@@ -234,7 +235,7 @@ static clattn_status softmax(clattn_context *ctx, const clattn__shape *s, size_t
   char opt[96];
   snprintf(opt, sizeof opt, "-D WG=%zu -D CPI=%u -D CAUSAL=%u", wg, cpi, s->causal);
   cl_kernel k;
-  clattn_status st = aux_kernel(ctx, "softmax_rows", opt, &k);
+  clattn_status st = clattn__std_kernel(ctx, "softmax_rows", opt, &k);
   if (st != CLATTN_OK) return st;
   cl_uint nq = (cl_uint)s->seqlen_q, nkv = (cl_uint)s->seqlen_kv;
   cl_ulong lb = lse_base;
@@ -246,12 +247,12 @@ static clattn_status softmax(clattn_context *ctx, const clattn__shape *s, size_t
   if (err == CL_SUCCESS) err = clSetKernelArg(k, 5, sizeof lb, &lb);
   if (err == CL_SUCCESS) err = clSetKernelArg(k, 6, sizeof write_lse, &write_lse);
   if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clSetKernelArg(softmax_rows)");
-  return launch(ctx, k, 4, rows, wg);
+  return clattn__std_launch(ctx, k, 4, rows, wg);
 }
 
-static clattn_status check_addressable(clattn_context *ctx, const clattn__shape *s,
-                                       const clattn_tensor *q, const clattn_tensor *k,
-                                       const clattn_tensor *v, const clattn_tensor *o) {
+clattn_status clattn__std_addressable(clattn_context *ctx, const clattn__shape *s,
+                                      const clattn_tensor *q, const clattn_tensor *k,
+                                      const clattn_tensor *v, const clattn_tensor *o) {
   size_t last[4] = {last_index(q, s->batch, s->seqlen_q, s->heads_q, s->d),
                     last_index(k, s->batch, s->seqlen_kv, s->heads_kv, s->d),
                     last_index(v, s->batch, s->seqlen_kv, s->heads_kv, s->dv),
@@ -283,15 +284,16 @@ static clattn_status run_chunk(clattn_context *ctx, const clattn__shape *s, size
   }
   float *alphas = scalars, *betas = scalars + count;
   mark(ctx, index, 0);
-  clattn_status st =
-      gemm(ctx, "GEMM S = scale * Q K^T", 1, nq, nkv, s->d, s->scale, q->buffer, qo, q->stride_seq,
-           k->buffer, ko, k->stride_seq, ctx->workspace, so, nkv, count, alphas, betas);
+  clattn_status st = clattn__std_gemm(ctx, "GEMM S = scale * Q K^T", 0, 1, nq, nkv, s->d, s->scale,
+                                      q->buffer, qo, q->stride_seq, k->buffer, ko, k->stride_seq,
+                                      0.0f, ctx->workspace, so, nkv, count, alphas, betas);
   mark(ctx, index, 1);
   if (st == CLATTN_OK) st = softmax(ctx, s, count * nq, first * nq, lse);
   mark(ctx, index, 2);
   if (st == CLATTN_OK)
-    st = gemm(ctx, "GEMM O = P V", 0, nq, s->dv, nkv, 1.0f, ctx->workspace, so, nkv, v->buffer, vo,
-              v->stride_seq, o->buffer, oo, o->stride_seq, count, alphas, betas);
+    st = clattn__std_gemm(ctx, "GEMM O = P V", 0, 0, nq, s->dv, nkv, 1.0f, ctx->workspace, so, nkv,
+                          v->buffer, vo, v->stride_seq, 0.0f, o->buffer, oo, o->stride_seq, count,
+                          alphas, betas);
   mark(ctx, index, 3);
   return st;
 }
@@ -305,7 +307,7 @@ clattn_status clattn__standard_forward(clattn_context *ctx, const clattn__shape 
                         "standard attention needs an in-order queue: CLBlast enqueues its kernels "
                         "without wait lists");
   clattn__standard_plan plan;
-  clattn__standard_plan_of(ctx, s, &plan);
+  clattn__standard_plan_of(ctx, s, 1, &plan);
   if (plan.chunk == 0)
     return clattn__fail(
         ctx, CLATTN_ERR_OUT_OF_RESOURCES,
@@ -316,8 +318,9 @@ clattn_status clattn__standard_forward(clattn_context *ctx, const clattn__shape 
         plan.head_workspace, plan.head_temp,
         plan.limit < ctx->device.max_alloc ? plan.limit : (size_t)ctx->device.max_alloc, plan.limit,
         (unsigned long long)ctx->device.max_alloc);
-  clattn_status st = check_addressable(ctx, s, q, k, v, o);
-  if (st == CLATTN_OK && s->seqlen_kv) st = ensure_workspace(ctx, plan.chunk * plan.head_workspace);
+  clattn_status st = clattn__std_addressable(ctx, s, q, k, v, o);
+  if (st == CLATTN_OK && s->seqlen_kv)
+    st = clattn__std_workspace(ctx, plan.chunk * plan.head_workspace);
   if (st != CLATTN_OK) return st;
   /* CLBlast takes no wait list: a barrier holds what follows until the caller's events. */
   if (num_wait) {

@@ -144,8 +144,8 @@ static void teardown(bench *b) {
 /* One timed run; < 0 on failure. */
 static double run_once(bench *b, const clattn__plan *p) {
   cl_event ev = NULL;
-  clattn_status st = clattn__enqueue_forward(b->ctx, b->queue, 1, &b->s, p, NULL, &b->t[0], &b->t[1],
-                                             &b->t[2], &b->t[3], b->buf[4], 0, NULL, &ev);
+  clattn_status st = clattn__enqueue_forward(b->ctx, b->queue, 1, &b->s, p, NULL, &b->t[0],
+                                             &b->t[1], &b->t[2], &b->t[3], b->buf[4], 0, NULL, &ev);
   if (st != CLATTN_OK || !ev) return -1.0;
   cl_ulong t0 = 0, t1 = 0;
   cl_int err = clWaitForEvents(1, &ev);

@@ -4,6 +4,16 @@
 #include "common.h"
 
 #include <math.h>
+
+/* tests/CMakeLists.txt builds this file twice: for the fused backward (suite "backward") and,
+ * with TEST_STANDARD, for the standard path's (suite "standard_backward"). */
+#ifdef TEST_STANDARD
+#define SUITE standard_backward
+#define ALGORITHM CLATTN_ALGO_STANDARD
+#else
+#define SUITE backward
+#define ALGORITHM CLATTN_ALGO_FUSED
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -132,68 +142,68 @@ static void check_shape(const clattn_problem *p, int bhsd, size_t offset) {
 
 static void run(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d, size_t dv,
                 unsigned flags, int bhsd, size_t offset) {
-  clattn_problem p = {b, hq, hkv, nq, nkv, d, dv, CLATTN_F32, 0.0f, flags};
+  clattn_problem p = {b, hq, hkv, nq, nkv, d, dv, CLATTN_F32, 0.0f, flags, ALGORITHM};
   check_shape(&p, bhsd, offset);
 }
 
 #define C CLATTN_CAUSAL
 /*                         b  hq hkv  nq   nkv    d   dv flags bhsd off */
-Test(backward, d1_len1) {
+Test(SUITE, d1_len1) {
   run(1, 1, 0, 1, 1, 1, 0, 0, 0, 0);
 }
-Test(backward, d59_len17) {
+Test(SUITE, d59_len17) {
   run(2, 3, 0, 17, 17, 59, 0, 0, 0, 0);
 }
-Test(backward, d111_113x203_bhsd) {
+Test(SUITE, d111_113x203_bhsd) {
   run(1, 2, 0, 113, 203, 111, 0, 0, 1, 0);
 }
-Test(backward, d256_80x64) {
+Test(SUITE, d256_80x64) {
   run(1, 2, 0, 80, 64, 256, 0, 0, 0, 0);
 }
-Test(backward, d64_1023x1024_causal) {
+Test(SUITE, d64_1023x1024_causal) {
   run(1, 1, 0, 1023, 1024, 64, 0, C, 1, 0);
 }
-Test(backward, causal_q_shorter) {
+Test(SUITE, causal_q_shorter) {
   run(1, 2, 0, 113, 203, 64, 0, C, 0, 0);
 }
-Test(backward, causal_q_longer) {
+Test(SUITE, causal_q_longer) {
   run(1, 2, 0, 203, 113, 64, 0, C, 0, 0);
 }
-Test(backward, causal_rows_without_keys) {
+Test(SUITE, causal_rows_without_keys) {
   run(1, 1, 0, 50, 10, 16, 0, C, 0, 0);
 }
-Test(backward, empty_kv) {
+Test(SUITE, empty_kv) {
   run(2, 2, 0, 7, 0, 32, 0, 0, 0, 0);
 }
-Test(backward, empty_queries_zero_dk_dv) {
+Test(SUITE, empty_queries_zero_dk_dv) {
   run(1, 2, 0, 0, 9, 8, 0, 0, 0, 0);
 }
-Test(backward, dv_larger) {
+Test(SUITE, dv_larger) {
   run(1, 2, 0, 45, 61, 32, 100, 0, 0, 0);
 }
-Test(backward, dv_smaller_causal) {
+Test(SUITE, dv_smaller_causal) {
   run(1, 2, 0, 61, 45, 100, 32, C, 1, 0);
 }
-Test(backward, gqa_sums_over_group) {
+Test(SUITE, gqa_sums_over_group) {
   run(2, 8, 2, 129, 129, 64, 0, 0, 0, 0);
 }
-Test(backward, mqa_causal_bhsd) {
+Test(SUITE, mqa_causal_bhsd) {
   run(1, 4, 1, 77, 77, 32, 0, C, 1, 0);
 }
-Test(backward, offset_bshd) {
+Test(SUITE, offset_bshd) {
   run(2, 3, 0, 33, 41, 40, 0, 0, 0, 37);
 }
-Test(backward, decode_one_query) {
+Test(SUITE, decode_one_query) {
   run(2, 4, 0, 1, 300, 128, 0, C, 0, 0);
 }
-Test(backward, d256_causal_gqa_offset) {
+Test(SUITE, d256_causal_gqa_offset) {
   run(1, 2, 1, 130, 130, 256, 0, C, 1, 3);
 }
 
 /* Bitwise identical gradients over 20 runs. */
-Test(backward, deterministic) {
+Test(SUITE, deterministic) {
   clattn_context *ctx = test_context(NULL);
-  clattn_problem p = {2, 4, 2, 97, 131, 48, 40, CLATTN_F32, 0.0f, C};
+  clattn_problem p = {2, 4, 2, 97, 131, 48, 40, CLATTN_F32, 0.0f, C, ALGORITHM};
   grads g;
   setup(&g, ctx, &p, 0, 0);
   float *first[3] = {0};
@@ -229,7 +239,7 @@ static double loss(const clattn_problem *p, ref_view q, ref_view k, ref_view v, 
   return l;
 }
 
-Test(backward, reference_matches_finite_differences) {
+Test(SUITE, reference_matches_finite_differences) {
   clattn_problem p = {1, 2, 1, 4, 3, 3, 2, CLATTN_F32, 0.7f, C};
   size_t nq = 1 * 4 * 2 * 3, nk = 1 * 3 * 1 * 3, nv = 1 * 3 * 1 * 2, no = 1 * 2 * 4 * 2;
   float q[24], k[9], v[6], gpk[16];
@@ -266,7 +276,7 @@ Test(backward, reference_matches_finite_differences) {
     }
 }
 
-Test(backward, bad_input) {
+Test(SUITE, bad_input) {
   clattn_context *ctx = test_context(NULL);
   clattn_problem p = {1, 2, 0, 16, 16, 8, 0, CLATTN_F32, 0.0f, 0};
   grads g;

@@ -1,0 +1,175 @@
+/* The standard path's backward, the baseline for the fused one: P is recomputed into a
+ * global-memory workspace (S = scale Q K^T by CLBlast, then P = exp(S - LSE)), dP = dO V^T by
+ * CLBlast, dS = P (dP - D) in place, then dQ = scale dS K, dK = scale dS^T Q and dV = P^T dO by
+ * CLBlast. GQA: dK and dV of a K/V head sum over its query heads, one GEMM call per position in
+ * the group (the first overwrites, the others add), so no call writes a matrix twice. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  size_t *q, *k, *v, *g, *dq, *dk, *dv, *p, *ds; /* element offsets per batch entry */
+} offsets;
+
+static clattn_status elementwise(clattn_context *ctx, cl_kernel k, cl_uint base_arg, size_t n) {
+  return clattn__std_launch(ctx, k, base_arg, (n + 63) / 64, 64);
+}
+
+static clattn_status rowdot(clattn_context *ctx, const clattn__shape *s, const clattn_tensor *o,
+                            const clattn_tensor *d_o, cl_kernel k) {
+  cl_ulong ov[4] = {o->offset, o->stride_batch, o->stride_seq, o->stride_head};
+  cl_ulong gv[4] = {d_o->offset, d_o->stride_batch, d_o->stride_seq, d_o->stride_head};
+  cl_uint hq = (cl_uint)s->heads_q, nq = (cl_uint)s->seqlen_q, dv = (cl_uint)s->dv;
+  cl_ulong n = s->batch * s->heads_q * s->seqlen_q;
+  cl_int err = clSetKernelArg(k, 0, sizeof(cl_mem), &o->buffer);
+  for (int i = 0; i < 4 && err == CL_SUCCESS; i++) err = clSetKernelArg(k, 1 + i, 8, &ov[i]);
+  if (err == CL_SUCCESS) err = clSetKernelArg(k, 5, sizeof(cl_mem), &d_o->buffer);
+  for (int i = 0; i < 4 && err == CL_SUCCESS; i++) err = clSetKernelArg(k, 6 + i, 8, &gv[i]);
+  if (err == CL_SUCCESS) err = clSetKernelArg(k, 10, sizeof(cl_mem), &ctx->bwd_ws);
+  if (err == CL_SUCCESS) err = clSetKernelArg(k, 11, 4, &hq);
+  if (err == CL_SUCCESS) err = clSetKernelArg(k, 12, 4, &nq);
+  if (err == CL_SUCCESS) err = clSetKernelArg(k, 13, 4, &dv);
+  if (err == CL_SUCCESS) err = clSetKernelArg(k, 14, 8, &n);
+  if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clSetKernelArg(bwd_rowdot)");
+  return elementwise(ctx, k, 15, n);
+}
+
+/* One chunk: batch*heads entries [first, first + count). */
+static clattn_status chunk(clattn_context *ctx, const clattn__shape *s, size_t first, size_t count,
+                           const clattn_tensor *t[8], cl_mem lse, cl_kernel probs,
+                           cl_kernel dscores, const offsets *off, size_t *sub, float *scalars) {
+  const clattn_tensor *q = t[0], *k = t[1], *v = t[2], *d_o = t[4], *dq = t[5], *dk = t[6],
+                      *dv = t[7];
+  size_t G = s->heads_q / s->heads_kv, nq = s->seqlen_q, nkv = s->seqlen_kv, mat = nq * nkv;
+  for (size_t i = 0; i < count; i++) {
+    size_t bh = first + i, b = bh / s->heads_q, h = bh % s->heads_q, hk = h / G;
+    off->q[i] = q->offset + b * q->stride_batch + h * q->stride_head;
+    off->g[i] = d_o->offset + b * d_o->stride_batch + h * d_o->stride_head;
+    off->dq[i] = dq->offset + b * dq->stride_batch + h * dq->stride_head;
+    off->k[i] = k->offset + b * k->stride_batch + hk * k->stride_head;
+    off->v[i] = v->offset + b * v->stride_batch + hk * v->stride_head;
+    off->dk[i] = dk->offset + b * dk->stride_batch + hk * dk->stride_head;
+    off->dv[i] = dv->offset + b * dv->stride_batch + hk * dv->stride_head;
+    off->p[i] = i * mat;
+    off->ds[i] = (count + i) * mat;
+  }
+  float *al = scalars, *be = scalars + count;
+  cl_mem ws = ctx->workspace;
+  clattn_status st = clattn__std_gemm(ctx, "GEMM S = scale * Q K^T", 0, 1, nq, nkv, s->d, s->scale,
+                                      q->buffer, off->q, q->stride_seq, k->buffer, off->k,
+                                      k->stride_seq, 0.0f, ws, off->p, nkv, count, al, be);
+  cl_ulong rb = first * nq, n = count * mat;
+  cl_uint nq32 = (cl_uint)nq, nkv32 = (cl_uint)nkv;
+  cl_int err = CL_SUCCESS;
+  if (st == CLATTN_OK) {
+    err = clSetKernelArg(probs, 0, sizeof(cl_mem), &ws);
+    if (err == CL_SUCCESS) err = clSetKernelArg(probs, 1, sizeof(cl_mem), &lse);
+    if (err == CL_SUCCESS) err = clSetKernelArg(probs, 2, 4, &nq32);
+    if (err == CL_SUCCESS) err = clSetKernelArg(probs, 3, 4, &nkv32);
+    if (err == CL_SUCCESS) err = clSetKernelArg(probs, 4, 8, &rb);
+    if (err == CL_SUCCESS) err = clSetKernelArg(probs, 5, 8, &n);
+    st = err == CL_SUCCESS ? elementwise(ctx, probs, 6, n)
+                           : clattn__fail_cl(ctx, err, "clSetKernelArg(bwd_probs)");
+  }
+  if (st == CLATTN_OK)
+    st = clattn__std_gemm(ctx, "GEMM dP = dO V^T", 0, 1, nq, nkv, s->dv, 1.0f, d_o->buffer, off->g,
+                          d_o->stride_seq, v->buffer, off->v, v->stride_seq, 0.0f, ws, off->ds, nkv,
+                          count, al, be);
+  if (st == CLATTN_OK) {
+    cl_ulong ds_off = count * mat; /* dS sits after the chunk's P matrices */
+    err = clSetKernelArg(dscores, 0, sizeof(cl_mem), &ws);
+    if (err == CL_SUCCESS) err = clSetKernelArg(dscores, 1, 8, &ds_off);
+    if (err == CL_SUCCESS) err = clSetKernelArg(dscores, 2, sizeof(cl_mem), &ctx->bwd_ws);
+    if (err == CL_SUCCESS) err = clSetKernelArg(dscores, 3, 4, &nkv32);
+    if (err == CL_SUCCESS) err = clSetKernelArg(dscores, 4, 8, &rb);
+    if (err == CL_SUCCESS) err = clSetKernelArg(dscores, 5, 8, &n);
+    st = err == CL_SUCCESS ? elementwise(ctx, dscores, 6, n)
+                           : clattn__fail_cl(ctx, err, "clSetKernelArg(bwd_dscores)");
+  }
+  if (st == CLATTN_OK)
+    st = clattn__std_gemm(ctx, "GEMM dQ = scale * dS K", 0, 0, nq, s->d, nkv, s->scale, ws, off->ds,
+                          nkv, k->buffer, off->k, k->stride_seq, 0.0f, dq->buffer, off->dq,
+                          dq->stride_seq, count, al, be);
+  /* dK and dV: one call per position g in the GQA group; position 0 overwrites. */
+  for (size_t g = 0; st == CLATTN_OK && g < G; g++) {
+    size_t m = 0;
+    size_t *sds = sub, *sq = sub + count, *sdk = sub + 2 * count, *sp = sub + 3 * count,
+           *sg = sub + 4 * count, *sdv = sub + 5 * count;
+    for (size_t i = 0; i < count; i++)
+      if ((first + i) % s->heads_q % G == g) {
+        sds[m] = off->ds[i], sq[m] = off->q[i], sdk[m] = off->dk[i];
+        sp[m] = off->p[i], sg[m] = off->g[i], sdv[m] = off->dv[i];
+        m++;
+      }
+    if (!m) continue;
+    /* Groups are contiguous and run in order, so positions 0..g-1 of an entry's group have been
+     * enqueued before it (in this chunk or an earlier one): add from position 1 on. */
+    float beta = g > 0 ? 1.0f : 0.0f;
+    st = clattn__std_gemm(ctx, "GEMM dK = scale * dS^T Q", 1, 0, nkv, s->d, nq, s->scale, ws, sds,
+                          nkv, q->buffer, sq, q->stride_seq, beta, dk->buffer, sdk, dk->stride_seq,
+                          m, al, be);
+    if (st == CLATTN_OK)
+      st = clattn__std_gemm(ctx, "GEMM dV = P^T dO", 1, 0, nkv, s->dv, nq, 1.0f, ws, sp, nkv,
+                            d_o->buffer, sg, d_o->stride_seq, beta, dv->buffer, sdv, dv->stride_seq,
+                            m, al, be);
+  }
+  return st;
+}
+
+clattn_status clattn__standard_backward(clattn_context *ctx, const clattn__shape *s,
+                                        const clattn_tensor *q, const clattn_tensor *k,
+                                        const clattn_tensor *v, const clattn_tensor *o,
+                                        const clattn_tensor *d_o, cl_mem lse,
+                                        const clattn_tensor *dq, const clattn_tensor *dk,
+                                        const clattn_tensor *dv) {
+  clattn__standard_plan plan;
+  clattn__standard_plan_of(ctx, s, 2, &plan);
+  if (plan.chunk == 0)
+    return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES,
+                        "standard attention backward needs %zu bytes of global memory for one "
+                        "head (P and dS, %zu x %zu each, and CLBlast's padded copies); "
+                        "available: %zu (workspace limit)",
+                        plan.head_workspace + plan.head_temp, s->seqlen_q, s->seqlen_kv,
+                        plan.limit);
+  clattn_status st = clattn__std_addressable(ctx, s, q, k, v, o);
+  if (st == CLATTN_OK) st = clattn__std_addressable(ctx, s, dq, dk, dv, d_o);
+  if (st == CLATTN_OK) st = clattn__std_workspace(ctx, plan.chunk * plan.head_workspace);
+  size_t rows = s->batch * s->heads_q * s->seqlen_q;
+  if (st == CLATTN_OK && ctx->bwd_ws_bytes < rows * sizeof(float)) {
+    if (ctx->bwd_ws) clReleaseMemObject(ctx->bwd_ws);
+    cl_int err;
+    ctx->bwd_ws = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, rows * sizeof(float), NULL, &err);
+    ctx->bwd_ws_bytes = err == CL_SUCCESS ? rows * sizeof(float) : 0;
+    if (err != CL_SUCCESS)
+      st = clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "backward: no row workspace (%s)",
+                        clattn__cl_error_name(err));
+  }
+  cl_kernel kr = NULL, kp = NULL, kd = NULL;
+  char opt[64];
+  snprintf(opt, sizeof opt, "-D WG=1 -D CPI=0 -D CAUSAL=%u", s->causal);
+  if (st == CLATTN_OK) st = clattn__std_kernel(ctx, "bwd_rowdot", opt, &kr);
+  if (st == CLATTN_OK) st = clattn__std_kernel(ctx, "bwd_probs", opt, &kp);
+  if (st == CLATTN_OK) st = clattn__std_kernel(ctx, "bwd_dscores", opt, &kd);
+  if (st == CLATTN_OK) st = rowdot(ctx, s, o, d_o, kr);
+  size_t heads = s->batch * s->heads_q;
+  offsets off = {0};
+  size_t *mem = malloc(15 * plan.chunk * sizeof *mem);
+  float *scalars = malloc(2 * plan.chunk * sizeof *scalars);
+  if (st == CLATTN_OK && (!mem || !scalars))
+    st = clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
+  if (mem) {
+    size_t c = plan.chunk;
+    off = (offsets){mem,         mem + c,     mem + 2 * c, mem + 3 * c, mem + 4 * c,
+                    mem + 5 * c, mem + 6 * c, mem + 7 * c, mem + 8 * c};
+  }
+  const clattn_tensor *t[8] = {q, k, v, o, d_o, dq, dk, dv};
+  for (size_t first = 0; st == CLATTN_OK && first < heads; first += plan.chunk) {
+    size_t count = heads - first < plan.chunk ? heads - first : plan.chunk;
+    st = chunk(ctx, s, first, count, t, lse, kp, kd, &off, mem + 9 * plan.chunk, scalars);
+  }
+  free(mem);
+  free(scalars);
+  return st;
+}
