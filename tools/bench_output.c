@@ -26,6 +26,9 @@ void bench_print_table(const bench_row *rows, size_t n, const char *device) {
   int show[COLS];
   for (int c = 0; c < COLS; c++) show[c] = any_ran(rows, n, c);
   printf("device: %s\n", device);
+  if (n && rows[0].backward)
+    printf("timed: forward + backward (FLOPs 3.5x the forward's); traffic and IO bound: the "
+           "forward pass\n");
   printf("time: median of the timed runs (OpenCL events; host: wall clock), spread = half the "
          "min-max range; TFLOP/s by the FlashAttention convention; MB = 1e6 bytes\n\n");
   printf("%6s %4s %3s %4s %4s", "N", "d", "cau", "B", "H");
@@ -128,7 +131,8 @@ void bench_print_json(const bench_row *rows, size_t n, const char *device, const
   printf(", \"rows\": [\n");
   for (size_t i = 0; i < n; i++) {
     const bench_row *r = &rows[i];
-    printf("  {\"seqlen\": %zu, \"head_dim\": %zu, \"causal\": %s, \"batch\": %zu, \"heads\": %zu, "
+    printf("  {\"backward\": %s, ", r->backward ? "true" : "false");
+    printf("\"seqlen\": %zu, \"head_dim\": %zu, \"causal\": %s, \"batch\": %zu, \"heads\": %zu, "
            "\"flops\": %.6g, \"fused_bytes\": %.6g, \"standard_bytes\": %.6g, "
            "\"io_bound_bytes\": %.6g, \"fused_config\": ",
            r->seqlen, r->head_dim, r->causal ? "true" : "false", r->batch, r->heads, r->flops,

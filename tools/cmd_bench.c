@@ -22,7 +22,7 @@ typedef struct {
   size_t tokens, hidden; /* when set: batch = max(1, tokens / N), heads = hidden / d */
   int warmup, repeat;
   int want[COLS];
-  int csv, json, bandwidth;
+  int csv, json, bandwidth, backward;
   const char *plot;
 } opts;
 
@@ -38,6 +38,8 @@ static void usage(FILE *f) {
              "  --columns LIST     of fused,standard,host (all; host: CPUs, OpenBLAS)\n"
              "  --csv | --json     machine-readable output instead of the table\n"
              "  --plot FILE.png    time and modelled traffic against N (gnuplot)\n"
+             "  --backward         time forward + backward (FLOPs 3.5x the forward's; the host\n"
+             "                     column and the traffic columns stay forward-only)\n"
              "  --bandwidth        also check the traffic model: a copy kernel's bandwidth beside\n"
              "                     the standard path's steps and the fused kernel\n"
              "  --device SPEC      like CLATTN_DEVICE\n");
@@ -107,6 +109,8 @@ static int parse_opts(int argc, char **argv, opts *o) {
       o->csv = 1;
     } else if (!strcmp(a, "--json")) {
       o->json = 1;
+    } else if (!strcmp(a, "--backward")) {
+      o->backward = 1;
     } else if (!strcmp(a, "--bandwidth")) {
       o->bandwidth = 1;
     } else if (!strcmp(a, "--plot")) {
@@ -138,14 +142,14 @@ static int parse_opts(int argc, char **argv, opts *o) {
 /* Device buffers and host data of one row. */
 typedef struct {
   float *hq, *hk, *hv, *ho, *hs;
-  cl_mem q, k, v, o[2];
-  clattn_tensor tq, tk, tv, to[2];
+  cl_mem q, k, v, o[2], lse, g, dq, dk, dv; /* the last five with --backward */
+  clattn_tensor tq, tk, tv, to[2], tg, tdq, tdk, tdv;
 } data;
 
 static void data_free(data *x) {
   free(x->hq), free(x->hk), free(x->hv), free(x->ho), free(x->hs);
-  cl_mem m[] = {x->q, x->k, x->v, x->o[0], x->o[1]};
-  for (int i = 0; i < 5; i++)
+  cl_mem m[] = {x->q, x->k, x->v, x->o[0], x->o[1], x->lse, x->g, x->dq, x->dk, x->dv};
+  for (int i = 0; i < 10; i++)
     if (m[i]) clReleaseMemObject(m[i]);
 }
 
@@ -159,8 +163,8 @@ static cl_mem upload(clattn_context *ctx, const float *host, size_t n, cl_int *e
   return m;
 }
 
-static int data_make(clattn_context *ctx, const clattn_problem *p, int host, data *x, char *why,
-                     size_t len) {
+static int data_make(clattn_context *ctx, const clattn_problem *p, int host, int backward, data *x,
+                     char *why, size_t len) {
   memset(x, 0, sizeof *x);
   size_t n = p->seqlen_q, nq = p->batch * n * p->heads_q * p->head_dim;
   x->hq = malloc(nq * sizeof(float)), x->hk = malloc(nq * sizeof(float));
@@ -181,6 +185,12 @@ static int data_make(clattn_context *ctx, const clattn_problem *p, int host, dat
   x->q = upload(ctx, x->hq, nq, &err), x->k = upload(ctx, x->hk, nq, &err);
   x->v = upload(ctx, x->hv, nq, &err);
   x->o[0] = upload(ctx, NULL, nq, &err), x->o[1] = upload(ctx, NULL, nq, &err);
+  if (backward) {
+    x->lse = upload(ctx, NULL, p->batch * p->heads_q * n, &err);
+    x->g = upload(ctx, x->hv, nq, &err); /* any data will do for dO */
+    x->dq = upload(ctx, NULL, nq, &err), x->dk = upload(ctx, NULL, nq, &err);
+    x->dv = upload(ctx, NULL, nq, &err);
+  }
   if (err != CL_SUCCESS) {
     snprintf(why, len, "cannot allocate the tensors on the device (OpenCL error %d)", err);
     return 0;
@@ -189,7 +199,30 @@ static int data_make(clattn_context *ctx, const clattn_problem *p, int host, dat
   x->tq = clattn_bshd(x->q, n, h, d), x->tk = clattn_bshd(x->k, n, h, d);
   x->tv = clattn_bshd(x->v, n, h, d);
   x->to[0] = clattn_bshd(x->o[0], n, h, d), x->to[1] = clattn_bshd(x->o[1], n, h, d);
+  x->tg = clattn_bshd(x->g, n, h, d), x->tdq = clattn_bshd(x->dq, n, h, d);
+  x->tdk = clattn_bshd(x->dk, n, h, d), x->tdv = clattn_bshd(x->dv, n, h, d);
   return 1;
+}
+
+/* Forward (with LSE) then backward, timed from a marker before the forward to the backward's
+ * done marker (OpenCL events). */
+static double time_fwd_bwd(clattn_context *ctx, const clattn_problem *p, data *x, int c,
+                           clattn_status *st) {
+  cl_event start = NULL, done = NULL;
+  clEnqueueMarkerWithWaitList(clattn_context_queue(ctx), 0, NULL, &start);
+  *st = clattn_forward(ctx, p, &x->tq, &x->tk, &x->tv, &x->to[c], x->lse, 0, NULL, NULL);
+  if (*st == CLATTN_OK)
+    *st = clattn_backward(ctx, p, &x->tq, &x->tk, &x->tv, &x->to[c], &x->tg, x->lse, &x->tdq,
+                          &x->tdk, &x->tdv, 0, NULL, &done);
+  double ms = -1.0;
+  cl_ulong a = 0, b = 0;
+  if (*st == CLATTN_OK && clWaitForEvents(1, &done) == CL_SUCCESS &&
+      clGetEventProfilingInfo(start, CL_PROFILING_COMMAND_END, sizeof a, &a, NULL) == CL_SUCCESS &&
+      clGetEventProfilingInfo(done, CL_PROFILING_COMMAND_END, sizeof b, &b, NULL) == CL_SUCCESS)
+    ms = b > a ? (b - a) / 1e6 : 0.0;
+  if (start) clReleaseEvent(start);
+  if (done) clReleaseEvent(done);
+  return ms;
 }
 
 static void summarize(double *ms, int n, bench_time *t) {
@@ -226,7 +259,8 @@ static void bench_one(clattn_context *ctx, const opts *o, int host_ok, bench_row
       if (o->want[c]) snprintf(r->t[c].why, sizeof r->t[c].why, "%s", clattn_last_error(ctx));
     return;
   }
-  r->flops = info.flops, r->io_bound = info.io_lower_bound_bytes;
+  r->backward = o->backward;
+  r->flops = info.flops * (o->backward ? 3.5 : 1.0), r->io_bound = info.io_lower_bound_bytes;
   r->fused_bytes = info.fused_read_bytes + info.fused_write_bytes;
   r->standard_bytes = info.standard_read_bytes + info.standard_write_bytes;
   snprintf(r->fused_config, sizeof r->fused_config, "%s %u/%u/%u/%u (%s)", info.kernel,
@@ -236,7 +270,9 @@ static void bench_one(clattn_context *ctx, const opts *o, int host_ok, bench_row
   r->peak_bytes[COL_FUSED] = tensors;
   r->peak_bytes[COL_STANDARD] = tensors + (double)info.standard_workspace_bytes;
   r->peak_bytes[COL_HOST] = tensors + (double)r->seqlen * r->seqlen * sizeof(float);
-  int run[COLS] = {o->want[0], o->want[1], o->want[2] && host_ok};
+  int run[COLS] = {o->want[0], o->want[1], o->want[2] && host_ok && !o->backward};
+  if (o->want[COL_HOST] && o->backward)
+    snprintf(r->t[COL_HOST].why, sizeof r->t[COL_HOST].why, "no host backward");
   if (o->want[COL_HOST] && !host_ok)
     snprintf(r->t[COL_HOST].why, sizeof r->t[COL_HOST].why, "%s",
              bench_host_available() ? "GPU device: host column is for CPUs"
@@ -250,7 +286,7 @@ static void bench_one(clattn_context *ctx, const opts *o, int host_ok, bench_row
   }
   data x;
   char why[200];
-  if (!data_make(ctx, &p, run[COL_HOST], &x, why, sizeof why)) {
+  if (!data_make(ctx, &p, run[COL_HOST], o->backward, &x, why, sizeof why)) {
     for (int c = 0; c < COLS; c++)
       if (run[c]) snprintf(r->t[c].why, sizeof r->t[c].why, "%s", why);
     data_free(&x);
@@ -275,7 +311,9 @@ static void bench_one(clattn_context *ctx, const opts *o, int host_ok, bench_row
       } else {
         clattn_status st;
         p.algorithm = algo[c];
-        t = check_time_forward(ctx, &p, &x.tq, &x.tk, &x.tv, &x.to[c], NULL, by_events, &st);
+        t = o->backward
+                ? time_fwd_bwd(ctx, &p, &x, c, &st)
+                : check_time_forward(ctx, &p, &x.tq, &x.tk, &x.tv, &x.to[c], NULL, by_events, &st);
         if (st != CLATTN_OK) {
           snprintf(r->t[c].why, sizeof r->t[c].why, "%s", clattn_last_error(ctx));
           run[c] = 0;
@@ -306,7 +344,7 @@ static void bench_one(clattn_context *ctx, const opts *o, int host_ok, bench_row
     if (run[c]) summarize(ms[c], o->repeat, &r->t[c]);
     free(ms[c]);
   }
-  if (run[COL_FUSED] && run[COL_STANDARD]) r->max_diff = max_diff(ctx, &x, elems);
+  if (run[COL_FUSED] && run[COL_STANDARD] && !o->backward) r->max_diff = max_diff(ctx, &x, elems);
   data_free(&x);
 }
 
