@@ -34,6 +34,18 @@ size_t parse_size_list(const char *s, size_t *out, size_t cap) {
   return n;
 }
 
+int parse_config(const char *s, clattn_config *c) {
+  char kernel[32];
+  memset(c, 0, sizeof *c);
+  int got =
+      s ? sscanf(s, "%31[a-z_]/%u/%u/%u/%u/%u/%u/%u", kernel, &c->block_q, &c->block_kv,
+                 &c->threads_per_row, &c->rows_per_item, &c->stage_kv, &c->pad, &c->vector_width)
+        : 0;
+  if (got != 7 && got != 8) return 0;
+  snprintf(c->kernel, sizeof c->kernel, "%s", kernel);
+  return 1;
+}
+
 int parse_problem_flag(int argc, char **argv, int *i, clattn_problem *p) {
   const char *a = argv[*i], *val = *i + 1 < argc ? argv[*i + 1] : NULL;
   struct {

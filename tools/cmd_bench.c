@@ -22,7 +22,8 @@ typedef struct {
   size_t tokens, hidden; /* when set: batch = max(1, tokens / N), heads = hidden / d */
   int warmup, repeat;
   int want[COLS];
-  int csv, json, bandwidth, backward;
+  int csv, json, bandwidth, backward, force;
+  clattn_config forced;
   const char *plot;
 } opts;
 
@@ -38,6 +39,7 @@ static void usage(FILE *f) {
              "  --columns LIST     of fused,standard,host (all; host: CPUs, OpenBLAS)\n"
              "  --csv | --json     machine-readable output instead of the table\n"
              "  --plot FILE.png    time and modelled traffic against N (gnuplot)\n"
+             "  --config K/BQ/BKV/TPR/RM/STAGE/PAD[/VEC]  force the fused config (as clattn run)\n"
              "  --backward         time forward + backward (FLOPs 3.5x the forward's; the host\n"
              "                     column and the traffic columns stay forward-only)\n"
              "  --bandwidth        also check the traffic model: a copy kernel's bandwidth beside\n"
@@ -109,6 +111,9 @@ static int parse_opts(int argc, char **argv, opts *o) {
       o->csv = 1;
     } else if (!strcmp(a, "--json")) {
       o->json = 1;
+    } else if (!strcmp(a, "--config")) {
+      if (!parse_config(val, &o->forced)) goto bad;
+      o->force = 1, i++;
     } else if (!strcmp(a, "--backward")) {
       o->backward = 1;
     } else if (!strcmp(a, "--bandwidth")) {
@@ -254,7 +259,8 @@ static void bench_one(clattn_context *ctx, const opts *o, int host_ok, bench_row
   p.head_dim = r->head_dim, p.flags = r->causal ? CLATTN_CAUSAL : 0;
   clattn_plan_info info;
   r->max_diff = -1.0;
-  if (clattn_explain(ctx, &p, &info) != CLATTN_OK) {
+  if ((o->force && clattn_override_config(ctx, &p, &o->forced) != CLATTN_OK) ||
+      clattn_explain(ctx, &p, &info) != CLATTN_OK) {
     for (int c = 0; c < COLS; c++)
       if (o->want[c]) snprintf(r->t[c].why, sizeof r->t[c].why, "%s", clattn_last_error(ctx));
     return;

@@ -46,13 +46,7 @@ int cmd_run(int argc, char **argv) {
     } else if (!strcmp(a, "--no-check")) {
       sp.skip_check = 1;
     } else if (!strcmp(a, "--config")) {
-      char kernel[32];
-      int got = val ? sscanf(val, "%31[a-z_]/%u/%u/%u/%u/%u/%u/%u", kernel, &forced.block_q,
-                             &forced.block_kv, &forced.threads_per_row, &forced.rows_per_item,
-                             &forced.stage_kv, &forced.pad, &forced.vector_width)
-                    : 0;
-      if (got != 7 && got != 8) goto bad_value;
-      snprintf(forced.kernel, sizeof forced.kernel, "%s", kernel);
+      if (!parse_config(val, &forced)) goto bad_value;
       force = 1, i++;
     } else if (!strcmp(a, "--compare")) {
       compare = 1;
