@@ -82,36 +82,25 @@ void clattn__backward_release(clattn_context *ctx) {
   ctx->bwd_ws_bytes = 0;
 }
 
-typedef struct {
-  cl_kernel k;
-  cl_uint n;
-  cl_int err;
-} args;
-
-static void arg(args *a, size_t size, const void *value) {
-  if (a->err == CL_SUCCESS) a->err = clSetKernelArg(a->k, a->n, size, value);
-  a->n++;
-}
-
-static void arg_view(args *a, const clattn_tensor *t) {
-  cl_ulong v[4] = {t->offset, t->stride_batch, t->stride_seq, t->stride_head};
-  arg(a, sizeof(cl_mem), &t->buffer);
-  for (int i = 0; i < 4; i++) arg(a, sizeof v[i], &v[i]);
+/* The buffer, then its view's offset and strides. */
+static void arg_view(clattn__args *a, const clattn_tensor *t) {
+  clattn__arg(a, sizeof(cl_mem), &t->buffer);
+  clattn__arg_view(a, t);
 }
 
 /* Launches items work-groups of wg work-items in chunks; the last argument is the first group. */
-static clattn_status launch(clattn_context *ctx, args *a, size_t groups, size_t wg) {
-  cl_uint base_arg = a->n;
+static clattn_status launch(clattn_context *ctx, clattn__args *a, size_t groups, size_t wg) {
+  cl_uint base_arg = a->next;
   cl_ulong zero = 0;
-  arg(a, sizeof zero, &zero);
+  clattn__arg(a, sizeof zero, &zero);
   if (a->err != CL_SUCCESS) return clattn__fail_cl(ctx, a->err, "clSetKernelArg(backward)");
   for (size_t first = 0; first < groups; first += GROUPS_PER_LAUNCH) {
     size_t n = groups - first < GROUPS_PER_LAUNCH ? groups - first : GROUPS_PER_LAUNCH;
     size_t global = n * wg;
     cl_ulong base = first;
-    cl_int err = clSetKernelArg(a->k, base_arg, sizeof base, &base);
+    cl_int err = clSetKernelArg(a->kernel, base_arg, sizeof base, &base);
     if (err == CL_SUCCESS)
-      err = clEnqueueNDRangeKernel(ctx->queue, a->k, 1, NULL, &global, &wg, 0, NULL, NULL);
+      err = clEnqueueNDRangeKernel(ctx->queue, a->kernel, 1, NULL, &global, &wg, 0, NULL, NULL);
     if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clEnqueueNDRangeKernel(backward)");
   }
   return CLATTN_OK;
@@ -140,38 +129,42 @@ static clattn_status run(clattn_context *ctx, const clattn__shape *s, const clat
                             rows * sizeof(float), clattn__cl_error_name(err));
       }
     }
-    args a = {p->rowdot, 0, CL_SUCCESS};
+    clattn__args a = {p->rowdot, 0, CL_SUCCESS};
     arg_view(&a, o);
     arg_view(&a, d_o);
-    arg(&a, sizeof(cl_mem), &ctx->bwd_ws);
-    arg(&a, sizeof hq, &hq);
-    arg(&a, sizeof nq, &nq);
+    clattn__arg(&a, sizeof(cl_mem), &ctx->bwd_ws);
+    clattn__arg(&a, sizeof hq, &hq);
+    clattn__arg(&a, sizeof nq, &nq);
     st = launch(ctx, &a, rows, 1);
   }
   if (st == CLATTN_OK && s->seqlen_kv) { /* dK, dV: zero where no query sees a key */
     size_t nkb = (s->seqlen_kv + p->bkv - 1) / p->bkv;
     cl_uint nb = (cl_uint)nkb;
-    args a = {p->dkdv, 0, CL_SUCCESS};
+    clattn__args a = {p->dkdv, 0, CL_SUCCESS};
     arg_view(&a, q), arg_view(&a, k), arg_view(&a, v), arg_view(&a, d_o);
     cl_mem ws = rows ? ctx->bwd_ws : d_o->buffer; /* unread when there are no rows */
     cl_mem lse_or = rows ? lse : d_o->buffer;
-    arg(&a, sizeof(cl_mem), &lse_or);
-    arg(&a, sizeof(cl_mem), &ws);
+    clattn__arg(&a, sizeof(cl_mem), &lse_or);
+    clattn__arg(&a, sizeof(cl_mem), &ws);
     arg_view(&a, dk), arg_view(&a, dv);
-    arg(&a, sizeof hq, &hq), arg(&a, sizeof hkv, &hkv), arg(&a, sizeof nq, &nq);
-    arg(&a, sizeof nkv, &nkv), arg(&a, sizeof nb, &nb), arg(&a, sizeof scale, &scale);
+    clattn__arg(&a, sizeof hq, &hq), clattn__arg(&a, sizeof hkv, &hkv),
+        clattn__arg(&a, sizeof nq, &nq);
+    clattn__arg(&a, sizeof nkv, &nkv), clattn__arg(&a, sizeof nb, &nb),
+        clattn__arg(&a, sizeof scale, &scale);
     st = launch(ctx, &a, nkb * s->batch * s->heads_kv, p->bkv);
   }
   if (st == CLATTN_OK && rows) { /* dQ: zero for rows that see no key */
     size_t nqb = (s->seqlen_q + p->bq - 1) / p->bq;
     cl_uint nb = (cl_uint)nqb;
-    args a = {p->dq, 0, CL_SUCCESS};
+    clattn__args a = {p->dq, 0, CL_SUCCESS};
     arg_view(&a, q), arg_view(&a, k), arg_view(&a, v), arg_view(&a, d_o);
-    arg(&a, sizeof(cl_mem), &lse);
-    arg(&a, sizeof(cl_mem), &ctx->bwd_ws);
+    clattn__arg(&a, sizeof(cl_mem), &lse);
+    clattn__arg(&a, sizeof(cl_mem), &ctx->bwd_ws);
     arg_view(&a, dq);
-    arg(&a, sizeof hq, &hq), arg(&a, sizeof hkv, &hkv), arg(&a, sizeof nq, &nq);
-    arg(&a, sizeof nkv, &nkv), arg(&a, sizeof nb, &nb), arg(&a, sizeof scale, &scale);
+    clattn__arg(&a, sizeof hq, &hq), clattn__arg(&a, sizeof hkv, &hkv),
+        clattn__arg(&a, sizeof nq, &nq);
+    clattn__arg(&a, sizeof nkv, &nkv), clattn__arg(&a, sizeof nb, &nb),
+        clattn__arg(&a, sizeof scale, &scale);
     st = launch(ctx, &a, nqb * s->batch * s->heads_q, p->bq);
   }
   return st;

@@ -9,20 +9,14 @@
  * limits of GPUs; larger problems are split into several launches. */
 #define GROUPS_PER_LAUNCH ((size_t)1 << 20)
 
-typedef struct {
-  cl_kernel kernel;
-  cl_uint next;
-  cl_int err;
-} args;
-
-static void arg(args *a, size_t size, const void *value) {
+void clattn__arg(clattn__args *a, size_t size, const void *value) {
   if (a->err == CL_SUCCESS) a->err = clSetKernelArg(a->kernel, a->next, size, value);
   a->next++;
 }
 
-static void arg_view(args *a, const clattn_tensor *t) {
+void clattn__arg_view(clattn__args *a, const clattn_tensor *t) {
   cl_ulong v[4] = {t->offset, t->stride_batch, t->stride_seq, t->stride_head};
-  for (int i = 0; i < 4; i++) arg(a, sizeof v[i], &v[i]);
+  for (int i = 0; i < 4; i++) clattn__arg(a, sizeof v[i], &v[i]);
 }
 
 clattn__class clattn__class_of(const clattn__shape *s) {
@@ -44,34 +38,34 @@ clattn_status clattn__enqueue_forward(clattn_context *ctx, cl_command_queue queu
       __builtin_mul_overflow(groups, s->heads_q, &groups) ||
       __builtin_mul_overflow(groups, s->batch, &groups))
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "batch * heads * query blocks overflows");
-  args a = {p->kernel, 0, CL_SUCCESS};
+  clattn__args a = {p->kernel, 0, CL_SUCCESS};
   cl_mem bufs[5] = {q->buffer, k->buffer, v->buffer, o->buffer, lse};
-  for (int i = 0; i < 5; i++) arg(&a, sizeof(cl_mem), &bufs[i]);
-  arg_view(&a, q);
-  arg_view(&a, k);
-  arg_view(&a, v);
-  arg_view(&a, o);
+  for (int i = 0; i < 5; i++) clattn__arg(&a, sizeof(cl_mem), &bufs[i]);
+  clattn__arg_view(&a, q);
+  clattn__arg_view(&a, k);
+  clattn__arg_view(&a, v);
+  clattn__arg_view(&a, o);
   cl_uint heads = (cl_uint)s->heads_q, group = (cl_uint)(s->heads_q / s->heads_kv),
           nq = (cl_uint)s->seqlen_q, nkv = (cl_uint)s->seqlen_kv, nb = (cl_uint)nqb;
   cl_float scale_log2 = (cl_float)(s->scale * M_LOG2E);
   cl_int write_lse = lse != NULL;
   cl_uint splits = split->count, per_split = split->kv_per_split;
-  arg(&a, sizeof heads, &heads);
-  arg(&a, sizeof group, &group);
-  arg(&a, sizeof nq, &nq);
-  arg(&a, sizeof nkv, &nkv);
-  arg(&a, sizeof nb, &nb);
+  clattn__arg(&a, sizeof heads, &heads);
+  clattn__arg(&a, sizeof group, &group);
+  clattn__arg(&a, sizeof nq, &nq);
+  clattn__arg(&a, sizeof nkv, &nkv);
+  clattn__arg(&a, sizeof nb, &nb);
   cl_uint base_index = a.next;
   cl_ulong base = 0;
-  arg(&a, sizeof base, &base);
-  arg(&a, sizeof scale_log2, &scale_log2);
-  arg(&a, sizeof write_lse, &write_lse);
+  clattn__arg(&a, sizeof base, &base);
+  clattn__arg(&a, sizeof scale_log2, &scale_log2);
+  clattn__arg(&a, sizeof write_lse, &write_lse);
   if (p->cfg.variant != 2) { /* forward_mma takes no split arguments (yet) */
-    arg(&a, sizeof splits, &splits);
-    arg(&a, sizeof per_split, &per_split);
-    arg(&a, sizeof split->o_split, &split->o_split);
-    arg(&a, sizeof split->lse_off, &split->lse_off);
-    arg(&a, sizeof split->lse_split, &split->lse_split);
+    clattn__arg(&a, sizeof splits, &splits);
+    clattn__arg(&a, sizeof per_split, &per_split);
+    clattn__arg(&a, sizeof split->o_split, &split->o_split);
+    clattn__arg(&a, sizeof split->lse_off, &split->lse_off);
+    clattn__arg(&a, sizeof split->lse_split, &split->lse_split);
   }
   if (a.err != CL_SUCCESS) return clattn__fail_cl(ctx, a.err, "clSetKernelArg");
 

@@ -255,6 +255,16 @@ clattn__class clattn__class_of(const clattn__shape *s);
  * Overrides are kept as given. */
 clattn_status clattn__plan_for_grid(clattn_context *ctx, const clattn__shape *s,
                                     const clattn__plan **out);
+/* Kernel arguments set in order; the first failure is kept in err (forward.c). */
+typedef struct clattn__args {
+  cl_kernel kernel;
+  cl_uint next;
+  cl_int err;
+} clattn__args;
+void clattn__arg(clattn__args *a, size_t size, const void *value);
+/* A view's offset and three strides, as four ulong arguments. */
+void clattn__arg_view(clattn__args *a, const clattn_tensor *t);
+
 /* Keys split into ranges computed by separate work-groups (flash-decoding), each writing its
  * partial O and LSE into a workspace that a merge kernel combines (split.c). */
 typedef struct clattn__split {

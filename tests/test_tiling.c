@@ -187,7 +187,8 @@ Test(tiling, small_grids_get_finer_query_blocks) {
   unsigned units = 0;
   clGetDeviceInfo(clattn_context_device(ctx), CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units,
                   NULL);
-  if (units > 1 && info.block_q >= 100) cr_assert_fail("block_q %u leaves units idle", info.block_q);
+  if (units > 1 && info.block_q >= 100)
+    cr_assert_fail("block_q %u leaves units idle", info.block_q);
   if (units > 1) cr_assert(strstr(info.reason, "fill"), "%s", info.reason);
   test_forward_shape(&p, 0, 0, 1, NULL);
   /* Enough heads to fill the device: the block stays. */

@@ -14,28 +14,7 @@ cl="$dir/clattn"
   | tee "$out/env.txt"
 "$cl" devices | tee "$out/devices.txt"
 
-# b hq hkv nq nkv d dv flags layout offset
-shapes="1 1 0 1 1 1 0 - bshd 0
-2 3 0 17 17 59 0 - bshd 0
-1 2 0 113 203 111 0 - bhsd 0
-1 2 0 80 64 256 0 - bshd 0
-1 1 0 1023 1024 64 0 - bshd 0
-1 1 0 1023 1024 128 0 c bhsd 0
-1 2 0 113 203 64 0 c bshd 0
-1 2 0 203 113 64 0 c bshd 0
-1 1 0 50 10 16 0 c bshd 0
-2 2 0 7 0 32 0 - bshd 0
-1 2 0 45 61 32 100 - bshd 0
-1 2 0 61 45 100 32 c bhsd 0
-2 8 2 129 129 64 0 - bshd 0
-1 4 1 77 77 32 0 c bhsd 0
-2 3 0 33 41 40 0 - bshd 37
-1 2 2 31 29 17 0 c bhsd 5
-2 4 0 1 1000 128 0 c bshd 0
-3 5 0 65 65 8 0 - bhsd 0
-1 1 0 31 31 2 1 - bshd 0
-1 2 1 130 130 256 0 c bhsd 3
-4 16 0 2048 2048 128 0 c bshd 0"
+shapes=$(grep -v "^#" "$(dirname "$0")/gpu-shapes.txt") # DESIGN.md's list
 pass=0 fail=0
 while read -r b hq hkv nq nkv d dv f lay off; do
   args=(--batch $b --heads $hq --heads-kv $hkv --seqlen-q $nq --seqlen-kv $nkv --head-dim $d

@@ -18,27 +18,7 @@ for d in ${NV_DIMS-64 128 256}; do
     --config forward_mma/64/$bkv/1/1/1/1 --repeat 0 2>&1 |
     grep -iE "registers|spill|stack|error|check:|clattn:" | sed "s/^/d=$d: /" >>"$out/nv_verbose.txt"
 done
-shapes="1 1 0 1 1 1 0 - bshd 0
-2 3 0 17 17 59 0 - bshd 0
-1 2 0 113 203 111 0 - bhsd 0
-1 2 0 80 64 256 0 - bshd 0
-1 1 0 1023 1024 64 0 - bshd 0
-1 1 0 1023 1024 128 0 c bhsd 0
-1 2 0 113 203 64 0 c bshd 0
-1 2 0 203 113 64 0 c bshd 0
-1 1 0 50 10 16 0 c bshd 0
-2 2 0 7 0 32 0 - bshd 0
-1 2 0 45 61 32 100 - bshd 0
-1 2 0 61 45 100 32 c bhsd 0
-2 8 2 129 129 64 0 - bshd 0
-1 4 1 77 77 32 0 c bhsd 0
-2 3 0 33 41 40 0 - bshd 37
-1 2 2 31 29 17 0 c bhsd 5
-2 4 0 1 1000 128 0 c bshd 0
-3 5 0 65 65 8 0 - bhsd 0
-1 1 0 31 31 2 1 - bshd 0
-1 2 1 130 130 256 0 c bhsd 3
-4 16 0 2048 2048 128 0 c bshd 0"
+shapes=$(grep -v "^#" "$(dirname "$0")/gpu-shapes.txt") # DESIGN.md's list
 cfgs=${MMA_CFGS:-"forward_mma/64/16/1/1/1/1 forward_mma/16/8/1/1/0/1 forward_mma/128/32/1/1/1/1"}
 [ "${2:-}" = mid ] && cfgs=${MMA_CFGS:-forward_mma/64/16/1/1/1/1}
 for cfg in $cfgs; do
