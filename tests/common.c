@@ -1,10 +1,26 @@
 #include "common.h"
 
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static char tmpdir[256];
+
+/* The folders test_context made, removed when the test process exits (each test is a process
+ * of its own under Criterion), so runs do not pile them up under build/tests/tmp. */
+static char made[64][256];
+static int nmade;
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)flag, (void)ftw;
+  remove(path);
+  return 0;
+}
+
+static void remove_made(void) {
+  for (int i = 0; i < nmade; i++) nftw(made[i], remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
 
 const char *test_tmpdir(void) {
   return tmpdir;
@@ -18,6 +34,8 @@ clattn_context *test_context_limited(const char *kernel_dir, size_t workspace_li
   const char *base = getenv("TMPDIR");
   snprintf(tmpdir, sizeof tmpdir, "%s/clattn-test-XXXXXX", base && base[0] ? base : "/tmp");
   cr_assert_not_null(mkdtemp(tmpdir), "mkdtemp failed");
+  if (nmade == 0) atexit(remove_made);
+  if (nmade < 64) snprintf(made[nmade++], sizeof made[0], "%s", tmpdir);
   char db[300];
   snprintf(db, sizeof db, "%s/tuning.json", tmpdir);
   clattn_options opt = {tmpdir, db, kernel_dir, workspace_limit};
