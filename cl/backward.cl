@@ -1,6 +1,6 @@
 /* Attention backward (FlashAttention-2's order, recomputing S and P from Q, K and the forward's
- * LSE instead of storing them), in three kernels without atomics:
- *   bwd_rowdot: D = rowsum(dO o O), one work-item per query row;
+ * LSE instead of storing them), after D = rowsum(dO o O) (bwd_rowdot of cl/standard.cl, shared
+ * with the standard path), in two kernels without atomics:
  *   bwd_dkdv:   one work-group per (key block, batch, K/V head); a work-item owns one key and
  *               accumulates its dK and dV over the query heads of its GQA group and their query
  *               blocks (staged in local memory), in a fixed order;
@@ -12,22 +12,6 @@
  * contributes nothing (exp(S - LSE) is never evaluated for it).
  * Defines: D, DV head dims; BQ, BKV block sizes (the work-group sizes of bwd_dq and bwd_dkdv);
  * CAUSAL (bottom-right aligned). */
-
-__kernel void bwd_rowdot(__global const float *o, ulong o_off, ulong o_sb, ulong o_ss, ulong o_sh,
-                         __global const float *d_o, ulong g_off, ulong g_sb, ulong g_ss,
-                         ulong g_sh, __global float *drow, uint heads_q, uint seqlen_q,
-                         ulong base) {
-  const ulong r = base + get_global_id(0);
-  const uint i = (uint)(r % seqlen_q);
-  const ulong bh = r / seqlen_q;
-  const uint h = (uint)(bh % heads_q);
-  const ulong b = bh / heads_q;
-  const ulong ob = o_off + b * o_sb + (ulong)i * o_ss + h * o_sh;
-  const ulong gb = g_off + b * g_sb + (ulong)i * g_ss + h * g_sh;
-  float acc = 0.0f;
-  for (uint c = 0; c < DV; c++) acc = fma(o[ob + c], d_o[gb + c], acc);
-  drow[r] = acc;
-}
 
 __kernel __attribute__((reqd_work_group_size(BKV, 1, 1))) void
 bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,

@@ -12,7 +12,7 @@
 typedef struct clattn__bwd_plan {
   clattn__class cls;
   unsigned bq, bkv;
-  cl_kernel rowdot, dkdv, dq;
+  cl_kernel dkdv, dq;
   struct clattn__bwd_plan *next;
 } clattn__bwd_plan;
 
@@ -48,20 +48,14 @@ static clattn_status bwd_plan(clattn_context *ctx, const clattn__class *cls,
   if (st != CLATTN_OK) return st;
   clattn__bwd_plan *p = calloc(1, sizeof *p);
   if (!p) return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
-  cl_int e1, e2, e3;
-  p->rowdot = clCreateKernel(prog, "bwd_rowdot", &e1);
-  p->dkdv = clCreateKernel(prog, "bwd_dkdv", &e2);
-  p->dq = clCreateKernel(prog, "bwd_dq", &e3);
-  if (e1 != CL_SUCCESS || e2 != CL_SUCCESS || e3 != CL_SUCCESS) {
-    cl_kernel ks[] = {p->rowdot, p->dkdv, p->dq};
-    for (int i = 0; i < 3; i++)
-      if (ks[i]) clReleaseKernel(ks[i]);
+  cl_int e1, e2;
+  p->dkdv = clCreateKernel(prog, "bwd_dkdv", &e1);
+  p->dq = clCreateKernel(prog, "bwd_dq", &e2);
+  if (e1 != CL_SUCCESS || e2 != CL_SUCCESS) {
+    if (p->dkdv) clReleaseKernel(p->dkdv);
+    if (p->dq) clReleaseKernel(p->dq);
     free(p);
-    return clattn__fail_cl(ctx,
-                           e1 != CL_SUCCESS   ? e1
-                           : e2 != CL_SUCCESS ? e2
-                                              : e3,
-                           "clCreateKernel(backward)");
+    return clattn__fail_cl(ctx, e1 != CL_SUCCESS ? e1 : e2, "clCreateKernel(backward)");
   }
   p->cls = *cls, p->bq = p->bkv = b;
   p->next = ctx->bwd_plans;
@@ -73,7 +67,7 @@ static clattn_status bwd_plan(clattn_context *ctx, const clattn__class *cls,
 void clattn__backward_release(clattn_context *ctx) {
   for (clattn__bwd_plan *p = ctx->bwd_plans, *next; p; p = next) {
     next = p->next;
-    clReleaseKernel(p->rowdot), clReleaseKernel(p->dkdv), clReleaseKernel(p->dq);
+    clReleaseKernel(p->dkdv), clReleaseKernel(p->dq);
     free(p);
   }
   ctx->bwd_plans = NULL;
@@ -116,27 +110,7 @@ static clattn_status run(clattn_context *ctx, const clattn__shape *s, const clat
           nkv = (cl_uint)s->seqlen_kv;
   cl_float scale = s->scale;
   clattn_status st = CLATTN_OK;
-  if (rows) {
-    if (ctx->bwd_ws_bytes < rows * sizeof(float)) {
-      if (ctx->bwd_ws) clReleaseMemObject(ctx->bwd_ws);
-      cl_int err;
-      ctx->bwd_ws = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, rows * sizeof(float), NULL, &err);
-      ctx->bwd_ws_bytes = err == CL_SUCCESS ? rows * sizeof(float) : 0;
-      if (err != CL_SUCCESS) {
-        ctx->bwd_ws = NULL;
-        return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES,
-                            "backward: cannot allocate its %zu-byte row workspace (%s)",
-                            rows * sizeof(float), clattn__cl_error_name(err));
-      }
-    }
-    clattn__args a = {p->rowdot, 0, CL_SUCCESS};
-    arg_view(&a, o);
-    arg_view(&a, d_o);
-    clattn__arg(&a, sizeof(cl_mem), &ctx->bwd_ws);
-    clattn__arg(&a, sizeof hq, &hq);
-    clattn__arg(&a, sizeof nq, &nq);
-    st = launch(ctx, &a, rows, 1);
-  }
+  if (rows) st = clattn__bwd_rowsum(ctx, s, o, d_o);
   if (st == CLATTN_OK && s->seqlen_kv) { /* dK, dV: zero where no query sees a key */
     size_t nkb = (s->seqlen_kv + p->bkv - 1) / p->bkv;
     cl_uint nb = (cl_uint)nkb;

@@ -325,6 +325,10 @@ typedef struct clattn__standard_plan {
 /* matrices: N^2 matrices per head the call holds (forward 1: S/P; backward 2: P and dS). */
 void clattn__standard_plan_of(const clattn_context *ctx, const clattn__shape *s, unsigned matrices,
                               clattn__standard_plan *out);
+/* D = rowsum(dO o O) per query row into ctx->bwd_ws (grown to fit), for both backward paths
+ * (standard_bwd.c, with cl/standard.cl's bwd_rowdot). */
+clattn_status clattn__bwd_rowsum(clattn_context *ctx, const clattn__shape *s,
+                                 const clattn_tensor *o, const clattn_tensor *d_o);
 /* The standard path's backward (standard_bwd.c), for checked tensors with seqlen_q and seqlen_kv
  * both positive, on an in-order queue. */
 clattn_status clattn__standard_backward(clattn_context *ctx, const clattn__shape *s,

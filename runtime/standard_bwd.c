@@ -17,12 +17,28 @@ static clattn_status elementwise(clattn_context *ctx, cl_kernel k, cl_uint base_
   return clattn__std_launch(ctx, k, base_arg, (n + 63) / 64, 64);
 }
 
-static clattn_status rowdot(clattn_context *ctx, const clattn__shape *s, const clattn_tensor *o,
-                            const clattn_tensor *d_o, cl_kernel k) {
+clattn_status clattn__bwd_rowsum(clattn_context *ctx, const clattn__shape *s,
+                                 const clattn_tensor *o, const clattn_tensor *d_o) {
+  size_t rows = s->batch * s->heads_q * s->seqlen_q;
+  if (ctx->bwd_ws_bytes < rows * sizeof(float)) {
+    if (ctx->bwd_ws) clReleaseMemObject(ctx->bwd_ws);
+    cl_int err;
+    ctx->bwd_ws = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, rows * sizeof(float), NULL, &err);
+    ctx->bwd_ws_bytes = err == CL_SUCCESS ? rows * sizeof(float) : 0;
+    if (err != CL_SUCCESS) {
+      ctx->bwd_ws = NULL;
+      return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES,
+                          "backward: cannot allocate its %zu-byte row workspace (%s)",
+                          rows * sizeof(float), clattn__cl_error_name(err));
+    }
+  }
+  cl_kernel k;
+  clattn_status st = clattn__std_kernel(ctx, "bwd_rowdot", "-D WG=1 -D CPI=0 -D CAUSAL=0", &k);
+  if (st != CLATTN_OK) return st;
   cl_ulong ov[4] = {o->offset, o->stride_batch, o->stride_seq, o->stride_head};
   cl_ulong gv[4] = {d_o->offset, d_o->stride_batch, d_o->stride_seq, d_o->stride_head};
   cl_uint hq = (cl_uint)s->heads_q, nq = (cl_uint)s->seqlen_q, dv = (cl_uint)s->dv;
-  cl_ulong n = s->batch * s->heads_q * s->seqlen_q;
+  cl_ulong n = rows;
   cl_int err = clSetKernelArg(k, 0, sizeof(cl_mem), &o->buffer);
   for (int i = 0; i < 4 && err == CL_SUCCESS; i++) err = clSetKernelArg(k, 1 + i, 8, &ov[i]);
   if (err == CL_SUCCESS) err = clSetKernelArg(k, 5, sizeof(cl_mem), &d_o->buffer);
@@ -136,23 +152,12 @@ clattn_status clattn__standard_backward(clattn_context *ctx, const clattn__shape
   clattn_status st = clattn__std_addressable(ctx, s, q, k, v, o);
   if (st == CLATTN_OK) st = clattn__std_addressable(ctx, s, dq, dk, dv, d_o);
   if (st == CLATTN_OK) st = clattn__std_workspace(ctx, plan.chunk * plan.head_workspace);
-  size_t rows = s->batch * s->heads_q * s->seqlen_q;
-  if (st == CLATTN_OK && ctx->bwd_ws_bytes < rows * sizeof(float)) {
-    if (ctx->bwd_ws) clReleaseMemObject(ctx->bwd_ws);
-    cl_int err;
-    ctx->bwd_ws = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, rows * sizeof(float), NULL, &err);
-    ctx->bwd_ws_bytes = err == CL_SUCCESS ? rows * sizeof(float) : 0;
-    if (err != CL_SUCCESS)
-      st = clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "backward: no row workspace (%s)",
-                        clattn__cl_error_name(err));
-  }
-  cl_kernel kr = NULL, kp = NULL, kd = NULL;
+  cl_kernel kp = NULL, kd = NULL;
   char opt[64];
   snprintf(opt, sizeof opt, "-D WG=1 -D CPI=0 -D CAUSAL=%u", s->causal);
-  if (st == CLATTN_OK) st = clattn__std_kernel(ctx, "bwd_rowdot", opt, &kr);
   if (st == CLATTN_OK) st = clattn__std_kernel(ctx, "bwd_probs", opt, &kp);
   if (st == CLATTN_OK) st = clattn__std_kernel(ctx, "bwd_dscores", opt, &kd);
-  if (st == CLATTN_OK) st = rowdot(ctx, s, o, d_o, kr);
+  if (st == CLATTN_OK) st = clattn__bwd_rowsum(ctx, s, o, d_o);
   size_t heads = s->batch * s->heads_q;
   offsets off = {0};
   size_t *mem = malloc(15 * plan.chunk * sizeof *mem);
