@@ -327,11 +327,11 @@ clattn_status clattn__standard_forward(clattn_context *ctx, const clattn__shape 
     cl_int err = clEnqueueBarrierWithWaitList(ctx->queue, num_wait, wait, NULL);
     if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clEnqueueBarrierWithWaitList");
   }
+  marks_release(ctx); /* a profile describes the last call, or none */
   if (s->seqlen_kv == 0) {
     st = empty_keys(ctx, s, o, lse);
   } else {
     size_t heads = s->batch * s->heads_q, chunks = (heads + plan.chunk - 1) / plan.chunk;
-    marks_release(ctx);
     cl_command_queue_properties props = 0;
     clGetCommandQueueInfo(ctx->queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
     if (props & CL_QUEUE_PROFILING_ENABLE) {

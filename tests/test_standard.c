@@ -47,6 +47,11 @@ Test(standard, chunks_over_batch_and_heads) {
   cr_assert_eq(clattn_standard_profile_last(ctx, &prof), CLATTN_OK, "%s", clattn_last_error(ctx));
   cr_assert_eq(prof.launches, 3);
   cr_assert(prof.gemm_s_ms >= 0 && prof.softmax_ms > 0 && prof.gemm_o_ms >= 0);
+  /* A later call with no keys runs no steps: no profile is left from the one before. */
+  clattn_problem none = problem(1, 1, 8, 8, 0);
+  none.seqlen_kv = 0;
+  expect_pass(ctx, &none, 0, 0);
+  cr_assert_eq(clattn_standard_profile_last(ctx, &prof), CLATTN_ERR_INVALID_ARGUMENT);
   clattn_context_destroy(ctx);
 }
 
