@@ -259,8 +259,11 @@ static void bench_one(clattn_context *ctx, const opts *o, int host_ok, bench_row
   p.head_dim = r->head_dim, p.flags = r->causal ? CLATTN_CAUSAL : 0;
   clattn_plan_info info;
   r->max_diff = -1.0;
-  if ((o->force && clattn_override_config(ctx, &p, &o->forced) != CLATTN_OK) ||
-      clattn_explain(ctx, &p, &info) != CLATTN_OK) {
+  /* A forced config that does not fit takes out the fused column only. */
+  int fused_ok = !o->force || clattn_override_config(ctx, &p, &o->forced) == CLATTN_OK;
+  if (!fused_ok && o->want[COL_FUSED])
+    snprintf(r->t[COL_FUSED].why, sizeof r->t[COL_FUSED].why, "%s", clattn_last_error(ctx));
+  if (clattn_explain(ctx, &p, &info) != CLATTN_OK) {
     for (int c = 0; c < COLS; c++)
       if (o->want[c]) snprintf(r->t[c].why, sizeof r->t[c].why, "%s", clattn_last_error(ctx));
     return;
@@ -276,7 +279,7 @@ static void bench_one(clattn_context *ctx, const opts *o, int host_ok, bench_row
   r->peak_bytes[COL_FUSED] = tensors;
   r->peak_bytes[COL_STANDARD] = tensors + (double)info.standard_workspace_bytes;
   r->peak_bytes[COL_HOST] = tensors + (double)r->seqlen * r->seqlen * sizeof(float);
-  int run[COLS] = {o->want[0], o->want[1], o->want[2] && host_ok && !o->backward};
+  int run[COLS] = {o->want[0] && fused_ok, o->want[1], o->want[2] && host_ok && !o->backward};
   if (o->want[COL_HOST] && o->backward)
     snprintf(r->t[COL_HOST].why, sizeof r->t[COL_HOST].why, "no host backward");
   if (o->want[COL_HOST] && !host_ok)

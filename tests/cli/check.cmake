@@ -44,6 +44,8 @@ expect(0 "forward + backward" bench --backward --seqlen 64 --head-dim 8 --heads 
        --columns fused,standard)
 expect(0 "(override)" bench --seqlen 64 --head-dim 8 --heads 1 --repeat 1 --columns fused
        --config forward_rows/32/32/1/1/1/0)
+expect(0 "fused: override rejected" bench --seqlen 64 --head-dim 8 --heads 1 --repeat 1
+       --columns fused,standard --config forward_mma/64/32/1/1/1/1)
 expect(0 "seqlen,head_dim,causal" bench --seqlen 64 --head-dim 8 --heads 1 --repeat 1 --csv)
 expect(0 "\"standard\": {\"peak_bytes\"" bench --seqlen 64 --head-dim 8 --heads 1 --repeat 1
        --json --columns fused,standard)
