@@ -3,6 +3,8 @@
 
 usage: gpu-table.py BENCH.json TORCH.json > table.md
 
+With `clattn bench --backward` rows, the forward + backward times of torch_sdpa.py --backward.
+
 Rows are matched on (d, N, causal); the shapes must be the same (clattn bench --tokens 16384
 --hidden 2048 is torch_sdpa.py's B = 16384/N, H = 2048/d). Ratios are of times: the two count
 causal FLOPs differently (clattn the visible pairs, PyTorch exactly half).
@@ -14,15 +16,19 @@ import sys
 def main():
     bench = json.load(open(sys.argv[1]))
     torch = json.load(open(sys.argv[2]))
+    # `clattn bench --backward` rows time forward + backward: match torch_sdpa.py --backward's.
+    bwd = any(r.get("backward") for r in bench["rows"])
+    ms, tf = ("fwdbwd_ms", "fwdbwd_tflops") if bwd else ("fwd_ms", "fwd_tflops")
     peers = {}
     for r in torch:
-        if "fwd_ms" in r and r.get("dtype") == "float32":
+        if ms in r and r.get("dtype") == "float32":
             peers[(r["d"], r["n"], bool(r["causal"]), r["backend"])] = r
     backends = [b for b in ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION", "MATH")
                 if any(k[3] == b for k in peers)]
     names = {"FLASH_ATTENTION": "flash", "CUDNN_ATTENTION": "cuDNN",
              "EFFICIENT_ATTENTION": "efficient", "MATH": "math"}
-    print(f"device: {bench['device']}  \ncommand: `{bench['command']}`\n")
+    print(f"device: {bench['device']}  \ncommand: `{bench['command']}`  ")
+    print(f"timed: {'forward + backward' if bwd else 'forward'}\n")
     head = ["d", "N", "causal", "B×H", "fused ms", "TFLOP/s", "standard ms", "TFLOP/s"]
     for b in backends:
         head += [f"torch {names[b]} ms", "TFLOP/s"]
@@ -41,8 +47,8 @@ def main():
         ratios.append(f"{s['median_ms'] / fm:.2f}×" if fm and "median_ms" in s else "–")
         for b in backends:
             p = peers.get((r["head_dim"], r["seqlen"], r["causal"], b))
-            cells += [f"{p['fwd_ms']:.3f}", f"{p['fwd_tflops']:.1f}"] if p else ["–", "–"]
-            ratios.append(f"{p['fwd_ms'] / fm:.2f}×" if p and fm else "–")
+            cells += [f"{p[ms]:.3f}", f"{p[tf]:.1f}"] if p else ["–", "–"]
+            ratios.append(f"{p[ms] / fm:.2f}×" if p and fm else "–")
         print("| " + " | ".join(str(c) for c in cells + ratios) + " |")
 
 

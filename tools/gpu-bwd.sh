@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# On the device machine: forward + backward, `clattn bench --backward` (fused vs standard) beside
+# torch_sdpa.py --backward on the same shapes in the same call (table_bwd.md), and gradient
+# checks of both algorithms against the double reference (`clattn run --backward`).
+# Usage: tools/gpu-bwd.sh DIR [N list] (DIR from tools/gpu-pack.sh). Writes to $OUT.
+set -uo pipefail
+dir=$(cd "${1:-.gpu}" && pwd)
+ns=${2:-1024,4096,16384}
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+source "$dir/nvidia-env.sh"
+export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export CLATTN_CACHE_DIR="$out/cache" CLATTN_DEVICE=${CLATTN_DEVICE:-NVIDIA}
+cl="$dir/clattn"
+{ echo "commit $(cat "$dir/commit")"; nvidia-smi --query-gpu=name,driver_version --format=csv; } \
+  >>"$out/env.txt"
+for alg in fused standard; do
+  for a in "--seqlen-q 113 --seqlen-kv 203 --head-dim 59 --causal --heads 2" \
+    "--seqlen 1024 --head-dim 128 --causal --heads 4 --heads-kv 1 --layout bhsd" \
+    "--seqlen 512 --head-dim 64 --heads 2"; do
+    echo "$alg $a | $("$cl" run --backward --algorithm $alg --repeat 0 --warmup 0 $a 2>&1 |
+      grep -E 'check|clattn:' | tr '\n' ' ')" >>"$out/bwd_check.txt"
+  done
+done
+here=$(dirname "$0")
+"$cl" bench --backward --tokens 16384 --hidden 2048 --head-dim 64,128 --seqlen "$ns" \
+  --causal both --columns fused,standard --warmup 1 --repeat 5 --json \
+  >"$out/bench_bwd.json" 2>"$out/bench_bwd.err"
+timeout 200 python3 "$dir/torch_sdpa.py" --dtype float32 --d 64,128 --n "$ns" --causal 0,1 \
+  --backward --json "$out/torch_bwd.json" >"$out/torch_bwd.txt" 2>&1
+python3 "$here/gpu-table.py" "$out/bench_bwd.json" "$out/torch_bwd.json" >"$out/table_bwd.md"
