@@ -11,7 +11,7 @@ out=${OUT:-gpu-out}
 mkdir -p "$out"
 source "$dir/nvidia-env.sh"
 export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export CLATTN_CACHE_DIR="$out/cache" CLATTN_DEVICE=${CLATTN_DEVICE:-NVIDIA}
+export CLATTN_CACHE_DIR=/tmp/clattn-cache CLATTN_DEVICE=${CLATTN_DEVICE:-NVIDIA}
 export CLATTN_TUNING_DB="$out/tuning.json"
 cl="$dir/clattn"
 { echo "commit $(cat "$dir/commit")"; nvidia-smi --query-gpu=name,driver_version --format=csv; } \
