@@ -9,29 +9,124 @@
  * layout and is used as the A operand of P V directly, with the keys of each 8-key step
  * permuted (A column t takes key 2t, column t + 4 key 2t + 1) and V read in the same order.
  *
+ * Local layouts are permuted so that each lane's B fragments are adjacent: one 16-byte read
+ * gives a lane the K values of two k-steps (columns tq, tq + 4, tq + 8, tq + 12 of each
+ * 16-column block sit together), and V's columns are stored by fragment row (column c at
+ * (c % 8) * VTP + c / 8), so one read gives four 8-column tiles of O. The pads keep both reads
+ * free of bank conflicts.
+ *
+ * Tensor cores truncate when they add into their accumulator, so a long chain of MMAs on one
+ * accumulator drifts (a chain over all keys failed the fp32 standard at N = 1024 on the H200).
+ * Products are chained in a temporary for FLUSH_S k-steps of S and FLUSH_O 8-key steps of
+ * P V, then added to the fp32 accumulator with round-to-nearest, as Ootomo and Yokota recover
+ * fp32 accuracy from tensor cores (2022).
+ *
  * The runtime builds this variant only for NVIDIA devices of compute capability 8.0 or more
- * (runtime/device.c); the portable kernels stay the default everywhere else.
+ * (runtime/device.c); the portable kernels stay the default everywhere else. With MMA_EMULATE
+ * (CLATTN_MMA_EMULATE=1, for tests on any device) mma.sync, the shuffles and the TF32 rounding
+ * are emulated with local memory and barriers, so that the fragment and layout logic here runs
+ * on PoCL; it is slow and for tests only.
  *
  * Parameters (-D): D, DV head dims; BQ query rows per work-group (16 per warp); BKV keys per
- * tile (a multiple of 8); PAD floats appended to each local row (4 makes the fragment reads
- * free of bank conflicts); CAUSAL; VEC, the width of the global loads that fill the tiles.
- * runtime/tiling.c mirrors the local-memory formula; keep the two in step. */
+ * tile (a multiple of 8); PAD (nonzero: pad the local rows as above); CAUSAL; VEC, the width of
+ * the global loads that fill the tiles; FLUSH_S, FLUSH_O as above; PREFETCH (1: the next tile's
+ * global loads are issued before this tile's MMAs, into registers). runtime/tiling.c mirrors
+ * the local-memory formula; keep the two in step. */
+
+#ifndef FLUSH_S
+#define FLUSH_S 1
+#endif
+#ifndef FLUSH_O
+#define FLUSH_O 1
+#endif
+#ifndef PREFETCH
+#define PREFETCH 0
+#endif
 
 #define WARPS (BQ / 16)
 #define WG (WARPS * 32)
-#define DP ((D + 7) / 8 * 8) /* head dims padded to the k-step of 8 */
+#define DP ((D + 15) / 16 * 16) /* head dim of S padded to two k-steps of 8 */
 #define DVP ((DV + 7) / 8 * 8)
-#define KS (DP + PAD)  /* Ks: [key][column] */
-#define VS (DVP + PAD) /* Vs: [key][column] */
-#define KT (DP / 8)    /* k-steps of S = Q K^T */
-#define NT (BKV / 8)   /* 8-key tiles of S; k-steps of P V */
-#define VT (DVP / 8)   /* 8-column tiles of O */
+#define KT (DP / 8)         /* k-steps of S = Q K^T */
+#define NT (BKV / 8)        /* 8-key tiles of S; k-steps of P V */
+#define VT (DVP / 8)        /* 8-column tiles of O */
+#define VW (VT % 4 ? 1 : 4) /* 8-column tiles per V read */
+#if PAD
+#define KS (DP % 32 ? DP : DP + 16)     /* rows gq, gq + 1 in opposite bank halves */
+#define VTP (VT % 8 == 0 ? VT + 4 : VT) /* VTP = 4 mod 8 when VT % 4 == 0 */
+#define VS ((8 * VTP + 15) / 16 * 16 + 4)
+#else
+#define KS DP
+#define VTP VT
+#define VS (8 * VTP)
+#endif
+
+/* Where logical column c of K and of V sits in its local row. */
+#define KCOL(c) (((c) & ~15u) + 4 * ((c)&3u) + 2 * (((c) >> 3) & 1u) + (((c) >> 2) & 1u))
+#define VCOL(c) (((c) % 8) * VTP + (c) / 8)
+
+#ifdef MMA_EMULATE
+/* Unrolled, the emulation's hundreds of barriers per tile take PoCL minutes to compile. */
+#define UNROLL
+/* Per warp: A (16 x 8) and B (8 x 8) of one MMA, and 32 floats for shuffles. */
+#define SCRATCH (128 + 64 + 32)
+#define SCR , __local float *scr, uint lane
+#define SCR_ARGS , scr, lane
+
+static inline uint tf32(float x) { /* cvt.rna: to nearest, ties away from zero */
+  const uint u = as_uint(x);
+  return (u & 0x7f800000u) == 0x7f800000u ? u : (u + 0x1000u) & 0xffffe000u;
+}
+
+static void mma_emu(float *c, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1 SCR) {
+  __local float *sa = scr, *sb = scr + 128;
+  const uint gq = lane / 4, tq = lane % 4;
+  sa[gq * 8 + tq] = as_float(a0), sa[(gq + 8) * 8 + tq] = as_float(a1);
+  sa[gq * 8 + tq + 4] = as_float(a2), sa[(gq + 8) * 8 + tq + 4] = as_float(a3);
+  sb[tq * 8 + gq] = as_float(b0), sb[(tq + 4) * 8 + gq] = as_float(b1);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint e = 0; e < 4; e++) {
+    const uint row = gq + 8 * (e >> 1), col = 2 * tq + (e & 1);
+    float sum = c[e];
+    for (uint k = 0; k < 8; k++) sum += sa[row * 8 + k] * sb[k * 8 + col];
+    c[e] = sum;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+}
+#define MMA(c, a, b0, b1) mma_emu(c, a[0], a[1], a[2], a[3], b0, b1, scr, lane)
+
+static inline float shfl_xor(float v, uint lanes SCR) {
+  __local float *sx = scr + 192;
+  sx[lane] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const float r = sx[lane ^ lanes];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return r;
+}
+#else
+#define UNROLL _Pragma("unroll")
+#define SCR
+#define SCR_ARGS
 
 static inline uint tf32(float x) {
   uint r;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
   return r;
 }
+
+/* c += a b for one m16n8k8 TF32 fragment triple. Not volatile: ptxas may schedule it. */
+#define MMA(c, a, b0, b1)                                                                          \
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "          \
+      "{%8,%9}, {%0,%1,%2,%3};"                                                                    \
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                             \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+
+static inline float shfl_xor(float v, uint lanes) {
+  float r;
+  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(lanes));
+  return r;
+}
+#endif
 
 #define SPLIT(x, hi, lo)                                                                           \
   do {                                                                                             \
@@ -40,43 +135,71 @@ static inline uint tf32(float x) {
     lo = tf32(x_ - as_float(hi));                                                                  \
   } while (0)
 
-/* c += a b for one m16n8k8 TF32 fragment triple. */
-#define MMA(c, a0, a1, a2, a3, b0, b1)                                                             \
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "                \
-               "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"                                            \
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                    \
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1))
-
-/* c += a b in 3xTF32, the small terms first. Tensor cores add into their accumulator with
- * truncation, so a long chain of MMAs on one accumulator drifts (it failed the fp32 standard at
- * N = 1024 on the H200); each step's three MMAs start from zero and are added to c in fp32 with
- * round-to-nearest, as Ootomo and Yokota recover fp32 accuracy from tensor cores (2022). */
-#define MMA3(c, ah, al, bh0, bh1, bl0, bl1)                                                        \
+/* t += a b in 3xTF32, the small terms first. */
+#define MMA3(t, ah, al, bh0, bh1, bl0, bl1)                                                        \
   do {                                                                                             \
-    float t_[4] = {0.0f, 0.0f, 0.0f, 0.0f};                                                        \
-    MMA(t_, al[0], al[1], al[2], al[3], bh0, bh1);                                                 \
-    MMA(t_, ah[0], ah[1], ah[2], ah[3], bl0, bl1);                                                 \
-    MMA(t_, ah[0], ah[1], ah[2], ah[3], bh0, bh1);                                                 \
-    c[0] += t_[0], c[1] += t_[1], c[2] += t_[2], c[3] += t_[3];                                    \
+    MMA(t, al, bh0, bh1);                                                                          \
+    MMA(t, ah, bl0, bl1);                                                                          \
+    MMA(t, ah, bh0, bh1);                                                                          \
   } while (0)
 
-static inline float shfl_xor(float v, uint lanes) {
-  float r;
-  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(lanes));
-  return r;
-}
+/* c += t in fp32, then t = 0. */
+#define FLUSH(c, t)                                                                                \
+  do {                                                                                             \
+    for (uint e_ = 0; e_ < 4; e_++) c[e_] += t[e_], t[e_] = 0.0f;                                  \
+  } while (0)
 
 /* Max and sum over the four lanes of a quad (the lanes that share a row of a fragment). */
-static inline float quad_max(float v) {
-  v = fmax(v, shfl_xor(v, 1));
-  return fmax(v, shfl_xor(v, 2));
+static inline float quad_max(float v SCR) {
+  v = fmax(v, shfl_xor(v, 1 SCR_ARGS));
+  return fmax(v, shfl_xor(v, 2 SCR_ARGS));
 }
 
-static inline float quad_sum(float v) {
-  v += shfl_xor(v, 1);
-  return v + shfl_xor(v, 2);
+static inline float quad_sum(float v SCR) {
+  v += shfl_xor(v, 1 SCR_ARGS);
+  return v + shfl_xor(v, 2 SCR_ARGS);
 }
 
+/* Each work-item's share of a tile's global loads, in VEC-wide pieces. */
+#define KPIECES (BKV * (DP / VEC))
+#define VPIECES (BKV * (DVP / VEC))
+#define KPER ((KPIECES + WG - 1) / WG)
+#define VPER ((VPIECES + WG - 1) / WG)
+
+/* Loads keys kv0_ .. kv0_ + nk_ - 1 into kr, vr; keys past them and columns past the head dims
+ * are zero, since the MMAs multiply them. */
+#define FETCH(kv0_, nk_)                                                                           \
+  do {                                                                                             \
+    for (uint r_ = 0; r_ < KPER; r_++) {                                                           \
+      const uint i_ = lid + r_ * WG, j_ = i_ / (DP / VEC), c_ = (i_ % (DP / VEC)) * VEC;           \
+      kr[r_] = i_ < KPIECES && j_ < (nk_) && c_ < D                                                \
+                   ? VLOAD(k + kbase + (ulong)((kv0_) + j_) * k_ss + c_)                           \
+                   : (floatv)0.0f;                                                                 \
+    }                                                                                              \
+    for (uint r_ = 0; r_ < VPER; r_++) {                                                           \
+      const uint i_ = lid + r_ * WG, j_ = i_ / (DVP / VEC), c_ = (i_ % (DVP / VEC)) * VEC;         \
+      vr[r_] = i_ < VPIECES && j_ < (nk_) && c_ < DV                                               \
+                   ? VLOAD(v + vbase + (ulong)((kv0_) + j_) * v_ss + c_)                           \
+                   : (floatv)0.0f;                                                                 \
+    }                                                                                              \
+  } while (0)
+
+#define STORE()                                                                                    \
+  do {                                                                                             \
+    for (uint r_ = 0; r_ < KPER; r_++) {                                                           \
+      const uint i_ = lid + r_ * WG, j_ = i_ / (DP / VEC), c_ = (i_ % (DP / VEC)) * VEC;           \
+      if (i_ < KPIECES)                                                                            \
+        for (uint e_ = 0; e_ < VEC; e_++) Ks[j_ * KS + KCOL(c_ + e_)] = VGET(kr[r_], e_);          \
+    }                                                                                              \
+    for (uint r_ = 0; r_ < VPER; r_++) {                                                           \
+      const uint i_ = lid + r_ * WG, j_ = i_ / (DVP / VEC), c_ = (i_ % (DVP / VEC)) * VEC;         \
+      if (i_ < VPIECES)                                                                            \
+        for (uint e_ = 0; e_ < VEC; e_++) Vs[j_ * VS + VCOL(c_ + e_)] = VGET(vr[r_], e_);          \
+    }                                                                                              \
+  } while (0)
+
+/* Off: clang-format does not know UNROLL is a pragma. */
+// clang-format off
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
 clattn_forward(__global const float *q, __global const float *k, __global const float *v,
                __global float *o, __global float *lse, ulong q_off, ulong q_sb, ulong q_ss,
@@ -84,10 +207,16 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
                ulong v_ss, ulong v_sh, ulong o_off, ulong o_sb, ulong o_ss, ulong o_sh,
                uint heads_q, uint group, uint seqlen_q, uint seqlen_kv, uint num_qblocks,
                ulong group_base, float scale_log2, int write_lse) {
-  __local float Ks[BKV * KS];
-  __local float Vs[BKV * VS];
+  /* float4 arrays: the 16-byte fragment reads need 16-byte alignment. */
+  __local float4 Kl[BKV * KS / 4];
+  __local float4 Vl[BKV * VS / 4];
+  __local float *Ks = (__local float *)Kl, *Vs = (__local float *)Vl;
   const uint lid = get_local_id(0);
   const uint warp = lid / 32, lane = lid % 32;
+#ifdef MMA_EMULATE
+  __local float scratch[WARPS * SCRATCH];
+  __local float *scr = scratch + warp * SCRATCH;
+#endif
   const uint gq = lane / 4, tq = lane % 4; /* fragment row group and column within it */
   const ulong g = group_base + get_group_id(0);
   const uint qb = (uint)(g % num_qblocks);
@@ -103,9 +232,9 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
 
   /* Q's A fragments: element e is row gq + 8 (e & 1), column tq + 4 (e >> 1) of each k-step. */
   uint qh[KT][4], ql[KT][4];
-#pragma unroll
+UNROLL
   for (uint kt = 0; kt < KT; kt++)
-#pragma unroll
+UNROLL
     for (uint e = 0; e < 4; e++) {
       const uint row = (e & 1) ? row1 : row0, col = kt * 8 + tq + (e >> 1) * 4;
       const float x =
@@ -122,48 +251,55 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
 
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; /* l: this lane's partial sums */
   float acc[VT][4];
-#pragma unroll
+UNROLL
   for (uint vt = 0; vt < VT; vt++)
-#pragma unroll
+UNROLL
     for (uint e = 0; e < 4; e++) acc[vt][e] = 0.0f;
 
+  floatv kr[KPER], vr[VPER];
+#if PREFETCH
+  if (kv_end) FETCH(0, min((uint)BKV, kv_end));
+#endif
   for (uint kv0 = 0; kv0 < kv_end; kv0 += BKV) {
     const uint nk = min((uint)BKV, kv_end - kv0);
     barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is consumed */
-    /* Keys past the tile and columns past the head dim are zero: the MMAs multiply them. */
-    for (uint i = lid; i < BKV * (DP / VEC); i += WG) {
-      const uint j = i / (DP / VEC), c = (i % (DP / VEC)) * VEC;
-      const floatv x =
-          j < nk && c < D ? VLOAD(k + kbase + (ulong)(kv0 + j) * k_ss + c) : (floatv)0.0f;
-      for (uint e = 0; e < VEC; e++) Ks[j * KS + c + e] = VGET(x, e);
-    }
-    for (uint i = lid; i < BKV * (DVP / VEC); i += WG) {
-      const uint j = i / (DVP / VEC), c = (i % (DVP / VEC)) * VEC;
-      const floatv x =
-          j < nk && c < DV ? VLOAD(v + vbase + (ulong)(kv0 + j) * v_ss + c) : (floatv)0.0f;
-      for (uint e = 0; e < VEC; e++) Vs[j * VS + c + e] = VGET(x, e);
-    }
+#if !PREFETCH
+    FETCH(kv0, nk);
+#endif
+    STORE();
     barrier(CLK_LOCAL_MEM_FENCE);
+#if PREFETCH
+    if (kv0 + BKV < kv_end) FETCH(kv0 + BKV, min((uint)BKV, kv_end - kv0 - BKV));
+#endif
 
     /* S = Q K^T: C fragment element e is row gq + 8 (e >> 1), key 2 tq + (e & 1). */
     float s[NT][4];
-#pragma unroll
+UNROLL
     for (uint nt = 0; nt < NT; nt++) {
-#pragma unroll
+      float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+UNROLL
       for (uint e = 0; e < 4; e++) s[nt][e] = 0.0f;
-#pragma unroll
-      for (uint kt = 0; kt < KT; kt++) {
-        uint bh0, bl0, bh1, bl1;
-        const uint at = (nt * 8 + gq) * KS + kt * 8 + tq;
-        SPLIT(Ks[at], bh0, bl0);
-        SPLIT(Ks[at + 4], bh1, bl1);
-        MMA3(s[nt], qh[kt], ql[kt], bh0, bh1, bl0, bl1);
+UNROLL
+      for (uint kp = 0; kp < KT / 2; kp++) {
+        /* b0, b1 of k-step 2 kp, then of k-step 2 kp + 1 */
+        const float4 kb = *(__local const float4 *)(Ks + (nt * 8 + gq) * KS + kp * 16 + 4 * tq);
+        uint bh[4], bl[4];
+        SPLIT(kb.s0, bh[0], bl[0]);
+        SPLIT(kb.s1, bh[1], bl[1]);
+        SPLIT(kb.s2, bh[2], bl[2]);
+        SPLIT(kb.s3, bh[3], bl[3]);
+UNROLL
+        for (uint hs = 0; hs < 2; hs++) {
+          const uint kt = 2 * kp + hs;
+          MMA3(t, qh[kt], ql[kt], bh[2 * hs], bh[2 * hs + 1], bl[2 * hs], bl[2 * hs + 1]);
+          if ((kt + 1) % FLUSH_S == 0 || kt + 1 == KT) FLUSH(s[nt], t);
+        }
       }
     }
     float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
+UNROLL
     for (uint nt = 0; nt < NT; nt++)
-#pragma unroll
+UNROLL
       for (uint e = 0; e < 4; e++) {
         const uint j = nt * 8 + 2 * tq + (e & 1);
         bool ok = j < nk;
@@ -176,60 +312,76 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
         else
           mx0 = fmax(mx0, s[nt][e]);
       }
-    const float mn0 = fmax(m0, quad_max(mx0)), mn1 = fmax(m1, quad_max(mx1));
+    const float mn0 = fmax(m0, quad_max(mx0 SCR_ARGS)), mn1 = fmax(m1, quad_max(mx1 SCR_ARGS));
     /* While a row has seen no key (mn = -inf) nothing changes: never exp2(-inf - -inf). */
     const float a0 = mn0 == -INFINITY ? 1.0f : exp2(m0 - mn0);
     const float a1 = mn1 == -INFINITY ? 1.0f : exp2(m1 - mn1);
     float sum0 = 0.0f, sum1 = 0.0f;
-#pragma unroll
+    /* P as A fragments (s0, s2, s1, s3: the keys permuted), split once for every V tile. */
+    uint ph[NT][4], pl[NT][4];
+UNROLL
     for (uint nt = 0; nt < NT; nt++)
-#pragma unroll
+UNROLL
       for (uint e = 0; e < 4; e++) {
         const float mn = (e >> 1) ? mn1 : mn0;
         const float p = mn == -INFINITY ? 0.0f : exp2(s[nt][e] - mn);
-        s[nt][e] = p;
         if (e >> 1)
           sum1 += p;
         else
           sum0 += p;
+        const uint a = (e >> 1) | ((e & 1) << 1);
+        SPLIT(p, ph[nt][a], pl[nt][a]);
       }
     l0 = l0 * a0 + sum0, l1 = l1 * a1 + sum1;
     m0 = mn0, m1 = mn1;
-#pragma unroll
+UNROLL
     for (uint vt = 0; vt < VT; vt++) {
       acc[vt][0] *= a0, acc[vt][1] *= a0;
       acc[vt][2] *= a1, acc[vt][3] *= a1;
     }
 
-/* O += P V, one 8-key step per S tile: A = (s0, s2, s1, s3) with the keys permuted. */
-#pragma unroll
-    for (uint nt = 0; nt < NT; nt++) {
-      uint ph[4], pl[4];
-      SPLIT(s[nt][0], ph[0], pl[0]);
-      SPLIT(s[nt][2], ph[1], pl[1]);
-      SPLIT(s[nt][1], ph[2], pl[2]);
-      SPLIT(s[nt][3], ph[3], pl[3]);
-      const uint key = nt * 8 + 2 * tq;
-#pragma unroll
-      for (uint vt = 0; vt < VT; vt++) {
-        uint bh0, bl0, bh1, bl1;
-        SPLIT(Vs[key * VS + vt * 8 + gq], bh0, bl0);
-        SPLIT(Vs[(key + 1) * VS + vt * 8 + gq], bh1, bl1);
-        MMA3(acc[vt], ph, pl, bh0, bh1, bl0, bl1);
+    /* O += P V, VW 8-column tiles at a time; b0, b1 are keys 2 tq and 2 tq + 1 of each step. */
+UNROLL
+    for (uint vc = 0; vc < VT / VW; vc++) {
+      float t[VW][4];
+UNROLL
+      for (uint w = 0; w < VW; w++)
+UNROLL
+        for (uint e = 0; e < 4; e++) t[w][e] = 0.0f;
+UNROLL
+      for (uint nt = 0; nt < NT; nt++) {
+        const uint at = (nt * 8 + 2 * tq) * VS + gq * VTP + vc * VW;
+        float b0[VW], b1[VW];
+#if VW == 4
+        const float4 x0 = *(__local const float4 *)(Vs + at);
+        const float4 x1 = *(__local const float4 *)(Vs + at + VS);
+        b0[0] = x0.s0, b0[1] = x0.s1, b0[2] = x0.s2, b0[3] = x0.s3;
+        b1[0] = x1.s0, b1[1] = x1.s1, b1[2] = x1.s2, b1[3] = x1.s3;
+#else
+        b0[0] = Vs[at], b1[0] = Vs[at + VS];
+#endif
+UNROLL
+        for (uint w = 0; w < VW; w++) {
+          uint bh0, bl0, bh1, bl1;
+          SPLIT(b0[w], bh0, bl0);
+          SPLIT(b1[w], bh1, bl1);
+          MMA3(t[w], ph[nt], pl[nt], bh0, bh1, bl0, bl1);
+          if ((nt + 1) % FLUSH_O == 0 || nt + 1 == NT) FLUSH(acc[vc * VW + w], t[w]);
+        }
       }
     }
   }
 
   /* The row sums meet across the quad; then O = acc / l, written two columns per lane. */
-  l0 = quad_sum(l0), l1 = quad_sum(l1);
+  l0 = quad_sum(l0 SCR_ARGS), l1 = quad_sum(l1 SCR_ARGS);
   const ulong obase = o_off + b * o_sb + h * o_sh;
-#pragma unroll
+UNROLL
   for (uint hr = 0; hr < 2; hr++) {
     const uint row = hr ? row1 : row0;
     const float l = hr ? l1 : l0, m = hr ? m1 : m0;
     if (row >= seqlen_q) continue;
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-#pragma unroll
+UNROLL
     for (uint vt = 0; vt < VT; vt++) {
       const uint c = vt * 8 + 2 * tq;
       if (c < DV) o[obase + (ulong)row * o_ss + c] = acc[vt][2 * hr] * inv;
@@ -239,3 +391,4 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
       lse[(b * heads_q + h) * seqlen_q + row] = l > 0.0f ? (m + log2(l)) * M_LN2_F : -INFINITY;
   }
 }
+// clang-format on

@@ -208,7 +208,8 @@ typedef struct clattn_config {
                                of S) or "forward_mma" (NVIDIA tensor cores, compute capability
                                8.0+: a warp per 16 query rows, block_q a multiple of 16,
                                block_kv of 8; threads_per_row and rows_per_item unused, pad != 0
-                               means 4 floats); "" means forward_rows */
+                               pads the local rows against bank conflicts); "" means
+                               forward_rows */
   unsigned block_q;         /* query rows per work-group */
   unsigned block_kv;        /* keys per K/V tile */
   unsigned threads_per_row; /* work-items sharing one query row (forward_tiles: along the keys) */

@@ -132,9 +132,12 @@ cl_int clattn__device_query(cl_device_id dev, clattn__device *d, char *why, size
                         &major, NULL) == CL_SUCCESS)
       d->tensor_cores = major >= 8;
   }
-  snprintf(d->fingerprint, sizeof d->fingerprint, "%s|%s|%s|%s|%s|%u CU|%llu B local",
+  /* For tests: forward_mma's fragment logic on any device, with mma.sync emulated (slow). */
+  const char *emu = getenv("CLATTN_MMA_EMULATE");
+  if (!d->tensor_cores && emu && !strcmp(emu, "1")) d->tensor_cores = d->mma_emulated = 1;
+  snprintf(d->fingerprint, sizeof d->fingerprint, "%s|%s|%s|%s|%s|%u CU|%llu B local%s",
            d->platform_name, d->platform_version, d->vendor, d->name, d->driver, d->compute_units,
-           (unsigned long long)d->local_mem);
+           (unsigned long long)d->local_mem, d->mma_emulated ? "|mma emulated" : "");
   return CL_SUCCESS;
 }
 

@@ -23,6 +23,7 @@ typedef struct clattn__device {
   size_t max_item_size[3]; /* CL_DEVICE_MAX_WORK_ITEM_SIZES */
   cl_uint mem_base_align_bits;
   int tensor_cores;      /* NVIDIA, compute capability 8.0+: the forward_mma variant can run */
+  int mma_emulated;      /* CLATTN_MMA_EMULATE=1 on a device without: forward_mma emulated */
   char *extensions;      /* owned */
   char fingerprint[768]; /* platform|version|vendor|name|driver|CUs|local mem */
 } clattn__device;
@@ -114,8 +115,8 @@ clattn_status clattn__program_cache_put(clattn_context *ctx, uint64_t source_has
  * next, since compiling is most of a candidate's cost. */
 void clattn__prebuild(clattn_context *ctx, const struct clattn__sources *src,
                       const clattn__class *cls, const clattn__config *cfgs, size_t n);
-void clattn__config_options(const clattn__class *cls, const clattn__config *c, char *out,
-                            size_t len);
+void clattn__config_options(const clattn__device *dev, const clattn__class *cls,
+                            const clattn__config *c, char *out, size_t len);
 /* The on-disk binary cache (bincache.c): a built program for (source, options) on this device
  * from <cache_dir>/programs, or NULL; and storing one there. Never fatal. */
 cl_program clattn__bincache_load(clattn_context *ctx, uint64_t source_hash, const char *options);

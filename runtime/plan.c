@@ -13,12 +13,13 @@
  * memory (the compiler may use more registers or local memory than the model assumes). */
 enum { MAX_ATTEMPTS = 8, MAX_RANKED = 64 };
 
-void clattn__config_options(const clattn__class *cls, const clattn__config *c, char *out,
-                            size_t len) {
+void clattn__config_options(const clattn__device *dev, const clattn__class *cls,
+                            const clattn__config *c, char *out, size_t len) {
   if (c->variant == 2)
     snprintf(out, len,
-             "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DPAD=%u -DCAUSAL=%u -DVEC=%u", cls->d,
-             cls->dv, c->bq, c->bkv, c->pad ? 4u : 0u, cls->causal, c->vec ? c->vec : 1);
+             "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DPAD=%u -DCAUSAL=%u -DVEC=%u%s",
+             cls->d, cls->dv, c->bq, c->bkv, c->pad ? 1u : 0u, cls->causal, c->vec ? c->vec : 1,
+             dev->mma_emulated ? " -DMMA_EMULATE=1" : "");
   else if (c->variant == 1)
     snprintf(out, len,
              "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DTX=%u -DRM=%u -DPAD=%u -DCAUSAL=%u "
@@ -45,7 +46,7 @@ clattn_status clattn__build_config(clattn_context *ctx, const clattn__sources *s
                                    cl_kernel *kernel, size_t *local_mem, size_t *max_wg,
                                    size_t *max_bytes, char *why, size_t why_len) {
   char options[512];
-  clattn__config_options(cls, c, options, sizeof options);
+  clattn__config_options(&ctx->device, cls, c, options, sizeof options);
   cl_program prog;
   *kernel = NULL;
   if (c->variant >= CLATTN__VARIANTS)

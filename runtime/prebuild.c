@@ -40,7 +40,7 @@ void clattn__prebuild(clattn_context *ctx, const clattn__sources *src, const cla
     memset(j, 0, sizeof *j);
     j->cl = ctx->cl, j->device = ctx->device_id;
     j->source = src->text[c->variant], j->hash = src->hash[c->variant];
-    clattn__config_options(cls, c, j->options, sizeof j->options);
+    clattn__config_options(&ctx->device, cls, c, j->options, sizeof j->options);
     if (clattn__program_cached(ctx, j->hash, j->options)) continue;
     cl_program disk = clattn__bincache_load(ctx, j->hash, j->options);
     if (disk) {

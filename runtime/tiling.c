@@ -15,9 +15,13 @@ static unsigned round8(unsigned n) {
 }
 
 size_t clattn__config_local_bytes(const clattn__config *c, const clattn__class *k) {
-  if (c->variant == 2) { /* cl/forward_mma.cl: Ks, Vs with head dims padded to 8 */
-    unsigned pad = c->pad ? 4 : 0;
-    return (size_t)c->bkv * (round8(k->d) + pad + round8(k->dv) + pad) * sizeof(float);
+  if (c->variant == 2) { /* cl/forward_mma.cl: Ks, Vs (KS, VS there) */
+    unsigned dp = (k->d + 15) / 16 * 16, vt = round8(k->dv) / 8, ks = dp, vs = 8 * vt;
+    if (c->pad) {
+      ks = dp % 32 ? dp : dp + 16;
+      vs = (8 * (vt % 8 ? vt : vt + 4) + 15) / 16 * 16 + 4;
+    }
+    return (size_t)c->bkv * (ks + vs) * sizeof(float);
   }
   if (c->variant == 1) { /* cl/forward_tiles.cl: Qs, Ks, Vs, Ps, Red */
     size_t bqp = c->bq + c->pad, bkvp = c->bkv + c->pad;
@@ -74,6 +78,7 @@ int clattn__config_legal(const clattn__device *dev, const clattn__class *k, cons
     return 0;
   }
   size_t bytes = clattn__config_local_bytes(c, k), wg = clattn__config_work_group(c);
+  if (c->variant == 2 && dev->mma_emulated) bytes += (size_t)c->bq / 16 * 224 * sizeof(float);
   if (bytes > dev->local_mem) {
     snprintf(why, why_len, "BQ=%u BKV=%u: needs %.1f KiB local memory, device has %.1f KiB", c->bq,
              c->bkv, bytes / 1024.0, dev->local_mem / 1024.0);

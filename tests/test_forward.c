@@ -7,12 +7,21 @@
 
 #include <math.h>
 
-/* tests/CMakeLists.txt builds this file twice: as the fused path's tests (suite "forward") and,
- * with TEST_STANDARD, as the standard path's (suite "standard"), so both meet the same bar on the
- * same shapes. */
+/* tests/CMakeLists.txt builds this file three times: as the fused path's tests (suite
+ * "forward"); with TEST_STANDARD, as the standard path's (suite "standard"); with TEST_MMA, as
+ * the tensor-core kernel forward_mma's, forced on every shape and run with mma.sync emulated
+ * (CLATTN_MMA_EMULATE) where the device has no tensor cores. All meet the same bar on the same
+ * shapes. */
 #ifdef TEST_STANDARD
 #define SUITE standard
 #define ALGORITHM CLATTN_ALGO_STANDARD
+#elif defined(TEST_MMA)
+#define SUITE forward_mma
+#define ALGORITHM CLATTN_ALGO_FUSED
+/* Before Criterion forks its tests, so that every context sees it. */
+__attribute__((constructor)) static void emulate_mma(void) {
+  setenv("CLATTN_MMA_EMULATE", "1", 1);
+}
 #else
 #define SUITE forward
 #define ALGORITHM CLATTN_ALGO_FUSED
@@ -21,7 +30,19 @@
 static void run(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d, size_t dv,
                 unsigned flags, int bhsd, size_t offset, int lse) {
   clattn_problem p = {b, hq, hkv, nq, nkv, d, dv, CLATTN_F32, 0.0f, flags, ALGORITHM};
+#ifdef TEST_MMA
+  /* 64 rows (4 warps), 32 keys, padded rows: every fragment and layout path of the kernel. */
+  clattn_config mma = {.kernel = "forward_mma",
+                       .block_q = 64,
+                       .block_kv = 32,
+                       .threads_per_row = 1,
+                       .rows_per_item = 1,
+                       .stage_kv = 1,
+                       .pad = 1};
+  test_forward_shape(&p, bhsd, offset, lse, &mma);
+#else
   test_forward_shape(&p, bhsd, offset, lse, NULL);
+#endif
 }
 
 enum { BSHD = 0, BHSD = 1, NOLSE = 0, LSE = 1 };
@@ -109,6 +130,16 @@ Test(SUITE, interleaved_qkv_padded_output) {
   clattn_problem p = {0};
   p.batch = B, p.heads_q = H, p.seqlen_q = p.seqlen_kv = S, p.head_dim = D, p.flags = C;
   p.algorithm = ALGORITHM;
+#ifdef TEST_MMA
+  clattn_config mma = {.kernel = "forward_mma",
+                       .block_q = 32,
+                       .block_kv = 16,
+                       .threads_per_row = 1,
+                       .rows_per_item = 1,
+                       .stage_kv = 1,
+                       .pad = 1};
+  cr_assert_eq(clattn_override_config(ctx, &p, &mma), CLATTN_OK, "%s", clattn_last_error(ctx));
+#endif
   cr_assert_eq(clattn_forward(ctx, &p, &tq, &tk, &tv, &to, NULL, 0, NULL, NULL), CLATTN_OK, "%s",
                clattn_last_error(ctx));
   float *got = malloc(no * sizeof *got);

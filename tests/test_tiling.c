@@ -155,14 +155,14 @@ Test(tiling, mma_needs_tensor_cores) {
   cr_assert(strstr(why, "compute capability 8.0"), "%s", why);
   dev.tensor_cores = 1;
   cr_assert(clattn__config_legal(&dev, &k, &c, why, sizeof why), "%s", why);
-  /* Ks and Vs: 32 keys x (128 + 4) floats each. */
-  cr_assert_eq(clattn__config_local_bytes(&c, &k), 2 * 32 * 132 * 4);
+  /* Ks: 32 keys x (128 + 16) floats; Vs: 32 x (8 x (16 + 4) + 4), cl/forward_mma.cl's pads. */
+  cr_assert_eq(clattn__config_local_bytes(&c, &k), 32 * (144 + 164) * 4);
   cr_assert_eq(clattn__config_work_group(&c), 128);
   c.bq = 24;
   cr_assert_not(clattn__config_legal(&dev, &k, &c, why, sizeof why));
   cr_assert(strstr(why, "multiple of 16"), "%s", why);
   /* With tensor cores the variant is in the ranking (after the portable ones, until measured
-   * there); odd head dims pad to 8. */
+   * there); odd head dims pad to 16 (K) and 8 (V). */
   clattn__class odd = {59, 59, 1, 1024};
   static clattn__config all[8192];
   size_t n = clattn__configs_ranked(&dev, &odd, all, 8192);
@@ -171,7 +171,7 @@ Test(tiling, mma_needs_tensor_cores) {
   while (i < n && all[i].variant != 2) i++;
   cr_assert_lt(i, n, "forward_mma is not in the ranking");
   cr_assert_eq(clattn__config_local_bytes(&all[i], &odd),
-               (size_t)all[i].bkv * 2 * (64 + (all[i].pad ? 4 : 0)) * 4);
+               (size_t)all[i].bkv * (all[i].pad ? 80 + 100 : 64 + 64) * 4);
 }
 
 /* A problem too small to fill the device's compute units gets finer query blocks of the same
