@@ -34,8 +34,9 @@ for combo in $combos; do
     pass=0 fail=0
     while read -r b hq hkv nq nkv d dv f lay off; do
       args=(--batch $b --heads $hq --heads-kv $hkv --seqlen-q $nq --seqlen-kv $nkv --head-dim $d
-        --head-dim-v $dv --layout $lay --offset $off --lse --repeat 0 --warmup 0 --config $cfg)
+        --head-dim-v $dv --layout $lay --offset $off --lse --repeat 0 --warmup 0)
       [ "$f" = c ] && args+=(--causal)
+      args+=(--config $cfg)
       "$cl" run "${args[@]}" >"$out/run.tmp" 2>&1
       # A head dim the vector width does not divide: the same combo with scalar loads.
       grep -q "override rejected: vector width" "$out/run.tmp" && args[-1]=${cfg%/*}/1
