@@ -33,16 +33,14 @@
  * global loads are issued before this tile's MMAs, into registers). runtime/tiling.c mirrors
  * the local-memory formula; keep the two in step. */
 
-/* 2 and 2: 1.06-1.09x the speed of 1 and 1 on the H200, and all of DESIGN.md's shapes pass
- * there (docs/BENCHMARKS.md). */
+/* Defaults from timings on the H200 (docs/BENCHMARKS.md): longer chains are faster, and the
+ * prefetch pays where its registers are few (16 floats at d = 64 with 256 work-items, BKV = 32);
+ * at d = 128 the kernel already spills. */
 #ifndef FLUSH_S
-#define FLUSH_S 2
+#define FLUSH_S (D > 64 ? 4 : 2)
 #endif
 #ifndef FLUSH_O
-#define FLUSH_O 2
-#endif
-#ifndef PREFETCH
-#define PREFETCH 0
+#define FLUSH_O 4
 #endif
 
 #define WARPS (BQ / 16)
@@ -167,6 +165,9 @@ static inline float quad_sum(float v SCR) {
 #define VPIECES (BKV * (DVP / VEC))
 #define KPER ((KPIECES + WG - 1) / WG)
 #define VPER ((VPIECES + WG - 1) / WG)
+#ifndef PREFETCH
+#define PREFETCH ((KPER + VPER) * VEC <= 16)
+#endif
 
 /* Loads keys kv0_ .. kv0_ + nk_ - 1 into kr, vr; keys past them and columns past the head dims
  * are zero, since the MMAs multiply them. */
