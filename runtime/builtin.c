@@ -26,7 +26,7 @@ static const builtin table[] = {
     {POCL, "", CPU, 128, 128, 0, 1024, {64, 64, 2, 1, 1, 1, 1, 1}},
     {POCL, "", CPU, 128, 128, 1, 1024, {64, 128, 2, 1, 0, 1, 1, 1}},
     /* NVIDIA H200, driver 580.159.04 (NVIDIA CUDA OpenCL 3.0): forward_mma (tensor cores,
-     * 3xTF32) with 128-row blocks, 32-key tiles, padded rows and 16-byte loads: 1.04-1.12x
+     * 3xTF32) with 128-row blocks, 32-key tiles, padded rows and 16-byte loads: 0.98-1.12x
      * PyTorch's fp32 SDPA at d = 64 and 0.64-0.77x at d = 128 over N = 512..16384, timed in one
      * device call (`tools/gpu-bench.sh`, 2026-12-02, commit 986a145, docs/BENCHMARKS.md); 18 of
      * DESIGN.md's 19 shapes it can run passed there (time ran out before the 19th). Head dims above
