@@ -278,6 +278,8 @@ typedef struct clattn_plan_info {
   unsigned kv_splits; /* fused: the keys are split into this many ranges computed by separate
                          work-groups and merged by their LSE (flash-decoding), when the query
                          blocks alone would leave compute units idle; 1: no split */
+  size_t standard_backward_workspace_bytes; /* the same for the standard path's backward, which
+                                               holds P and dS (two matrices per head) at once */
 } clattn_plan_info;
 
 /* Plan (and compile, so the work-group limits of the built kernel are known) without

@@ -193,6 +193,8 @@ clattn_status clattn_explain(clattn_context *ctx, const clattn_problem *problem,
     out->standard_heads_per_chunk = sp.chunk;
     out->standard_workspace_bytes = sp.bytes;
     out->workspace_limit = sp.limit;
+    clattn__standard_plan_of(ctx, &s, 2, &sp);
+    out->standard_backward_workspace_bytes = sp.bytes;
     out->local_mem_available = (size_t)ctx->device.local_mem;
   }
   pthread_mutex_unlock(&ctx->lock);

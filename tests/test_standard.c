@@ -32,6 +32,9 @@ Test(standard, chunks_over_batch_and_heads) {
   cr_assert_eq(clattn_explain(probe, &p, &info), CLATTN_OK, "%s", clattn_last_error(probe));
   cr_assert_eq(info.standard_heads_per_chunk, 6);
   size_t per_head = info.standard_workspace_bytes / 6;
+  /* The backward holds P and dS: at least a second 100 x 100 matrix per head. */
+  cr_assert_geq(info.standard_backward_workspace_bytes,
+                info.standard_workspace_bytes + 6 * 100 * 100 * sizeof(float));
   clattn_context_destroy(probe);
 
   clattn_context *ctx = test_context_limited(NULL, 2 * per_head + per_head / 2);

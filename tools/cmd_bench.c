@@ -275,9 +275,14 @@ static void bench_one(clattn_context *ctx, const opts *o, int host_ok, bench_row
   snprintf(r->fused_config, sizeof r->fused_config, "%s %u/%u/%u/%u (%s)", info.kernel,
            info.block_q, info.block_kv, info.threads_per_row, info.rows_per_item, info.origin);
   size_t elems = r->batch * r->seqlen * r->heads * r->head_dim;
-  double tensors = 4.0 * elems * sizeof(float);
+  /* Q, K, V, O; with the backward also dO, dQ, dK, dV (and rows of LSE and D). */
+  double rows = (double)r->batch * r->heads * r->seqlen * sizeof(float);
+  double tensors =
+      o->backward ? 8.0 * elems * sizeof(float) + 2 * rows : 4.0 * elems * sizeof(float);
   r->peak_bytes[COL_FUSED] = tensors;
-  r->peak_bytes[COL_STANDARD] = tensors + (double)info.standard_workspace_bytes;
+  r->peak_bytes[COL_STANDARD] =
+      tensors + (double)(o->backward ? info.standard_backward_workspace_bytes
+                                     : info.standard_workspace_bytes);
   r->peak_bytes[COL_HOST] = tensors + (double)r->seqlen * r->seqlen * sizeof(float);
   int run[COLS] = {o->want[0] && fused_ok, o->want[1], o->want[2] && host_ok && !o->backward};
   if (o->want[COL_HOST] && o->backward)
