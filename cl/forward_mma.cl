@@ -30,7 +30,8 @@
  * Parameters (-D): D, DV head dims; BQ query rows per work-group (16 per warp); BKV keys per
  * tile (a multiple of 8); PAD (nonzero: pad the local rows as above); CAUSAL; VEC, the width of
  * the global loads that fill the tiles; FLUSH_S, FLUSH_O as above; PREFETCH (1: the next tile's
- * global loads are issued before this tile's MMAs, into registers). runtime/tiling.c mirrors
+ * global loads are issued before this tile's MMAs, into registers). The split arguments are
+ * forward.cl's (keys cut into ranges merged by runtime/split.c). runtime/tiling.c mirrors
  * the local-memory formula; keep the two in step. */
 
 /* Defaults from timings on the H200 (docs/BENCHMARKS.md): longer chains are faster, and the
@@ -209,7 +210,8 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
                ulong q_sh, ulong k_off, ulong k_sb, ulong k_ss, ulong k_sh, ulong v_off, ulong v_sb,
                ulong v_ss, ulong v_sh, ulong o_off, ulong o_sb, ulong o_ss, ulong o_sh,
                uint heads_q, uint group, uint seqlen_q, uint seqlen_kv, uint num_qblocks,
-               ulong group_base, float scale_log2, int write_lse) {
+               ulong group_base, float scale_log2, int write_lse, uint num_splits,
+               uint kv_per_split, ulong o_split, ulong lse_off, ulong lse_split) {
   /* float4 arrays: the 16-byte fragment reads need 16-byte alignment. */
   __local float4 Kl[BKV * KS / 4];
   __local float4 Vl[BKV * VS / 4];
@@ -223,7 +225,10 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
   const uint gq = lane / 4, tq = lane % 4; /* fragment row group and column within it */
   const ulong g = group_base + get_group_id(0);
   const uint qb = (uint)(g % num_qblocks);
-  const ulong bh = g / num_qblocks;
+  /* Work-groups run over query blocks, then key splits (flash-decoding), then heads. */
+  const ulong gs = g / num_qblocks;
+  const uint split = (uint)(gs % num_splits);
+  const ulong bh = gs / num_splits;
   const uint h = (uint)(bh % heads_q);
   const ulong b = bh / heads_q;
   const uint q0 = qb * BQ, r0 = q0 + warp * 16;  /* this warp's rows r0 .. r0 + 15 */
@@ -251,6 +256,9 @@ UNROLL
   const long block_end = (long)min(q0 + BQ, seqlen_q) + shift;
   kv_end = block_end <= 0 ? 0u : (uint)min(block_end, (long)seqlen_kv);
 #endif
+  /* This work-group's split of the keys: [kv_lo, kv_end). */
+  const uint kv_lo = min(split * kv_per_split, kv_end);
+  kv_end = min(kv_end, kv_lo + kv_per_split);
 
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; /* l: this lane's partial sums */
   float acc[VT][4];
@@ -261,9 +269,9 @@ UNROLL
 
   floatv kr[KPER], vr[VPER];
 #if PREFETCH
-  if (kv_end) FETCH(0, min((uint)BKV, kv_end));
+  if (kv_lo < kv_end) FETCH(kv_lo, min((uint)BKV, kv_end - kv_lo));
 #endif
-  for (uint kv0 = 0; kv0 < kv_end; kv0 += BKV) {
+  for (uint kv0 = kv_lo; kv0 < kv_end; kv0 += BKV) {
     const uint nk = min((uint)BKV, kv_end - kv0);
     barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is consumed */
 #if !PREFETCH
@@ -377,7 +385,7 @@ UNROLL
 
   /* The row sums meet across the quad; then O = acc / l, written two columns per lane. */
   l0 = quad_sum(l0 SCR_ARGS), l1 = quad_sum(l1 SCR_ARGS);
-  const ulong obase = o_off + b * o_sb + h * o_sh;
+  const ulong obase = o_off + split * o_split + b * o_sb + h * o_sh;
 UNROLL
   for (uint hr = 0; hr < 2; hr++) {
     const uint row = hr ? row1 : row0;
@@ -391,7 +399,7 @@ UNROLL
       if (c + 1 < DV) o[obase + (ulong)row * o_ss + c + 1] = acc[vt][2 * hr + 1] * inv;
     }
     if (write_lse && tq == 0)
-      lse[(b * heads_q + h) * seqlen_q + row] = l > 0.0f ? (m + log2(l)) * M_LN2_F : -INFINITY;
+      lse[lse_off + split * lse_split + (b * heads_q + h) * seqlen_q + row] = l > 0.0f ? (m + log2(l)) * M_LN2_F : -INFINITY;
   }
 }
 // clang-format on

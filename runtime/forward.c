@@ -60,13 +60,11 @@ clattn_status clattn__enqueue_forward(clattn_context *ctx, cl_command_queue queu
   clattn__arg(&a, sizeof base, &base);
   clattn__arg(&a, sizeof scale_log2, &scale_log2);
   clattn__arg(&a, sizeof write_lse, &write_lse);
-  if (p->cfg.variant != 2) { /* forward_mma takes no split arguments (yet) */
-    clattn__arg(&a, sizeof splits, &splits);
-    clattn__arg(&a, sizeof per_split, &per_split);
-    clattn__arg(&a, sizeof split->o_split, &split->o_split);
-    clattn__arg(&a, sizeof split->lse_off, &split->lse_off);
-    clattn__arg(&a, sizeof split->lse_split, &split->lse_split);
-  }
+  clattn__arg(&a, sizeof splits, &splits);
+  clattn__arg(&a, sizeof per_split, &per_split);
+  clattn__arg(&a, sizeof split->o_split, &split->o_split);
+  clattn__arg(&a, sizeof split->lse_off, &split->lse_off);
+  clattn__arg(&a, sizeof split->lse_split, &split->lse_split);
   if (a.err != CL_SUCCESS) return clattn__fail_cl(ctx, a.err, "clSetKernelArg");
 
   size_t wg = clattn__config_work_group(&p->cfg);

@@ -16,10 +16,10 @@ unsigned clattn__split_count(const clattn_context *ctx, const clattn__shape *s,
   size_t units = ctx->device.compute_units, bkv = p->cfg.bkv;
   size_t groups = (s->seqlen_q + p->cfg.bq - 1) / p->cfg.bq * s->batch * s->heads_q;
   *kv_per_split = (unsigned)s->seqlen_kv;
-  /* forward_mma has no split arguments yet; the workspace is reused call after call, which an
-   * out-of-order queue would race on; an override is run as given. */
-  if (p->cfg.variant == 2 || !ctx->queue_in_order || !strcmp(p->origin, "override") ||
-      groups >= units || s->seqlen_kv < 4 * bkv)
+  /* The workspace is reused call after call, which an out-of-order queue would race on; an
+   * override is run as given. */
+  if (!ctx->queue_in_order || !strcmp(p->origin, "override") || groups >= units ||
+      s->seqlen_kv < 4 * bkv)
     return 1;
   size_t want = (units + groups - 1) / groups, most = s->seqlen_kv / (2 * bkv); /* >= 2 tiles */
   size_t count = want < most ? want : most;

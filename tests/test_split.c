@@ -31,17 +31,21 @@ Test(split, decode_is_split_and_exact) {
   clattn_context_destroy(ctx);
 }
 
-/* Packed [B][S][H][D] data, a forced split of 32-key ranges, against the references. */
-static void forced(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d, size_t dv,
-                   unsigned flags) {
+/* Packed [B][S][H][D] data, a forced split of key ranges one tile long, against the references;
+ * cfg (optional) overrides the kernel config. */
+static void forced_cfg(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d, size_t dv,
+                       unsigned flags, const clattn_config *cfg) {
   clattn_context *ctx = test_context(NULL);
   clattn_problem p = {0};
   p.batch = b, p.heads_q = hq, p.heads_kv = hkv, p.seqlen_q = nq, p.seqlen_kv = nkv;
   p.head_dim = d, p.head_dim_v = dv, p.flags = flags;
+  if (cfg)
+    cr_assert_eq(clattn_override_config(ctx, &p, cfg), CLATTN_OK, "%s", clattn_last_error(ctx));
   clattn__shape s;
   cr_assert_eq(clattn__shape_from_problem(ctx, &p, &s), CLATTN_OK);
   const clattn__plan *plan;
   cr_assert_eq(clattn__plan_for_grid(ctx, &s, &plan), CLATTN_OK, "%s", clattn_last_error(ctx));
+  if (cfg) cr_assert_eq(plan->cfg.variant, (unsigned)clattn__variant_of(cfg->kernel));
   unsigned per = plan->cfg.bkv, count = (unsigned)((nkv + per - 1) / per);
   size_t nqe = b * nq * hq * d, nke = b * nkv * s.heads_kv * d, nve = b * nkv * s.heads_kv * s.dv,
          noe = b * nq * hq * s.dv, rows = b * hq * nq;
@@ -99,6 +103,11 @@ static void forced(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_
   clattn_context_destroy(ctx);
 }
 
+static void forced(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d, size_t dv,
+                   unsigned flags) {
+  forced_cfg(b, hq, hkv, nq, nkv, d, dv, flags, NULL);
+}
+
 Test(split, ranges_empty_for_early_causal_rows) {
   forced(1, 2, 0, 200, 300, 64, 0, CLATTN_CAUSAL);
 }
@@ -107,4 +116,19 @@ Test(split, rows_that_see_no_key) {
 }
 Test(split, gqa_odd_dims) {
   forced(2, 4, 2, 17, 250, 59, 40, 0);
+}
+
+/* The tensor-core kernel takes the same split arguments (mma.sync emulated where the device has
+ * no tensor cores): causal ranges that are empty for early rows, and odd head dims. */
+Test(split, forward_mma) {
+  setenv("CLATTN_MMA_EMULATE", "1", 1); /* read when the context is created */
+  clattn_config mma = {.kernel = "forward_mma",
+                       .block_q = 32,
+                       .block_kv = 16,
+                       .threads_per_row = 1,
+                       .rows_per_item = 1,
+                       .stage_kv = 1,
+                       .pad = 1};
+  forced_cfg(1, 2, 0, 40, 150, 64, 0, CLATTN_CAUSAL, &mma);
+  forced_cfg(2, 2, 1, 17, 90, 59, 40, 0, &mma);
 }
