@@ -119,7 +119,8 @@ Test(split, gqa_odd_dims) {
 }
 
 /* The tensor-core kernel takes the same split arguments (mma.sync emulated where the device has
- * no tensor cores): causal ranges that are empty for early rows, and odd head dims. */
+ * no tensor cores): causal ranges that are empty for early rows, odd head dims, and the
+ * prefetching build (d = 8). */
 Test(split, forward_mma) {
   setenv("CLATTN_MMA_EMULATE", "1", 1); /* read when the context is created */
   clattn_config mma = {.kernel = "forward_mma",
@@ -131,4 +132,5 @@ Test(split, forward_mma) {
                        .pad = 1};
   forced_cfg(1, 2, 0, 40, 150, 64, 0, CLATTN_CAUSAL, &mma);
   forced_cfg(2, 2, 1, 17, 90, 59, 40, 0, &mma);
+  forced_cfg(1, 3, 0, 20, 100, 8, 0, CLATTN_CAUSAL, &mma); /* small tiles: with the prefetch */
 }
