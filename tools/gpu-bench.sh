@@ -5,14 +5,8 @@
 # model (bandwidth.txt); a correctness sample of the standard path.
 # Usage: tools/gpu-bench.sh DIR [N list] (DIR from tools/gpu-pack.sh). Writes to $OUT.
 set -uo pipefail
-dir=$(cd "${1:-.gpu}" && pwd)
+source "$(dirname "$0")/gpu-env.sh" "${1:-.gpu}"
 ns=${2:-512,1024,2048,4096,8192,16384}
-out=${OUT:-gpu-out}
-mkdir -p "$out"
-source "$dir/nvidia-env.sh"
-export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export CLATTN_CACHE_DIR=/tmp/clattn-cache CLATTN_DEVICE=${CLATTN_DEVICE:-NVIDIA}
-cl="$dir/clattn"
 { echo "commit $(cat "$dir/commit")"; nvidia-smi --query-gpu=name,driver_version --format=csv; } \
   >"$out/env.txt"
 # The standard path against the double-precision reference (a few shapes of DESIGN.md's list).

@@ -3,13 +3,7 @@
 # forward timings beside PyTorch SDPA in the same call. Usage: tools/gpu-check.sh DIR
 # (DIR from tools/gpu-pack.sh). Writes to $OUT (or ./gpu-out).
 set -uo pipefail
-dir=$(cd "${1:-.gpu}" && pwd)
-out=${OUT:-gpu-out}
-mkdir -p "$out"
-source "$dir/nvidia-env.sh"
-export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export CLATTN_CACHE_DIR=/tmp/clattn-cache CLATTN_DEVICE=${CLATTN_DEVICE:-NVIDIA}
-cl="$dir/clattn"
+source "$(dirname "$0")/gpu-env.sh" "${1:-.gpu}"
 { echo "commit $(cat "$dir/commit")"; nvidia-smi --query-gpu=name,driver_version --format=csv; } \
   | tee "$out/env.txt"
 "$cl" devices | tee "$out/devices.txt"

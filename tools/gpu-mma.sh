@@ -8,13 +8,7 @@
 # Usage: tools/gpu-mma.sh DIR (from tools/gpu-pack.sh); env COMBOS, NS (4096), CHECKED (the
 # number of combos, from the first, run over the shape list; all by default). Writes to $OUT.
 set -uo pipefail
-dir=$(cd "${1:-.gpu}" && pwd)
-out=${OUT:-gpu-out}
-mkdir -p "$out"
-source "$dir/nvidia-env.sh"
-export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export CLATTN_CACHE_DIR=/tmp/clattn-cache CLATTN_DEVICE=${CLATTN_DEVICE:-NVIDIA}
-cl="$dir/clattn"
+source "$(dirname "$0")/gpu-env.sh" "${1:-.gpu}"
 combos=${COMBOS:-forward_mma/128/32/1/1/1/4}
 ns=${NS:-4096}
 echo "commit $(cat "$dir/commit")" >"$out/env.txt"

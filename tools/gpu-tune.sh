@@ -5,15 +5,9 @@
 # [BUDGET_PER_HEAD_DIM] (DIR from tools/gpu-pack.sh). Writes to $OUT (or ./gpu-out). QUICK=1
 # stops after the interleaved comparison (no timings beside PyTorch).
 set -uo pipefail
-dir=$(cd "${1:-.gpu}" && pwd)
+source "$(dirname "$0")/gpu-env.sh" "${1:-.gpu}"
 budget=${2:-150}
-out=${OUT:-gpu-out}
-mkdir -p "$out"
-source "$dir/nvidia-env.sh"
-export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export CLATTN_CACHE_DIR=/tmp/clattn-cache CLATTN_DEVICE=${CLATTN_DEVICE:-NVIDIA}
 export CLATTN_TUNING_DB="$out/tuning.json"
-cl="$dir/clattn"
 { echo "commit $(cat "$dir/commit")"; nvidia-smi --query-gpu=name,driver_version --format=csv; } \
   | tee "$out/env.txt"
 # The register-tiled variant on the DESIGN.md shapes, forced, checked against the host reference.
