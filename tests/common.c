@@ -99,6 +99,12 @@ void test_kernel_dir_remove(const char *dir) {
   remove(dir);
 }
 
+clattn_config test_mma_config(unsigned block_q, unsigned block_kv) {
+  clattn_config c = {.kernel = "forward_mma", .threads_per_row = 1, .rows_per_item = 1};
+  c.block_q = block_q, c.block_kv = block_kv, c.stage_kv = 1, c.pad = 1;
+  return c;
+}
+
 void test_forward_shape(const clattn_problem *p, int bhsd, size_t offset, int with_lse,
                         const clattn_config *cfg) {
   clattn_context *ctx = test_context(NULL);

@@ -32,13 +32,7 @@ static void run(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d
   clattn_problem p = {b, hq, hkv, nq, nkv, d, dv, CLATTN_F32, 0.0f, flags, ALGORITHM};
 #ifdef TEST_MMA
   /* 64 rows (4 warps), 32 keys, padded rows: every fragment and layout path of the kernel. */
-  clattn_config mma = {.kernel = "forward_mma",
-                       .block_q = 64,
-                       .block_kv = 32,
-                       .threads_per_row = 1,
-                       .rows_per_item = 1,
-                       .stage_kv = 1,
-                       .pad = 1};
+  clattn_config mma = test_mma_config(64, 32);
   test_forward_shape(&p, bhsd, offset, lse, &mma);
 #else
   test_forward_shape(&p, bhsd, offset, lse, NULL);
@@ -131,13 +125,7 @@ Test(SUITE, interleaved_qkv_padded_output) {
   p.batch = B, p.heads_q = H, p.seqlen_q = p.seqlen_kv = S, p.head_dim = D, p.flags = C;
   p.algorithm = ALGORITHM;
 #ifdef TEST_MMA
-  clattn_config mma = {.kernel = "forward_mma",
-                       .block_q = 32,
-                       .block_kv = 16,
-                       .threads_per_row = 1,
-                       .rows_per_item = 1,
-                       .stage_kv = 1,
-                       .pad = 1};
+  clattn_config mma = test_mma_config(32, 16);
   cr_assert_eq(clattn_override_config(ctx, &p, &mma), CLATTN_OK, "%s", clattn_last_error(ctx));
 #endif
   cr_assert_eq(clattn_forward(ctx, &p, &tq, &tk, &tv, &to, NULL, 0, NULL, NULL), CLATTN_OK, "%s",

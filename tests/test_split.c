@@ -123,13 +123,7 @@ Test(split, gqa_odd_dims) {
  * prefetching build (d = 8). */
 Test(split, forward_mma) {
   setenv("CLATTN_MMA_EMULATE", "1", 1); /* read when the context is created */
-  clattn_config mma = {.kernel = "forward_mma",
-                       .block_q = 32,
-                       .block_kv = 16,
-                       .threads_per_row = 1,
-                       .rows_per_item = 1,
-                       .stage_kv = 1,
-                       .pad = 1};
+  clattn_config mma = test_mma_config(32, 16);
   forced_cfg(1, 2, 0, 40, 150, 64, 0, CLATTN_CAUSAL, &mma);
   forced_cfg(2, 2, 1, 17, 90, 59, 40, 0, &mma);
   forced_cfg(1, 3, 0, 20, 100, 8, 0, CLATTN_CAUSAL, &mma); /* small tiles: with the prefetch */
