@@ -36,7 +36,7 @@ for combo in $combos; do
       grep -q "override rejected: vector width" "$out/run.tmp" && args[-1]=${cfg%/*}/1
       if "$cl" run "${args[@]}" >"$out/run.tmp" 2>&1; then pass=$((pass + 1)) r=PASS
       else fail=$((fail + 1)) r=FAIL; fi
-      [ $r = FAIL ] && echo "FAIL $combo ${args[*]:0:20} | $(grep -E 'check:|clattn:' "$out/run.tmp" |
+      echo "$r $combo ${args[*]:0:20} | $(grep -E 'check:|clattn:' "$out/run.tmp" |
         head -2 | tr '\n' ' ')" >>"$out/correctness.txt"
     done <<<"$shapes"
     echo "$combo: $pass passed, $fail failed" >>"$out/correctness.txt"
