@@ -85,10 +85,10 @@ int cmd_explain(int argc, char **argv) {
            "no constant: an order of magnitude)\n",
            info.io_lower_bound_bytes, info.local_mem_available / 1024.0);
     if (info.standard_heads_per_chunk)
-      printf("standard:  %zu of batch*heads per launch, %.4g B of global memory at once (limit "
-             "%.4g B)\n",
+      printf("standard:  %zu of batch*heads per launch, %.4g B of global memory at once "
+             "(backward: %.4g B; limit %.4g B)\n",
              info.standard_heads_per_chunk, (double)info.standard_workspace_bytes,
-             (double)info.workspace_limit);
+             (double)info.standard_backward_workspace_bytes, (double)info.workspace_limit);
     else
       printf("standard:  cannot run: one head needs more than the workspace limit (%.4g B) or "
              "the largest allocation\n",

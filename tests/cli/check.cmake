@@ -38,6 +38,7 @@ expect(0 "backward -> PASS" run --backward --seqlen-q 40 --seqlen-kv 70 --head-d
        --heads-kv 1 --causal --repeat 1)
 expect(0 "traffic:" explain --head-dim 16 --seqlen 100 --causal)
 expect(0 "x the fused plan" explain --head-dim 16 --seqlen 100)
+expect(0 "at once (backward: " explain --head-dim 16 --seqlen 100)
 expect(0 "fused vs:" bench --seqlen 64,96 --head-dim 8 --heads 2 --causal both --warmup 0
        --repeat 2)
 expect(0 "forward + backward" bench --backward --seqlen 64 --head-dim 8 --heads 1 --repeat 1
