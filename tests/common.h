@@ -27,11 +27,11 @@ void test_context_still_works(clattn_context *ctx);
 /* One problem on random data, checked against the reference under DESIGN.md's rule (O, and LSE
  * when with_lse), in a fresh context. With cfg, the config is forced by an override first and
  * explain must report it. Layout: bhsd or bshd views, offset elements before each tensor. */
-/* The tensor-core kernel's config: block_q rows (a warp per 16), block_kv keys, padded rows. */
-clattn_config test_mma_config(unsigned block_q, unsigned block_kv);
-
 void test_forward_shape(const clattn_problem *p, int bhsd, size_t offset, int with_lse,
                         const clattn_config *cfg);
+
+/* The tensor-core kernel's config: block_q rows (a warp per 16), block_kv keys, padded rows. */
+clattn_config test_mma_config(unsigned block_q, unsigned block_kv);
 
 /* A kernel folder for CLATTN_KERNEL_DIR: copies of the fused kernels (cl/forward.cl,
  * cl/forward_tiles.cl, cl/forward_mma.cl) in a new temporary folder (dir gets its path), with text
