@@ -69,7 +69,8 @@
 #ifdef MMA_EMULATE
 /* Unrolled, the emulation's hundreds of barriers per tile take PoCL minutes to compile. */
 #define UNROLL
-/* Per warp: A (16 x 8) and B (8 x 8) of one MMA, and 32 floats for shuffles. */
+/* Per warp: A (16 x 8) and B (8 x 8) of one MMA, and 32 floats for shuffles; runtime/tiling.c
+ * counts it (MMA_EMULATION_SCRATCH). */
 #define SCRATCH (128 + 64 + 32)
 #define SCR , __local float *scr, uint lane
 #define SCR_ARGS , scr, lane
