@@ -285,8 +285,8 @@ clattn_status clattn__enqueue_forward(clattn_context *ctx, cl_command_queue queu
                                       const clattn_tensor *o, cl_mem lse, cl_uint num_wait,
                                       const cl_event *wait, cl_event *done);
 /* How many key ranges a problem's plan should split into (1: none): only where the work-groups
- * of query blocks leave compute units idle, the keys are many, the kernel supports it (not
- * forward_mma yet) and the queue is in order (the workspace is reused call after call). */
+ * of query blocks leave compute units idle, the keys are many, the plan is not an override and
+ * the queue is in order (the workspace is reused call after call). */
 unsigned clattn__split_count(const clattn_context *ctx, const clattn__shape *s,
                              const clattn__plan *p, unsigned *kv_per_split);
 /* The split path: the kernel into the context's split workspace, then the merge into o, lse. */
