@@ -221,10 +221,11 @@ typedef struct clattn_config {
 } clattn_config;
 
 /* Use cfg, instead of the tuning database or the heuristic, for problems of this problem's
- * class (head dims, causal, sequence-length bucket of seqlen_q) on ctx; cfg NULL removes the
- * override. For experiments and tuning by hand. Errors: INVALID_ARGUMENT (an unknown kernel, or
- * a config that exceeds the device's local memory or work-group limits, with the numbers).
- * Thread safe. */
+ * class (head dims, causal, sequence-length bucket of seqlen_q) on ctx: a forward kernel's
+ * config for clattn_forward, a "backward_rows" config (block_q, block_kv: powers of two up to
+ * 256) for clattn_backward's fused kernels; cfg NULL removes both overrides of the class. For
+ * experiments and tuning by hand. Errors: INVALID_ARGUMENT (an unknown kernel, or a config that
+ * exceeds the device's local memory or work-group limits, with the numbers). Thread safe. */
 CLATTN_API clattn_status clattn_override_config(clattn_context *ctx, const clattn_problem *problem,
                                                 const clattn_config *cfg);
 
@@ -280,6 +281,9 @@ typedef struct clattn_plan_info {
                          blocks alone would leave compute units idle; 1: no split */
   size_t standard_backward_workspace_bytes; /* the same for the standard path's backward, which
                                                holds P and dS (two matrices per head) at once */
+  clattn_config backward; /* the config clattn_backward's fused kernels would take (before they
+                             are built: a config that turns out not to fit is stepped down) */
+  char backward_origin[16]; /* "override", "tuned", "fallback" or "heuristic", as origin */
 } clattn_plan_info;
 
 /* Plan (and compile, so the work-group limits of the built kernel are known) without
@@ -327,6 +331,10 @@ typedef struct clattn_tune_options {
   int dry_run;             /* 1: measure but do not write the tuning database */
   void (*progress)(void *user, const clattn_tune_progress *p); /* may be NULL */
   void *user;
+  int backward; /* 1: tune clattn_backward's fused kernels (kernel "backward_rows": block_q
+                   query rows, block_kv keys per work-group) for the problem's class instead of
+                   the forward's; candidates are checked against the double reference gradients
+                   on a small problem of the same class */
 } clattn_tune_options;
 
 typedef struct clattn_tune_result {

@@ -16,16 +16,34 @@ void clattn__config_to_public(const clattn__config *c, clattn_config *out) {
   out->vector_width = c->vec ? c->vec : 1;
 }
 
+void clattn__bwd_config_to_public(const clattn__config *c, clattn_config *out) {
+  memset(out, 0, sizeof *out);
+  snprintf(out->kernel, sizeof out->kernel, "%s", clattn__bwd_variant_name(c->variant));
+  out->block_q = c->bq, out->block_kv = c->bkv;
+  out->threads_per_row = out->rows_per_item = out->vector_width = out->stage_kv = 1;
+}
+
+int clattn__config_is_backward(const clattn_config *in) {
+  char name[sizeof in->kernel + 1];
+  snprintf(name, sizeof name, "%.*s", (int)sizeof in->kernel, in->kernel);
+  return clattn__bwd_variant_of(name) >= 0;
+}
+
 int clattn__config_from_public(const clattn_config *in, clattn__config *out, char *why,
                                size_t why_len) {
   memset(out, 0, sizeof *out);
   char name[sizeof in->kernel + 1];
   snprintf(name, sizeof name, "%.*s", (int)sizeof in->kernel, in->kernel);
+  int bwd = clattn__bwd_variant_of(name);
+  if (bwd >= 0) { /* a backward config: its blocks; the rest is the forward kernels' */
+    out->variant = (unsigned)bwd, out->bq = in->block_q, out->bkv = in->block_kv;
+    return 1;
+  }
   int variant = name[0] ? clattn__variant_of(name) : 0;
   if (variant < 0) {
     snprintf(why, why_len,
              "unknown kernel variant \"%s\" (known: forward_rows, forward_tiles, "
-             "forward_mma)",
+             "forward_mma, backward_rows)",
              name);
     return 0;
   }
@@ -67,9 +85,11 @@ static clattn_status checked_config(clattn_context *ctx, const clattn_problem *p
                         "%shead dims %zu/%zu: the fused kernels support at most 256", prefix, s.d,
                         s.dv);
   *cls = clattn__class_of(&s);
+  cls->backward = cfg && clattn__config_is_backward(cfg);
   char why[200];
   if (cfg && (!clattn__config_from_public(cfg, c, why, sizeof why) ||
-              !clattn__config_legal(&ctx->device, cls, c, why, sizeof why)))
+              !(cls->backward ? clattn__bwd_config_legal(&ctx->device, cls, c, why, sizeof why)
+                              : clattn__config_legal(&ctx->device, cls, c, why, sizeof why))))
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "%s%s", prefix, why);
   return CLATTN_OK;
 }
@@ -82,8 +102,11 @@ clattn_status clattn_override_config(clattn_context *ctx, const clattn_problem *
   clattn__config c;
   clattn_status st = checked_config(ctx, problem, cfg, "override rejected: ", &cls, &c);
   if (st == CLATTN_OK) {
+    /* A config replaces its pass's override; NULL removes both passes'. */
+    clattn__class other = cls;
+    other.backward = cfg ? cls.backward : 1;
     for (clattn__override **pp = &ctx->overrides; *pp;)
-      if (!memcmp(&(*pp)->cls, &cls, sizeof cls)) {
+      if (!memcmp(&(*pp)->cls, &cls, sizeof cls) || !memcmp(&(*pp)->cls, &other, sizeof other)) {
         clattn__override *dead = *pp;
         *pp = dead->next;
         free(dead);
@@ -98,6 +121,7 @@ clattn_status clattn_override_config(clattn_context *ctx, const clattn_problem *
       ctx->overrides = o;
     }
     clattn__plans_forget(ctx, &cls);
+    clattn__plans_forget(ctx, &other);
   }
   pthread_mutex_unlock(&ctx->lock);
   return st;

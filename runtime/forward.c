@@ -20,8 +20,8 @@ void clattn__arg_view(clattn__args *a, const clattn_tensor *t) {
 }
 
 clattn__class clattn__class_of(const clattn__shape *s) {
-  clattn__class c = {(unsigned)s->d, (unsigned)s->dv, s->causal,
-                     clattn__seqlen_bucket(s->seqlen_q)};
+  clattn__class c = {(unsigned)s->d, (unsigned)s->dv, s->causal, clattn__seqlen_bucket(s->seqlen_q),
+                     0};
   return c;
 }
 
@@ -165,7 +165,14 @@ clattn_status clattn_explain(clattn_context *ctx, const clattn_problem *problem,
   if (st == CLATTN_OK && s.d <= 256 && s.dv <= 256) st = clattn__plan_for_grid(ctx, &s, &p);
   if (st == CLATTN_OK) {
     memset(out, 0, sizeof *out);
-    if (p) describe_plan(ctx, p, &s, out);
+    if (p) {
+      describe_plan(ctx, p, &s, out);
+      clattn__class cls = p->cls;
+      clattn__config bc;
+      cls.backward = 1;
+      clattn__bwd_config_choice(ctx, &cls, &bc, out->backward_origin);
+      clattn__bwd_config_to_public(&bc, &out->backward);
+    }
     unsigned per_split;
     out->kv_splits = p ? clattn__split_count(ctx, &s, p, &per_split) : 1;
     if (out->kv_splits > 1) {

@@ -39,7 +39,8 @@ const char *clattn__cl_error_name(cl_int err);
 typedef struct clattn__class {
   unsigned d, dv;
   unsigned causal;
-  unsigned bucket; /* sequence-length bucket of seqlen_q (clattn__seqlen_bucket) */
+  unsigned bucket;   /* sequence-length bucket of seqlen_q (clattn__seqlen_bucket) */
+  unsigned backward; /* 1: the backward kernels' class (cl/backward.cl; bwd_plan.c) */
 } clattn__class;
 
 /* The smallest of 64, 256, 1024, 4096, 16384 that is >= n, else 65536: tiles that suit 100
@@ -80,6 +81,70 @@ size_t clattn__config_space_size(void);
 /* One line saying why the heuristic picked c on dev. */
 void clattn__config_reason(const clattn__device *dev, const clattn__class *k,
                            const clattn__config *c, char *out, size_t len);
+
+/* ---- the backward kernels' configs and plans (bwd_plan.c) ---- */
+
+/* A backward config is a clattn__config of which bq (bwd_dq's work-group, bwd_dkdv's staged
+ * query rows), bkv (bwd_dkdv's work-group, bwd_dq's staged keys) and variant (0: backward_rows)
+ * are used; the rest is zero. */
+enum { CLATTN__BWD_VARIANTS = 1 };
+const char *clattn__bwd_variant_name(unsigned variant);
+int clattn__bwd_variant_of(const char *name);
+size_t clattn__bwd_local_bytes(const clattn__config *c, const clattn__class *k);
+int clattn__bwd_config_legal(const clattn__device *dev, const clattn__class *k,
+                             const clattn__config *c, char *why, size_t why_len);
+/* Legal backward configs, the heuristic's default first; how many were written (<= cap). */
+size_t clattn__bwd_configs_ranked(const clattn__device *dev, const clattn__class *k,
+                                  clattn__config *out, size_t cap);
+size_t clattn__bwd_config_space_size(void);
+
+typedef struct clattn__bwd_plan {
+  clattn__class cls;
+  clattn__config cfg;
+  cl_kernel dkdv, dq;
+  size_t local_mem, private_mem; /* of the built kernels, the larger of the two */
+  char origin[16];
+  char reason[200];
+  struct clattn__bwd_plan *next;
+} clattn__bwd_plan;
+
+/* The source of cl/backward.cl and its hash (the tuning database's key). Caller frees *text. */
+clattn_status clattn__bwd_source(clattn_context *ctx, char **text, uint64_t *hash);
+/* Builds config c into p's kernels; p->dkdv is NULL when the built kernels exceed a limit of
+ * the device (why says which). */
+clattn_status clattn__bwd_build(clattn_context *ctx, const char *source, const clattn__class *cls,
+                                const clattn__config *c, clattn__bwd_plan *p, char *why,
+                                size_t why_len);
+void clattn__bwd_plan_release(clattn__bwd_plan *p);
+/* The class's plan: override, tuning database, heuristic; built on first use and cached. */
+clattn_status clattn__bwd_plan_get(clattn_context *ctx, const clattn__class *cls,
+                                   const clattn__bwd_plan **out);
+/* The config clattn__bwd_plan_get would choose and where it comes from, without building. */
+void clattn__bwd_config_choice(clattn_context *ctx, const clattn__class *cls, clattn__config *c,
+                               char origin[16]);
+struct clattn__shape;
+/* Enqueues bwd_dkdv and bwd_dq on queue for checked tensors, with D = rowsum(dO o O) in drow;
+ * first and last (NULL allowed) get the events of the first and last launch. */
+clattn_status clattn__bwd_enqueue(clattn_context *ctx, cl_command_queue queue,
+                                  const struct clattn__shape *s, const clattn__bwd_plan *p,
+                                  const clattn_tensor *q, const clattn_tensor *k,
+                                  const clattn_tensor *v, const clattn_tensor *d_o, cl_mem lse,
+                                  cl_mem drow, const clattn_tensor *dq, const clattn_tensor *dk,
+                                  const clattn_tensor *dv, cl_event *first, cl_event *last);
+
+/* ---- the tuner's backward problems (tune_bwd.c) ---- */
+
+/* Random Q, K, V, dO of a shape on the device, with O and LSE from the forward and D, and (for a
+ * checked instance) the double reference gradients and DESIGN.md's tolerances. */
+typedef struct clattn__bwd_bench clattn__bwd_bench;
+clattn_status clattn__bwd_bench_new(clattn_context *ctx, cl_command_queue queue,
+                                    const struct clattn__shape *s, int reference,
+                                    clattn__bwd_bench **out);
+/* One run of p's kernels on queue, timed by its events: milliseconds, < 0 on failure. */
+double clattn__bwd_bench_run(clattn__bwd_bench *b, const clattn__bwd_plan *p);
+/* After a run: "" when every gradient is finite and (with a reference) within tolerance. */
+void clattn__bwd_bench_check(clattn__bwd_bench *b, char *why, size_t len);
+void clattn__bwd_bench_free(clattn__bwd_bench *b);
 
 /* ---- JIT (jit.c) ---- */
 
@@ -229,7 +294,8 @@ clattn_status clattn__build_config(clattn_context *ctx, const clattn__sources *s
                                    const clattn__class *cls, const clattn__config *c,
                                    cl_kernel *kernel, size_t *local_mem, size_t *max_wg,
                                    size_t *max_bytes, char *why, size_t why_len);
-/* Drops cached plans of class cls (all when NULL), after an override or a new tuning entry. */
+/* Drops cached plans of class cls (all when NULL; forward or backward by cls->backward), after
+ * an override or a new tuning entry. */
 void clattn__plans_forget(clattn_context *ctx, const clattn__class *cls);
 
 /* ---- configs from outside the heuristic (config.c, builtin.c) ---- */
@@ -242,7 +308,12 @@ void clattn__context_db_put(clattn_context *ctx, const void *entry);
 /* Defaults shipped with the library for devices measured by the project; NULL when none. */
 const clattn__config *clattn__builtin_find(const clattn__device *dev, const clattn__class *cls);
 void clattn__config_to_public(const clattn__config *c, clattn_config *out);
-/* 0 and why when the public config is not a kernel variant with positive tiles. */
+/* A backward config (kernel "backward_rows") in the public form, and whether a public config
+ * names a backward kernel. */
+void clattn__bwd_config_to_public(const clattn__config *c, clattn_config *out);
+int clattn__config_is_backward(const clattn_config *in);
+/* 0 and why when the public config is not a kernel variant with positive tiles (a backward
+ * config's blocks are checked by clattn__bwd_config_legal). */
 int clattn__config_from_public(const clattn_config *in, clattn__config *out, char *why,
                                size_t why_len);
 

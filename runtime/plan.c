@@ -214,6 +214,16 @@ clattn_status clattn__plan_get(clattn_context *ctx, const clattn__class *cls,
 }
 
 void clattn__plans_forget(clattn_context *ctx, const clattn__class *cls) {
+  for (clattn__bwd_plan **pp = &ctx->bwd_plans; *pp;) {
+    clattn__bwd_plan *p = *pp;
+    if (!cls || !memcmp(&p->cls, cls, sizeof *cls)) {
+      *pp = p->next;
+      clattn__bwd_plan_release(p);
+      free(p);
+    } else {
+      pp = &p->next;
+    }
+  }
   for (clattn__plan **pp = &ctx->plans; *pp;) {
     clattn__plan *p = *pp;
     if (!cls || !memcmp(&p->cls, cls, sizeof *cls)) {

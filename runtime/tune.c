@@ -24,7 +24,8 @@ typedef struct {
   int state; /* 0 untried, 1 measured, -1 disqualified or did not fit */
   double median, min, spread;
   size_t lmem, pmem;
-  cl_kernel kernel; /* kept for the finalists' re-timing */
+  cl_kernel kernel;    /* kept for the finalists' re-timing (backward: bp.dkdv) */
+  clattn__bwd_plan bp; /* a backward candidate's kernels */
 } cand;
 
 typedef struct {
@@ -43,6 +44,12 @@ typedef struct {
   size_t nsample;
   double *ref_o, ref_lse[SAMPLE_ROWS], tol_o, tol_lse;
   double t0, deadline;
+  /* Tuning the backward kernels: their source, and a small checked instance of the class beside
+   * the timed one (the double reference of the timed problem would take minutes at large N). */
+  int backward;
+  char *bwd_text;
+  uint64_t bwd_hash;
+  clattn__bwd_bench *bwd_check, *bwd_timed;
 } bench;
 
 static double now_s(void) {
@@ -133,7 +140,26 @@ static clattn_status setup(bench *b) {
   return CLATTN_OK;
 }
 
+/* The timed backward problem, and a checked one of the same class: at most 2 batches, 2 K/V
+ * heads with their query heads, and 203 x 211 rows and keys (partial blocks), so its double
+ * reference is quick whatever the timed problem's size. */
+static clattn_status setup_backward(bench *b) {
+  clattn__shape small = b->s;
+  size_t group = b->s.heads_q / b->s.heads_kv;
+  small.batch = b->s.batch < 2 ? b->s.batch : 2;
+  small.heads_kv = b->s.heads_kv < 2 ? b->s.heads_kv : 2;
+  small.heads_q = small.heads_kv * group;
+  small.seqlen_q = b->s.seqlen_q < 203 ? b->s.seqlen_q : 203;
+  small.seqlen_kv = b->s.seqlen_kv < 211 ? b->s.seqlen_kv : 211;
+  clattn_status st = clattn__bwd_bench_new(b->ctx, b->queue, &small, 1, &b->bwd_check);
+  if (st == CLATTN_OK) st = clattn__bwd_bench_new(b->ctx, b->queue, &b->s, 0, &b->bwd_timed);
+  return st;
+}
+
 static void teardown(bench *b) {
+  free(b->bwd_text);
+  clattn__bwd_bench_free(b->bwd_check);
+  clattn__bwd_bench_free(b->bwd_timed);
   for (int i = 0; i < 5; i++)
     if (b->buf[i]) clReleaseMemObject(b->buf[i]);
   for (int i = 0; i < 3; i++) free(b->host[i]);
@@ -190,31 +216,78 @@ static void check_output(bench *b, char *why, size_t len) {
              b->tol_o, err_lse, b->tol_lse);
 }
 
+/* Builds a candidate; c->kernel is NULL when it does not fit (note says why). */
+static clattn_status build_cand(bench *b, cand *c, char *note, size_t note_len) {
+  if (b->backward) {
+    clattn_status st =
+        clattn__bwd_build(b->ctx, b->bwd_text, &b->cls, &c->cfg, &c->bp, note, note_len);
+    c->kernel = c->bp.dkdv, c->lmem = c->bp.local_mem, c->pmem = c->bp.private_mem;
+    return st;
+  }
+  size_t max_wg = SIZE_MAX, max_bytes = SIZE_MAX;
+  clattn_status st = clattn__build_config(b->ctx, &b->src, &b->cls, &c->cfg, &c->kernel, &c->lmem,
+                                          &max_wg, &max_bytes, note, note_len);
+  cl_ulong pmem = 0;
+  if (st == CLATTN_OK && c->kernel)
+    clGetKernelWorkGroupInfo(c->kernel, b->ctx->device_id, CL_KERNEL_PRIVATE_MEM_SIZE, sizeof pmem,
+                             &pmem, NULL);
+  c->pmem = (size_t)pmem;
+  return st;
+}
+
+static void release_cand(bench *b, cand *c) {
+  if (b->backward)
+    clattn__bwd_plan_release(&c->bp);
+  else if (c->kernel)
+    clReleaseKernel(c->kernel);
+  c->kernel = NULL;
+}
+
+/* One timed run of a built candidate on the timed problem; < 0 on failure. */
+static double run_cand(bench *b, const cand *c) {
+  if (b->backward) return clattn__bwd_bench_run(b->bwd_timed, &c->bp);
+  clattn__plan p = {.cls = b->cls, .cfg = c->cfg, .kernel = c->kernel, .kernel_local_mem = c->lmem};
+  return run_once(b, &p);
+}
+
+static void to_public(const bench *b, const clattn__config *c, clattn_config *out) {
+  if (b->backward)
+    clattn__bwd_config_to_public(c, out);
+  else
+    clattn__config_to_public(c, out);
+}
+
+static size_t local_bytes(const bench *b, const clattn__config *c) {
+  return b->backward ? clattn__bwd_local_bytes(c, &b->cls) : clattn__config_local_bytes(c, &b->cls);
+}
+
 /* Builds, checks and times one candidate. */
 static clattn_status evaluate(bench *b, cand *c, double cap_s, double best_ms, char *note,
                               size_t note_len) {
-  size_t max_wg = SIZE_MAX, max_bytes = SIZE_MAX;
   note[0] = 0;
-  clattn_status st = clattn__build_config(b->ctx, &b->src, &b->cls, &c->cfg, &c->kernel, &c->lmem,
-                                          &max_wg, &max_bytes, note, note_len);
+  clattn_status st = build_cand(b, c, note, note_len);
   if (st != CLATTN_OK) return st;
   c->state = -1;
   if (!c->kernel) return CLATTN_OK;
-  clattn__plan p = {.cls = b->cls, .cfg = c->cfg, .kernel = c->kernel, .kernel_local_mem = c->lmem};
-  if (run_once(b, &p) < 0) {
-    snprintf(note, note_len, "the kernel failed to run");
-    return CLATTN_OK;
+  if (b->backward) { /* checked on the small instance, then run once on the timed one */
+    if (clattn__bwd_bench_run(b->bwd_check, &c->bp) < 0 || run_cand(b, c) < 0) {
+      snprintf(note, note_len, "the kernels failed to run");
+      return CLATTN_OK;
+    }
+    clattn__bwd_bench_check(b->bwd_check, note, note_len);
+    if (!note[0]) clattn__bwd_bench_check(b->bwd_timed, note, note_len);
+  } else {
+    if (run_cand(b, c) < 0) {
+      snprintf(note, note_len, "the kernel failed to run");
+      return CLATTN_OK;
+    }
+    check_output(b, note, note_len);
   }
-  cl_ulong pmem = 0;
-  clGetKernelWorkGroupInfo(c->kernel, b->ctx->device_id, CL_KERNEL_PRIVATE_MEM_SIZE, sizeof pmem,
-                           &pmem, NULL);
-  c->pmem = (size_t)pmem;
-  check_output(b, note, note_len);
   if (note[0]) return CLATTN_OK;
   double ms[MAX_RUNS], start = now_s();
   int n = 0;
   while (n < MAX_RUNS) {
-    double t = run_once(b, &p);
+    double t = run_cand(b, c);
     if (t < 0) break;
     ms[n++] = t;
     if (n == 1 && best_ms > 0 && t > 1.5 * best_ms) break; /* cannot win: save the budget */
@@ -298,12 +371,16 @@ static void prebuild_upcoming(bench *b, cand *all, size_t n, long best, unsigned
     all[i].state = 2; /* reserved, so next_candidate moves on */
   }
   for (size_t j = 0; j < k; j++) all[picked[j]].state = 0;
-  clattn__prebuild(b->ctx, &b->src, &b->cls, cfgs, k);
+  if (!b->backward) clattn__prebuild(b->ctx, &b->src, &b->cls, cfgs, k);
 }
 
-static void report_line(clattn_tune_result *r, const clattn__config *c, const char *why) {
+static void report_line(const bench *b, clattn_tune_result *r, const clattn__config *c,
+                        const char *why) {
   size_t len = strlen(r->report);
-  if (len + 1 < sizeof r->report)
+  if (b->backward && len + 1 < sizeof r->report)
+    snprintf(r->report + len, sizeof r->report - len, "%s BQ=%u BKV=%u: %s\n",
+             clattn__bwd_variant_name(c->variant), c->bq, c->bkv, why);
+  else if (len + 1 < sizeof r->report)
     snprintf(r->report + len, sizeof r->report - len,
              "%s BQ=%u BKV=%u TPR=%u RM=%u stage=%u pad=%u vec=%u: %s\n",
              clattn__variant_name(c->variant), c->bq, c->bkv, c->tpr, c->rm ? c->rm : 1, c->stage,
@@ -321,10 +398,7 @@ static void retime_interleaved(bench *b, cand *all, long *fin, int nfin) {
   rounds = rounds < 3 ? 3 : rounds > FINAL_ROUNDS ? FINAL_ROUNDS : rounds;
   for (int round = 0; round < rounds; round++)
     for (int f = 0; f < nfin; f++) {
-      const cand *c = &all[fin[f]];
-      clattn__plan p = {
-          .cls = b->cls, .cfg = c->cfg, .kernel = c->kernel, .kernel_local_mem = c->lmem};
-      double t = run_once(b, &p);
+      double t = run_cand(b, &all[fin[f]]);
       if (t >= 0) ms[f][got[f]++] = t;
     }
   for (int f = 0; f < nfin; f++)
@@ -339,7 +413,7 @@ static clattn_status save_winner(bench *b, const cand *w, clattn_tune_result *r)
   clattn__db_entry e;
   memset(&e, 0, sizeof e);
   clattn__db_device_of(&b->ctx->device, &e.dev);
-  e.source_hash = b->src.hash[w->cfg.variant];
+  e.source_hash = b->backward ? b->bwd_hash : b->src.hash[w->cfg.variant];
   e.cls = b->cls, e.cfg = w->cfg, e.median_ms = w->median, e.spread = w->spread;
   time_t now = time(NULL);
   struct tm tm;
@@ -359,8 +433,10 @@ static clattn_status save_winner(bench *b, const cand *w, clattn_tune_result *r)
 static clattn_status search(bench *b, const clattn_tune_options *opt, clattn_tune_result *r) {
   clattn__config *cfgs = malloc(MAX_SPACE * sizeof *cfgs);
   if (!cfgs) return clattn__fail(b->ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
-  size_t n = clattn__configs_ranked(&b->ctx->device, &b->cls, cfgs, MAX_SPACE);
-  r->space = (unsigned)clattn__config_space_size();
+  size_t n = b->backward ? clattn__bwd_configs_ranked(&b->ctx->device, &b->cls, cfgs, MAX_SPACE)
+                         : clattn__configs_ranked(&b->ctx->device, &b->cls, cfgs, MAX_SPACE);
+  r->space =
+      (unsigned)(b->backward ? clattn__bwd_config_space_size() : clattn__config_space_size());
   r->pruned = r->space - (unsigned)n;
   cand *all = n ? calloc(n, sizeof *all) : NULL;
   for (size_t i = 0; all && i < n; i++) all[i].cfg = cfgs[i];
@@ -395,14 +471,11 @@ static clattn_status search(bench *b, const clattn_tune_options *opt, clattn_tun
     } else if (all[i].kernel || strstr(note, "wrong") || strstr(note, "non-finite") ||
                strstr(note, "failed")) {
       r->tried++, r->disqualified++;
-      report_line(r, &all[i].cfg, note);
+      report_line(b, r, &all[i].cfg, note);
     } else {
       r->did_not_fit++;
     }
-    if (all[i].state != 1 && all[i].kernel) {
-      clReleaseKernel(all[i].kernel);
-      all[i].kernel = NULL;
-    }
+    if (all[i].state != 1) release_cand(b, &all[i]);
     if (opt->progress) {
       done++;
       double el = now_s() - b->t0, per = el / done;
@@ -411,13 +484,13 @@ static clattn_status search(bench *b, const clattn_tune_options *opt, clattn_tun
       pr.planned = done + (unsigned)fmax(0, (search_end - now_s()) / per);
       if (pr.planned > n) pr.planned = (unsigned)n;
       pr.elapsed_s = el, pr.budget_s = budget;
-      clattn__config_to_public(&all[i].cfg, &pr.candidate);
-      pr.candidate_local_mem = clattn__config_local_bytes(&all[i].cfg, &b->cls);
+      to_public(b, &all[i].cfg, &pr.candidate);
+      pr.candidate_local_mem = local_bytes(b, &all[i].cfg);
       pr.candidate_private_mem = all[i].pmem;
       pr.candidate_ms = all[i].state == 1 ? all[i].median : -1.0;
       pr.note = all[i].state == 1 ? "" : note;
       pr.best_ms = best >= 0 ? all[best].median : -1.0;
-      if (best >= 0) clattn__config_to_public(&all[best].cfg, &pr.best);
+      if (best >= 0) to_public(b, &all[best].cfg, &pr.best);
       opt->progress(opt->user, &pr);
     }
   }
@@ -448,23 +521,20 @@ static clattn_status search(bench *b, const clattn_tune_options *opt, clattn_tun
     for (int f = 0; f < nfin; f++)
       if (fin[f] != win && (second < 0 || all[fin[f]].median < all[second].median)) second = fin[f];
     const cand *w = &all[win];
-    clattn__config_to_public(&w->cfg, &r->best);
+    to_public(b, &w->cfg, &r->best);
     r->best_ms = w->median, r->best_min_ms = w->min, r->best_spread = w->spread;
-    r->local_mem_bytes = w->lmem > clattn__config_local_bytes(&w->cfg, &b->cls)
-                             ? w->lmem
-                             : clattn__config_local_bytes(&w->cfg, &b->cls);
+    r->local_mem_bytes = w->lmem > local_bytes(b, &w->cfg) ? w->lmem : local_bytes(b, &w->cfg);
     r->private_mem_bytes = w->pmem;
     if (second >= 0) {
-      clattn__config_to_public(&all[second].cfg, &r->runner_up);
+      to_public(b, &all[second].cfg, &r->runner_up);
       r->runner_up_ms = all[second].median;
       r->margin = all[second].median / w->median - 1.0;
     }
-    clattn__config_to_public(&all[0].cfg, &r->heuristic);
+    to_public(b, &all[0].cfg, &r->heuristic);
     r->heuristic_ms = all[0].state == 1 ? all[0].median : -1.0;
     if (!opt->dry_run) st = save_winner(b, w, r);
   }
-  for (size_t i = 0; i < n; i++)
-    if (all[i].kernel) clReleaseKernel(all[i].kernel);
+  for (size_t i = 0; i < n; i++) release_cand(b, &all[i]);
   free(all);
   return st;
 }
@@ -483,6 +553,10 @@ clattn_status clattn_tune(clattn_context *ctx, const clattn_problem *problem,
   if (st == CLATTN_OK && b.s.empty)
     st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
                       "cannot tune an empty problem (batch, heads_q or seqlen_q is 0)");
+  b.backward = opt->backward;
+  if (st == CLATTN_OK && b.backward && !b.s.seqlen_kv)
+    st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                      "cannot tune the backward of a problem without keys (seqlen_kv is 0)");
   if (st == CLATTN_OK && b.s.algo != CLATTN_ALGO_FUSED)
     st = clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
                       "the tuner tunes the fused kernels; this problem runs the standard path "
@@ -492,16 +566,19 @@ clattn_status clattn_tune(clattn_context *ctx, const clattn_problem *problem,
     memset(out, 0, sizeof *out);
     b.problem = *problem;
     b.cls = clattn__class_of(&b.s);
+    b.cls.backward = (unsigned)b.backward;
     out->seqlen_bucket = b.cls.bucket;
     out->local_mem_available = (size_t)ctx->device.local_mem;
     st = clattn__sources_load(ctx, &b.src);
+    if (st == CLATTN_OK && b.backward) st = clattn__bwd_source(ctx, &b.bwd_text, &b.bwd_hash);
   }
   cl_int err = CL_SUCCESS;
   if (st == CLATTN_OK) { /* a private queue: profiling on, whatever the caller's queue has */
     b.queue = clCreateCommandQueue(ctx->cl, ctx->device_id, CL_QUEUE_PROFILING_ENABLE, &err);
     if (err != CL_SUCCESS) st = clattn__fail_cl(ctx, err, "clCreateCommandQueue (tuning)");
   }
-  if (st == CLATTN_OK) st = setup(&b);
+  if (st == CLATTN_OK && !b.backward) st = setup(&b);
+  if (st == CLATTN_OK && b.backward) st = setup_backward(&b);
   if (st == CLATTN_OK) st = search(&b, opt, out);
   if (out && st != CLATTN_ERR_INVALID_ARGUMENT) out->elapsed_s = now_s() - b.t0;
   if (b.queue) {

@@ -136,8 +136,19 @@ static int parse_entry(const cJSON *e, clattn__db_entry *out, char *why, size_t 
     return 0;
   }
   out->cls.d = (unsigned)u[2], out->cls.dv = (unsigned)u[3], out->cls.bucket = (unsigned)u[4];
-  if (!get_str(cfg, "kernel", kernel, sizeof kernel) || clattn__variant_of(kernel) < 0 ||
-      !get_uint(cfg, "block_q", 1024, &u[5]) || !is_pow2_in(u[5], 1, 1024) ||
+  /* "pass" (absent in files written before backward tuning): which kernels the entry tunes. */
+  char pass[16] = "forward";
+  if (cJSON_GetObjectItemCaseSensitive(cls, "pass") &&
+      (!get_str(cls, "pass", pass, sizeof pass) ||
+       (strcmp(pass, "forward") && strcmp(pass, "backward")))) {
+    snprintf(why, why_len, "an entry's class has a pass other than forward or backward");
+    return 0;
+  }
+  out->cls.backward = !strcmp(pass, "backward");
+  int variant = -1;
+  if (get_str(cfg, "kernel", kernel, sizeof kernel))
+    variant = out->cls.backward ? clattn__bwd_variant_of(kernel) : clattn__variant_of(kernel);
+  if (variant < 0 || !get_uint(cfg, "block_q", 1024, &u[5]) || !is_pow2_in(u[5], 1, 1024) ||
       !get_uint(cfg, "block_kv", 1024, &u[6]) || !is_pow2_in(u[6], 1, 1024) ||
       !get_uint(cfg, "threads_per_row", 1024, &u[7]) || !is_pow2_in(u[7], 1, 1024) ||
       !get_bool(cfg, "stage_kv", &out->cfg.stage) || !get_uint(cfg, "pad", 1, &u[8])) {
@@ -145,7 +156,7 @@ static int parse_entry(const cJSON *e, clattn__db_entry *out, char *why, size_t 
     return 0;
   }
   out->cfg.bq = (unsigned)u[5], out->cfg.bkv = (unsigned)u[6], out->cfg.tpr = (unsigned)u[7];
-  out->cfg.pad = (unsigned)u[8], out->cfg.variant = (unsigned)clattn__variant_of(kernel);
+  out->cfg.pad = (unsigned)u[8], out->cfg.variant = (unsigned)variant;
   out->cfg.rm = 1;
   if (cJSON_GetObjectItemCaseSensitive(cfg, "rows_per_item")) {
     if (!get_uint(cfg, "rows_per_item", 1024, &u[9]) || !is_pow2_in(u[9], 1, 1024)) {
@@ -161,6 +172,11 @@ static int parse_entry(const cJSON *e, clattn__db_entry *out, char *why, size_t 
       return 0;
     }
     out->cfg.vec = (unsigned)u[10];
+  }
+  if (out->cls.backward) { /* only the blocks and the variant mean something there */
+    clattn__config c = {0};
+    c.bq = out->cfg.bq, c.bkv = out->cfg.bkv, c.variant = out->cfg.variant;
+    out->cfg = c;
   }
   out->median_ms = cJSON_IsNumber(ms) && isfinite(ms->valuedouble) ? ms->valuedouble : 0.0;
   const cJSON *sp = cJSON_GetObjectItemCaseSensitive(e, "spread");
@@ -269,11 +285,14 @@ static cJSON *entry_json(const clattn__db_entry *e) {
   cJSON_AddNumberToObject(c, "head_dim_v", e->cls.dv);
   cJSON_AddBoolToObject(c, "causal", e->cls.causal);
   cJSON_AddNumberToObject(c, "seqlen_bucket", e->cls.bucket);
+  if (e->cls.backward) cJSON_AddStringToObject(c, "pass", "backward");
   cJSON *g = cJSON_AddObjectToObject(o, "config");
-  cJSON_AddStringToObject(g, "kernel", clattn__variant_name(e->cfg.variant));
+  cJSON_AddStringToObject(g, "kernel",
+                          e->cls.backward ? clattn__bwd_variant_name(e->cfg.variant)
+                                          : clattn__variant_name(e->cfg.variant));
   cJSON_AddNumberToObject(g, "block_q", e->cfg.bq);
   cJSON_AddNumberToObject(g, "block_kv", e->cfg.bkv);
-  cJSON_AddNumberToObject(g, "threads_per_row", e->cfg.tpr);
+  cJSON_AddNumberToObject(g, "threads_per_row", e->cfg.tpr ? e->cfg.tpr : 1);
   cJSON_AddBoolToObject(g, "stage_kv", e->cfg.stage);
   cJSON_AddNumberToObject(g, "pad", e->cfg.pad);
   cJSON_AddNumberToObject(g, "rows_per_item", e->cfg.rm ? e->cfg.rm : 1);
@@ -367,8 +386,9 @@ static unsigned bucket_distance(unsigned a, unsigned b) {
 }
 
 const clattn__db_entry *clattn__db_lookup(const clattn__db *db, const clattn__device *dev,
-                                          const uint64_t source_hash[CLATTN__VARIANTS],
-                                          const clattn__class *cls, clattn__match *level) {
+                                          const uint64_t *source_hash, const clattn__class *cls,
+                                          clattn__match *level) {
+  unsigned variants = cls->backward ? CLATTN__BWD_VARIANTS : CLATTN__VARIANTS;
   clattn__db_device me;
   clattn__db_device_of(dev, &me);
   const clattn__db_entry *best = NULL;
@@ -376,8 +396,9 @@ const clattn__db_entry *clattn__db_lookup(const clattn__db *db, const clattn__de
   unsigned best_dist = ~0u;
   for (size_t i = 0; i < db->count; i++) {
     const clattn__db_entry *e = &db->entries[i];
-    if (e->cfg.variant >= CLATTN__VARIANTS || e->source_hash != source_hash[e->cfg.variant] ||
-        e->cls.d != cls->d || e->cls.dv != cls->dv || e->cls.causal != cls->causal)
+    if (e->cls.backward != cls->backward || e->cfg.variant >= variants ||
+        e->source_hash != source_hash[e->cfg.variant] || e->cls.d != cls->d ||
+        e->cls.dv != cls->dv || e->cls.causal != cls->causal)
       continue;
     clattn__match m = match_level(&e->dev, &me);
     unsigned dist = bucket_distance(e->cls.bucket, cls->bucket);

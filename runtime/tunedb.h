@@ -50,11 +50,12 @@ int clattn__db_put(clattn__db *db, const clattn__db_entry *e);
  * never see a partial file. A corrupt existing file is replaced. */
 clattn_status clattn__db_save_merged(const char *path, const clattn__db_entry *entries, size_t n,
                                      char *why, size_t why_len);
-/* The best entry for (device, class) whose source hash is that of its variant's source: the best
- * match level first; within a level, the class's own sequence-length bucket first, then the nearest
- * bucket. NULL when none. */
+/* The best entry for (device, class) whose source hash is that of its variant's source
+ * (source_hash[variant]: the forward variants', or for a backward class the backward ones'): the
+ * best match level first; within a level, the class's own sequence-length bucket first, then the
+ * nearest bucket. NULL when none. */
 const clattn__db_entry *clattn__db_lookup(const clattn__db *db, const clattn__device *dev,
-                                          const uint64_t source_hash[CLATTN__VARIANTS],
-                                          const clattn__class *cls, clattn__match *level);
+                                          const uint64_t *source_hash, const clattn__class *cls,
+                                          clattn__match *level);
 
 #endif

@@ -110,8 +110,17 @@ static void compare(const grads *g, const float *dev, const clattn_tensor *view,
         }
 }
 
-static void check_shape(const clattn_problem *p, int bhsd, size_t offset) {
+/* With cfg, the backward's blocks are forced by an override first. */
+static void check_shape(const clattn_problem *p, int bhsd, size_t offset,
+                        const clattn_config *cfg) {
   clattn_context *ctx = test_context(NULL);
+  if (cfg) {
+    cr_assert_eq(clattn_override_config(ctx, p, cfg), CLATTN_OK, "%s", clattn_last_error(ctx));
+    clattn_plan_info info;
+    cr_assert_eq(clattn_explain(ctx, p, &info), CLATTN_OK, "%s", clattn_last_error(ctx));
+    cr_assert_str_eq(info.backward_origin, "override");
+    cr_assert_eq(info.backward.block_q, cfg->block_q);
+  }
   grads g;
   setup(&g, ctx, p, bhsd, offset);
   backward(&g, ctx);
@@ -143,7 +152,7 @@ static void check_shape(const clattn_problem *p, int bhsd, size_t offset) {
 static void run(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d, size_t dv,
                 unsigned flags, int bhsd, size_t offset) {
   clattn_problem p = {b, hq, hkv, nq, nkv, d, dv, CLATTN_F32, 0.0f, flags, ALGORITHM};
-  check_shape(&p, bhsd, offset);
+  check_shape(&p, bhsd, offset, NULL);
 }
 
 #define C CLATTN_CAUSAL
@@ -199,6 +208,18 @@ Test(SUITE, decode_one_query) {
 Test(SUITE, d256_causal_gqa_offset) {
   run(1, 2, 1, 130, 130, 256, 0, C, 1, 3);
 }
+
+#ifndef TEST_STANDARD
+/* Unequal blocks, either way round, on causal GQA with partial blocks: bwd_dq's work-group and
+ * bwd_dkdv's staged rows are BQ, bwd_dkdv's work-group and bwd_dq's staged keys BKV. */
+Test(SUITE, forced_blocks) {
+  clattn_problem p = {2, 4, 2, 77, 93, 24, 40, CLATTN_F32, 0.0f, C, ALGORITHM};
+  clattn_config tall = {.kernel = "backward_rows", .block_q = 4, .block_kv = 128};
+  clattn_config wide = {.kernel = "backward_rows", .block_q = 128, .block_kv = 8};
+  check_shape(&p, 0, 0, &tall);
+  check_shape(&p, 1, 0, &wide);
+}
+#endif
 
 /* Bitwise identical gradients over 20 runs. */
 Test(SUITE, deterministic) {

@@ -149,3 +149,64 @@ Test(tune, both_variants_are_measured) {
   cr_assert_eq(r.space, 5840);
   clattn_context_destroy(ctx);
 }
+
+/* The backward kernels' classes: a candidate whose dV is wrong (by 1%) for exactly the
+ * heuristic's blocks is disqualified; the winner is stored as a backward entry, which explain
+ * reports and clattn_backward uses, while the forward's plan is untouched. */
+Test(tune, backward_wrong_candidate_and_winner_used) {
+  clattn_context *probe = test_context(NULL);
+  clattn_problem p = small_problem();
+  p.flags = CLATTN_CAUSAL, p.heads_kv = 1;
+  clattn_plan_info h;
+  cr_assert_eq(clattn_explain(probe, &p, &h), CLATTN_OK);
+  clattn_context_destroy(probe);
+  cr_assert_str_eq(h.backward.kernel, "backward_rows");
+  cr_assert_str_eq(h.backward_origin, "heuristic");
+  char dir[64], wrong[256];
+  snprintf(wrong, sizeof wrong,
+           "for (uint c = 0; c < DV; c++) /* test-only: wrong */\n"
+           "  dv[vb_out + c] = dvj[c] * (BQ == %u && BKV == %u ? 1.01f : 1.0f);\n",
+           h.backward.block_q, h.backward.block_kv);
+  test_kernel_dir(dir, sizeof dir, "dv[vb_out + c] = dvj[c];", wrong, 1);
+  clattn_context *ctx = test_context(dir);
+  clattn_tune_options opt = {0};
+  opt.budget_seconds = 30, opt.max_candidates = 3, opt.backward = 1; /* stops after 3 */
+  clattn_tune_result r;
+  cr_assert_eq(clattn_tune(ctx, &p, &opt, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_geq(r.disqualified, 1);
+  cr_assert(strstr(r.report, "wrong result: max|dv"), "report: %s", r.report);
+  cr_assert_str_eq(r.best.kernel, "backward_rows");
+  cr_assert(r.best.block_q != h.backward.block_q || r.best.block_kv != h.backward.block_kv,
+            "the wrong config won");
+  cr_assert_lt(r.heuristic_ms, 0);
+  cr_assert(r.saved);
+  clattn_plan_info info;
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
+  cr_assert_str_eq(info.backward_origin, "tuned");
+  cr_assert_eq(info.backward.block_q, r.best.block_q);
+  cr_assert_eq(info.backward.block_kv, r.best.block_kv);
+  cr_assert_str_neq(info.origin, "tuned", "a backward entry must not serve the forward");
+  clattn_context_destroy(ctx);
+  /* A new context reads the entry from the database file. */
+  char db[300];
+  snprintf(db, sizeof db, "%s/tuning.json", test_tmpdir());
+  clattn_options o = {test_tmpdir(), db, dir};
+  cr_assert_eq(clattn_context_create_default(&o, &ctx), CLATTN_OK);
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
+  cr_assert_str_eq(info.backward_origin, "tuned");
+  clattn_context_destroy(ctx);
+  test_kernel_dir_remove(dir);
+}
+
+Test(tune, backward_bad_input) {
+  clattn_context *ctx = test_context(NULL);
+  clattn_problem p = small_problem();
+  p.seqlen_kv = 0;
+  clattn_tune_options opt = {0};
+  opt.backward = 1, opt.dry_run = 1;
+  clattn_tune_result r;
+  cr_assert_eq(clattn_tune(ctx, &p, &opt, &r), CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(ctx), "seqlen_kv is 0"), "%s", clattn_last_error(ctx));
+  test_context_still_works(ctx);
+  clattn_context_destroy(ctx);
+}

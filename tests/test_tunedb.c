@@ -322,3 +322,92 @@ Test(tunedb, built_in_defaults_for_the_h200) {
   clattn__class cls = {64, 64, 0, 4096};
   cr_assert_null(clattn__builtin_find(&h200, &cls), "H200 rows must not match another GPU");
 }
+
+/* Backward entries ("pass": "backward") live beside the forward ones of the same class: each
+ * pass finds its own, a stale source hash or a bad pass is not used, and overrides of the two
+ * passes are set apart and removed together. */
+Test(tunedb, backward_entries_and_overrides) {
+  clattn_context *ctx = context_with_db();
+  clattn__db_entry e[2] = {entry_for(ctx), entry_for(ctx)};
+  char *text = NULL;
+  uint64_t hash = 0;
+  cr_assert_eq(clattn__bwd_source(ctx, &text, &hash), CLATTN_OK);
+  free(text);
+  clattn__config bwd = {0};
+  bwd.bq = 16, bwd.bkv = 32;
+  e[1].cls.backward = 1, e[1].cfg = bwd, e[1].source_hash = hash;
+  save(e, 2);
+  clattn__db db = {0};
+  size_t skipped;
+  char why[256];
+  cr_assert_eq(clattn__db_load(db_path, &db, &skipped, why, sizeof why), CLATTN_OK, "%s", why);
+  cr_assert_eq(db.count, 2, "one class, two passes: two entries");
+  for (size_t i = 0; i < 2; i++) {
+    cr_assert_eq(memcmp(&db.entries[i].cls, &e[i].cls, sizeof e[i].cls), 0);
+    cr_assert_eq(memcmp(&db.entries[i].cfg, &e[i].cfg, sizeof e[i].cfg), 0);
+  }
+  clattn__db_free(&db);
+  clattn_plan_info info = explain_fresh(&ctx);
+  cr_assert_str_eq(info.origin, "tuned");
+  cr_assert_eq(info.block_q, e[0].cfg.bq);
+  cr_assert_str_eq(info.backward_origin, "tuned");
+  cr_assert_str_eq(info.backward.kernel, "backward_rows");
+  cr_assert_eq(info.backward.block_q, 16);
+  cr_assert_eq(info.backward.block_kv, 32);
+  /* The backward runs with it and computes the right gradients. */
+  check_spec sp = {0};
+  sp.problem = problem();
+  check_bwd_result r;
+  cr_assert_eq(check_backward_run(ctx, &sp, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert(r.pass, "dq %g (tol %g) dk %g (%g) dv %g (%g)", r.err[0], r.tol[0], r.err[1], r.tol[1],
+            r.err[2], r.tol[2]);
+  /* Stale kernel source: the backward entry is passed over. */
+  e[1].source_hash ^= 1;
+  remove(db_path);
+  save(e, 2);
+  info = explain_fresh(&ctx);
+  cr_assert_str_eq(info.origin, "tuned");
+  cr_assert_str_eq(info.backward_origin, "heuristic");
+  /* A pass that is neither forward nor backward: the entry is skipped. */
+  e[1].source_hash ^= 1;
+  remove(db_path);
+  save(&e[1], 1);
+  FILE *f = fopen(db_path, "rb");
+  char buf[8192], bad[8300];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char *at = strstr(buf, "\"backward\"");
+  cr_assert_not_null(at);
+  snprintf(bad, sizeof bad, "%.*s\"sideways\"%s", (int)(at - buf), buf,
+           at + strlen("\"backward\""));
+  write_text(bad);
+  expect_ignored(&ctx, "entries skipped");
+  /* Overrides: one per pass; NULL removes both. */
+  clattn_problem p = problem();
+  clattn_config fwd = {"forward_rows", 4, 8, 2, 1, 0};
+  clattn_config back = {"backward_rows", 8, 128, 1, 1, 0};
+  cr_assert_eq(clattn_override_config(ctx, &p, &fwd), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_eq(clattn_override_config(ctx, &p, &back), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
+  cr_assert_str_eq(info.origin, "override");
+  cr_assert_eq(info.block_q, 4);
+  cr_assert_str_eq(info.backward_origin, "override");
+  cr_assert_eq(info.backward.block_q, 8);
+  cr_assert_eq(info.backward.block_kv, 128);
+  sp.problem = p;
+  cr_assert_eq(check_backward_run(ctx, &sp, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert(r.pass, "the backward override computes wrong gradients");
+  clattn_config odd = {"backward_rows", 3, 8, 1, 1, 0};
+  cr_assert_eq(clattn_override_config(ctx, &p, &odd), CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(ctx), "BQ=3"), "%s", clattn_last_error(ctx));
+  clattn_config big = {"backward_rows", 512, 8, 1, 1, 0};
+  cr_assert_eq(clattn_config_check(ctx, &p, &big), CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(ctx), "powers of two of at most 256"), "%s",
+            clattn_last_error(ctx));
+  cr_assert_eq(clattn_override_config(ctx, &p, NULL), CLATTN_OK);
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
+  cr_assert_str_neq(info.origin, "override");
+  cr_assert_str_neq(info.backward_origin, "override");
+  clattn_context_destroy(ctx);
+}

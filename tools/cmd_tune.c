@@ -23,6 +23,8 @@ static void tune_usage(FILE *f) {
              "  --max-candidates N per class (no limit)\n"
              "  --db PATH          tuning database (default: the context's, see README)\n"
              "  --device SPEC      like CLATTN_DEVICE\n"
+             "  --backward         tune clattn_backward's fused kernels (backward_rows blocks)\n"
+             "                     instead of the forward's\n"
              "  --dry-run          measure, write nothing\n"
              "  --force            tune classes the database already has for this device (by\n"
              "                     default a rerun skips them, so an interrupted run resumes)\n"
@@ -40,7 +42,9 @@ typedef struct {
 } progress_state;
 
 static void config_text(const clattn_config *c, char *out, size_t len) {
-  if (!strcmp(c->kernel, "forward_tiles"))
+  if (!strcmp(c->kernel, "backward_rows"))
+    snprintf(out, len, "backward_rows BQ=%u BKV=%u", c->block_q, c->block_kv);
+  else if (!strcmp(c->kernel, "forward_tiles"))
     snprintf(out, len, "tiles BQ=%u BKV=%u TX=%u RM=%u pad=%u vec=%u", c->block_q, c->block_kv,
              c->threads_per_row, c->rows_per_item, c->pad, c->vector_width);
   else
@@ -112,6 +116,8 @@ int cmd_tune(int argc, char **argv) {
       ok = val && !strcmp(val, "f32"), i++;
     else if (!strcmp(a, "--dry-run"))
       opt.dry_run = 1;
+    else if (!strcmp(a, "--backward"))
+      opt.backward = 1;
     else if (!strcmp(a, "--json"))
       json = 1;
     else if (!strcmp(a, "--quiet"))
@@ -166,10 +172,10 @@ int cmd_tune(int argc, char **argv) {
         p.head_dim = dims[a], p.head_dim_v = dv, p.flags = causal[c] ? CLATTN_CAUSAL : 0;
         clattn_plan_info have;
         if (!force && clattn_explain(ctx, &p, &have) == CLATTN_OK &&
-            !strcmp(have.origin, "tuned")) {
+            !strcmp(opt.backward ? have.backward_origin : have.origin, "tuned")) {
           /* A rerun after an interruption resumes: finished classes are kept. */
-          fprintf(stderr, "clattn tune: d=%zu %s N=%zu already tuned (--force tunes it again)\n",
-                  dims[a], causal[c] ? "causal" : "full", seqs[s]);
+          fprintf(stderr, "clattn tune: d=%zu %s N=%zu%s already tuned (--force tunes it again)\n",
+                  dims[a], causal[c] ? "causal" : "full", seqs[s], opt.backward ? " backward" : "");
           continue;
         }
         clattn_tune_result r;
@@ -193,25 +199,28 @@ int cmd_tune(int argc, char **argv) {
         }
         double speedup = r.heuristic_ms > 0 ? r.heuristic_ms / r.best_ms : 0;
         if (json) {
-          printf("%s\n {\"head_dim\": %zu, \"causal\": %s, \"seqlen\": %zu, \"seqlen_bucket\": %u, "
+          printf("%s\n {\"pass\": \"%s\", \"head_dim\": %zu, \"causal\": %s, \"seqlen\": %zu, "
+                 "\"seqlen_bucket\": %u, "
                  "\"heuristic_ms\": %.6g, \"tuned_ms\": %.6g, \"speedup\": %.4g, "
                  "\"config\": {\"kernel\": \"%s\", \"block_q\": %u, \"block_kv\": %u, "
                  "\"threads_per_row\": %u, \"rows_per_item\": %u, \"stage_kv\": %u, \"pad\": %u}, "
                  "\"local_mem\": %zu, \"local_mem_available\": "
                  "%zu, \"private_mem\": %zu, \"margin\": %.4g, \"tried\": %u, "
                  "\"disqualified\": %u, \"pruned\": %u, \"elapsed_s\": %.3g, \"saved\": %s}",
-                 first ? "" : ",", dims[a], causal[c] ? "true" : "false", seqs[s], r.seqlen_bucket,
-                 r.heuristic_ms, r.best_ms, speedup, r.best.kernel, r.best.block_q, r.best.block_kv,
-                 r.best.threads_per_row, r.best.rows_per_item, r.best.stage_kv, r.best.pad,
-                 r.local_mem_bytes, r.local_mem_available, r.private_mem_bytes, r.margin, r.tried,
-                 r.disqualified, r.pruned, r.elapsed_s, r.saved ? "true" : "false");
+                 first ? "" : ",", opt.backward ? "backward" : "forward", dims[a],
+                 causal[c] ? "true" : "false", seqs[s], r.seqlen_bucket, r.heuristic_ms, r.best_ms,
+                 speedup, r.best.kernel, r.best.block_q, r.best.block_kv, r.best.threads_per_row,
+                 r.best.rows_per_item, r.best.stage_kv, r.best.pad, r.local_mem_bytes,
+                 r.local_mem_available, r.private_mem_bytes, r.margin, r.tried, r.disqualified,
+                 r.pruned, r.elapsed_s, r.saved ? "true" : "false");
         } else {
           if (first)
-            printf("%-28s %10s %10s %8s  %-34s %-16s %8s %s\n", "class", "heuristic", "tuned",
+            printf("%-32s %10s %10s %8s  %-34s %-16s %8s %s\n", "class", "heuristic", "tuned",
                    "speedup", "config", "local memory", "margin", "tried/disq./pruned");
-          char cls[40], mem[32];
-          snprintf(cls, sizeof cls, "d=%zu %s N=%zu (bucket %u)", dims[a],
-                   causal[c] ? "causal" : "full", seqs[s], r.seqlen_bucket);
+          char cls[48], mem[32];
+          snprintf(cls, sizeof cls, "d=%zu %s N=%zu (bucket %u)%s", dims[a],
+                   causal[c] ? "causal" : "full", seqs[s], r.seqlen_bucket,
+                   opt.backward ? " bwd" : "");
           snprintf(mem, sizeof mem, "%.1f/%.0f KiB", r.local_mem_bytes / 1024.0,
                    r.local_mem_available / 1024.0);
           char heur_ms[24] = "n/a", gain[16] = "n/a"; /* disqualified or not reached */
@@ -219,7 +228,7 @@ int cmd_tune(int argc, char **argv) {
             snprintf(heur_ms, sizeof heur_ms, "%.3fms", r.heuristic_ms);
             snprintf(gain, sizeof gain, "%.2fx", speedup);
           }
-          printf("%-28s %10s %8.3fms %8s  %-34s %-16s %7.1f%% %u/%u/%u\n", cls, heur_ms, r.best_ms,
+          printf("%-32s %10s %8.3fms %8s  %-34s %-16s %7.1f%% %u/%u/%u\n", cls, heur_ms, r.best_ms,
                  gain, best, mem, 100 * r.margin, r.tried, r.disqualified, r.pruned);
           if (r.report[0]) printf("  disqualified:\n%s", r.report);
         }

@@ -1,5 +1,5 @@
-# The `clattn` command end to end: devices, run, tune (writes the database), explain (reads it,
-# origin "tuned"), bench (table, CSV, JSON, plot, bandwidth check, a standard column that runs out
+# The `clattn` command end to end: devices, run, tune (writes the database; forward and
+# backward classes), explain (reads it, origin "tuned"), bench (table, CSV, JSON, plot, bandwidth check, a standard column that runs out
 # of memory), the standard algorithm, a corrupt database (warning, still works), usage errors (exit code 2).
 # cmake -DCLATTN=... -DWORK=... -P check.cmake
 file(REMOVE_RECURSE "${WORK}")
@@ -30,6 +30,12 @@ expect(0 "origin:    tuned" explain --head-dim 16 --seqlen 100 --causal)
 expect(0 "private" tune --head-dims 8 --causal-list 0 --seqlens 64 --budget 3 --quiet --verbose
        --dry-run)
 expect(0 "already tuned" tune --head-dims 16 --causal-list 1 --seqlens 100 --budget 4 --quiet)
+expect(0 "\"pass\": \"backward\"" tune --backward --head-dims 16 --causal-list 1 --seqlens 100
+       --budget 6 --max-candidates 3 --json --quiet)
+expect(0 "backward:  backward_rows" explain --head-dim 16 --seqlen 100 --causal)
+expect(0 "(tuned)" explain --head-dim 16 --seqlen 100 --causal)
+expect(0 "backward already tuned" tune --backward --head-dims 16 --causal-list 1 --seqlens 100
+       --budget 4 --quiet)
 file(WRITE "${WORK}/tuning.json" "{\"format\": \"clattn-tuning-db\", \"version\": 1, \"entries\": [")
 expect(0 "not valid JSON" explain --head-dim 16 --seqlen 100 --causal)
 expect(0 "PASS" run --seqlen 100 --head-dim 16 --causal --repeat 1)
