@@ -66,8 +66,11 @@ clattn_status clattn__bwd_enqueue(clattn_context *ctx, cl_command_queue queue,
   clattn_status st = CLATTN_OK;
   if (first) *first = NULL;
   if (last) *last = NULL;
-  cl_event *dkdv_last = rows ? NULL : last; /* with no rows, bwd_dkdv (zeros) is all there is */
-  if (s->seqlen_kv) {                       /* dK, dV: zero where no query sees a key */
+  cl_event *dkdv_last = rows ? NULL : last;
+  size_t wg_kv, wg_q;
+  clattn__bwd_work_groups(&p->cfg, &wg_kv,
+                          &wg_q); /* with no rows, bwd_dkdv (zeros) is all there is */
+  if (s->seqlen_kv) {             /* dK, dV: zero where no query sees a key */
     size_t nkb = (s->seqlen_kv + p->cfg.bkv - 1) / p->cfg.bkv;
     cl_uint nb = (cl_uint)nkb;
     clattn__args a = {p->dkdv, 0, CL_SUCCESS};
@@ -81,7 +84,7 @@ clattn_status clattn__bwd_enqueue(clattn_context *ctx, cl_command_queue queue,
         clattn__arg(&a, sizeof nq, &nq);
     clattn__arg(&a, sizeof nkv, &nkv), clattn__arg(&a, sizeof nb, &nb),
         clattn__arg(&a, sizeof scale, &scale);
-    st = launch(ctx, queue, &a, nkb * s->batch * s->heads_kv, p->cfg.bkv, first, dkdv_last);
+    st = launch(ctx, queue, &a, nkb * s->batch * s->heads_kv, wg_kv, first, dkdv_last);
   }
   if (st == CLATTN_OK && rows) { /* dQ: zero for rows that see no key */
     size_t nqb = (s->seqlen_q + p->cfg.bq - 1) / p->cfg.bq;
@@ -95,8 +98,8 @@ clattn_status clattn__bwd_enqueue(clattn_context *ctx, cl_command_queue queue,
         clattn__arg(&a, sizeof nq, &nq);
     clattn__arg(&a, sizeof nkv, &nkv), clattn__arg(&a, sizeof nb, &nb),
         clattn__arg(&a, sizeof scale, &scale);
-    st = launch(ctx, queue, &a, nqb * s->batch * s->heads_q, p->cfg.bq,
-                first && !*first ? first : NULL, last);
+    st = launch(ctx, queue, &a, nqb * s->batch * s->heads_q, wg_q, first && !*first ? first : NULL,
+                last);
   }
   return st;
 }

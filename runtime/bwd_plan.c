@@ -11,7 +11,15 @@
 
 enum { MIN_BLOCK = 4, MAX_BLOCK = 256, MAX_ATTEMPTS = 8, MAX_RANKED = 64 };
 
-static const char *const names[CLATTN__BWD_VARIANTS] = {"backward_rows"};
+static const char *const names[CLATTN__BWD_VARIANTS] = {"backward_rows", "backward_mma"};
+
+/* cl/backward_mma.cl: local rows of a head dim padded to 16 columns and then to 20 mod 32 floats
+ * (QS, GS, KS, VS there); the emulation's scratch per warp (cl/mma.cl's SCRATCH). */
+enum { MMA_MAX_DIM = 128, MMA_SCRATCH = 2 * 128 + 2 * 64 + 32 };
+static size_t mma_row(unsigned dim) {
+  size_t n = (dim + 15) / 16 * 16;
+  return n + (20 + 32 - n % 32) % 32;
+}
 
 const char *clattn__bwd_variant_name(unsigned variant) {
   return variant < CLATTN__BWD_VARIANTS ? names[variant] : "unknown";
@@ -27,7 +35,16 @@ int clattn__bwd_variant_of(const char *name) {
  * The two are separate kernels, so the larger of the two counts. */
 size_t clattn__bwd_local_bytes(const clattn__config *c, const clattn__class *k) {
   size_t dkdv = (size_t)c->bq * (k->d + k->dv + 2), dq = (size_t)c->bkv * (k->d + k->dv);
+  if (c->variant == 1) {
+    size_t row = mma_row(k->d) + mma_row(k->dv);
+    dkdv = (size_t)c->bq * (row + 2), dq = (size_t)c->bkv * row;
+  }
   return (dkdv > dq ? dkdv : dq) * sizeof(float);
+}
+
+void clattn__bwd_work_groups(const clattn__config *c, size_t *dkdv, size_t *dq) {
+  unsigned per = c->variant == 1 ? 2 : 1; /* backward_mma: a warp of 32 per 16 keys or rows */
+  *dkdv = (size_t)c->bkv * per, *dq = (size_t)c->bq * per;
 }
 
 static int pow2(unsigned v) {
@@ -40,18 +57,33 @@ int clattn__bwd_config_legal(const clattn__device *dev, const clattn__class *k,
       c->bkv > MAX_BLOCK) {
     snprintf(why, why_len,
              "backward blocks BQ=%u BKV=%u: must be powers of two of at most %u, and the kernel "
-             "backward_rows",
+             "backward_rows or backward_mma",
              c->bq, c->bkv, MAX_BLOCK);
+    return 0;
+  }
+  if (c->variant == 1 && !dev->tensor_cores) {
+    snprintf(why, why_len, "backward_mma needs NVIDIA tensor cores (compute capability 8.0+)");
+    return 0;
+  }
+  if (c->variant == 1 && (c->bq % 16 || c->bkv % 16 || k->d > MMA_MAX_DIM || k->dv > MMA_MAX_DIM)) {
+    snprintf(why, why_len,
+             "backward_mma BQ=%u BKV=%u: blocks must be multiples of 16 and head dims %u/%u at "
+             "most %u",
+             c->bq, c->bkv, k->d, k->dv, MMA_MAX_DIM);
     return 0;
   }
   size_t most =
       dev->max_work_group < dev->max_item_size[0] ? dev->max_work_group : dev->max_item_size[0];
-  if (c->bq > most || c->bkv > most) {
+  size_t wg_kv, wg_q;
+  clattn__bwd_work_groups(c, &wg_kv, &wg_q);
+  if (wg_kv > most || wg_q > most) {
     snprintf(why, why_len, "backward BQ=%u BKV=%u: work-groups of at most %zu work-items", c->bq,
              c->bkv, most);
     return 0;
   }
   size_t bytes = clattn__bwd_local_bytes(c, k);
+  if (c->variant == 1 && dev->mma_emulated) /* the larger kernel's warps' scratch */
+    bytes += (c->bq > c->bkv ? c->bq : c->bkv) / 16 * MMA_SCRATCH * sizeof(float);
   if (bytes > dev->local_mem) {
     snprintf(why, why_len,
              "backward BQ=%u BKV=%u: needs %.1f KiB local memory, device has %.1f KiB", c->bq,
@@ -78,42 +110,46 @@ static unsigned steps(unsigned a, unsigned b) {
   return x > y ? x - y : y - x;
 }
 
-size_t clattn__bwd_configs_ranked(const clattn__device *dev, const clattn__class *k,
-                                  clattn__config *out, size_t cap) {
-  /* The default: the largest equal blocks of 64 rows or fewer that are legal (a work-item's
-   * private arrays are of head-dim length whatever the blocks; the blocks set how often a
-   * staged tile is reused and how many work-groups there are). */
+/* A variant's default: the largest equal blocks of at most 64 that are legal, down to one row
+ * and one key as the last resort (0 when none). */
+static clattn__config variant_default(const clattn__device *dev, const clattn__class *k,
+                                      unsigned variant) {
   char why[160];
-  clattn__config def = {0};
-  def.bq = def.bkv = 64;
-  while (def.bq > MIN_BLOCK && !clattn__bwd_config_legal(dev, k, &def, why, sizeof why))
-    def.bq /= 2, def.bkv /= 2;
-  size_t n = 0;
-  if (!clattn__bwd_config_legal(dev, k, &def, why, sizeof why)) {
-    def.bq = def.bkv = 1; /* the last resort: one row and one key per work-group */
-    if (!clattn__bwd_config_legal(dev, k, &def, why, sizeof why)) return 0;
-    if (cap) out[n++] = def;
-    return n;
-  }
-  if (cap) out[n++] = def;
-  /* Then the others, nearest the default first (in steps of x2), larger blocks first. */
+  clattn__config c = {0};
+  c.variant = variant;
+  for (c.bq = c.bkv = 64; c.bq >= 1; c.bq /= 2, c.bkv /= 2)
+    if (clattn__bwd_config_legal(dev, k, &c, why, sizeof why)) return c;
+  c.bq = c.bkv = 0;
+  return c;
+}
+
+/* Appends the variant's legal configs, its default first, then the others nearest it first (in
+ * steps of x2), larger blocks first. */
+static size_t add_variant(const clattn__device *dev, const clattn__class *k, unsigned variant,
+                          clattn__config *out, size_t n, size_t cap) {
+  char why[160];
+  clattn__config def = variant_default(dev, k, variant);
+  if (!def.bq || n >= cap) return n;
+  out[n++] = def;
   for (unsigned dist = 1; dist <= 2 * log2u(MAX_BLOCK); dist++)
     for (unsigned bq = MAX_BLOCK; bq >= MIN_BLOCK; bq /= 2)
       for (unsigned bkv = MAX_BLOCK; bkv >= MIN_BLOCK; bkv /= 2) {
         clattn__config c = {0};
-        c.bq = bq, c.bkv = bkv;
-        if (steps(bq, def.bq) + steps(bkv, def.bkv) != dist ||
-            !clattn__bwd_config_legal(dev, k, &c, why, sizeof why) || n >= cap)
-          continue;
-        out[n++] = c;
+        c.variant = variant, c.bq = bq, c.bkv = bkv;
+        if (n < cap && steps(bq, def.bq) + steps(bkv, def.bkv) == dist &&
+            clattn__bwd_config_legal(dev, k, &c, why, sizeof why))
+          out[n++] = c;
       }
   return n;
 }
 
-clattn_status clattn__bwd_source(clattn_context *ctx, char **text, uint64_t *hash) {
-  clattn_status st = clattn__kernel_source(ctx, "backward.cl", text);
-  if (st == CLATTN_OK) *hash = clattn__hash(*text, strlen(*text), 0);
-  return st;
+size_t clattn__bwd_configs_ranked(const clattn__device *dev, const clattn__class *k,
+                                  clattn__config *out, size_t cap) {
+  /* Tensor cores first where there are some (a warp's MMA does the work of 1024 FMAs); then the
+   * portable kernels, whose work-items hold head-dim-long private arrays whatever the blocks
+   * (the blocks set how often a staged tile is reused and how many work-groups there are). */
+  size_t n = add_variant(dev, k, 1, out, 0, cap);
+  return add_variant(dev, k, 0, out, n, cap);
 }
 
 void clattn__bwd_plan_release(clattn__bwd_plan *p) {
@@ -134,15 +170,22 @@ static cl_int kernel_limits(clattn_context *ctx, cl_kernel k, size_t *wg, cl_ulo
   return err;
 }
 
-clattn_status clattn__bwd_build(clattn_context *ctx, const char *source, const clattn__class *cls,
-                                const clattn__config *c, clattn__bwd_plan *p, char *why,
-                                size_t why_len) {
-  char options[256];
-  snprintf(options, sizeof options, "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DCAUSAL=%u",
-           cls->d, cls->dv, c->bq, c->bkv, cls->causal);
+clattn_status clattn__bwd_build(clattn_context *ctx, const clattn__sources *src,
+                                const clattn__class *cls, const clattn__config *c,
+                                clattn__bwd_plan *p, char *why, size_t why_len) {
+  char options[512];
+  snprintf(options, sizeof options, "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DCAUSAL=%u%s",
+           cls->d, cls->dv, c->bq, c->bkv, cls->causal,
+           c->variant == 1 && ctx->device.mma_emulated ? " -DMMA_EMULATE=1" : "");
+  const char *extra = getenv("CLATTN_BUILD_OPTIONS"); /* experiments, as the forward's */
+  size_t used = strlen(options);
+  if (extra && extra[0]) snprintf(options + used, sizeof options - used, " %s", extra);
   cl_program prog;
   p->dkdv = p->dq = NULL;
-  clattn_status st = clattn__build(ctx, source, options, &prog);
+  if (c->variant >= CLATTN__BWD_VARIANTS)
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "unknown backward variant %u",
+                        c->variant);
+  clattn_status st = clattn__build(ctx, src->text[c->variant], options, &prog);
   if (st != CLATTN_OK) return st;
   cl_int e1, e2;
   p->dkdv = clCreateKernel(prog, "bwd_dkdv", &e1);
@@ -159,16 +202,17 @@ clattn_status clattn__bwd_build(clattn_context *ctx, const char *source, const c
     clattn__bwd_plan_release(p);
     return clattn__fail_cl(ctx, err, "clGetKernelWorkGroupInfo(backward)");
   }
-  if (wg[0] < c->bkv || wg[1] < c->bq) {
+  size_t need[2];
+  clattn__bwd_work_groups(c, &need[0], &need[1]);
+  if (wg[0] < need[0] || wg[1] < need[1]) {
     snprintf(why, why_len,
-             "backward BQ=%u BKV=%u: the built kernels allow %zu and %zu work-items, need %u "
-             "and %u",
-             c->bq, c->bkv, wg[0], wg[1], c->bkv, c->bq);
+             "%s BQ=%u BKV=%u: the built kernels allow %zu and %zu work-items, need %zu and %zu",
+             clattn__bwd_variant_name(c->variant), c->bq, c->bkv, wg[0], wg[1], need[0], need[1]);
     clattn__bwd_plan_release(p);
   } else if (lmem[0] > ctx->device.local_mem || lmem[1] > ctx->device.local_mem) {
-    snprintf(why, why_len,
-             "backward BQ=%u BKV=%u: the built kernels use %llu bytes of local memory", c->bq,
-             c->bkv, (unsigned long long)(lmem[0] > lmem[1] ? lmem[0] : lmem[1]));
+    snprintf(why, why_len, "%s BQ=%u BKV=%u: the built kernels use %llu bytes of local memory",
+             clattn__bwd_variant_name(c->variant), c->bq, c->bkv,
+             (unsigned long long)(lmem[0] > lmem[1] ? lmem[0] : lmem[1]));
     clattn__bwd_plan_release(p);
   } else {
     p->cfg = *c;
@@ -180,10 +224,10 @@ clattn_status clattn__bwd_build(clattn_context *ctx, const char *source, const c
 
 /* A database entry for the backward class, with its origin, or NULL. */
 static const clattn__db_entry *db_choice(clattn_context *ctx, const clattn__class *cls,
-                                         uint64_t hash, char origin[16]) {
+                                         const uint64_t *hash, char origin[16]) {
   clattn__match level;
   const clattn__db_entry *e =
-      clattn__db_lookup(clattn__context_db(ctx), &ctx->device, &hash, cls, &level);
+      clattn__db_lookup(clattn__context_db(ctx), &ctx->device, hash, cls, &level);
   if (e) {
     int exact = level == CLATTN__MATCH_EXACT && e->cls.bucket == cls->bucket;
     snprintf(origin, 16, "%s", exact ? "tuned" : "fallback");
@@ -193,31 +237,32 @@ static const clattn__db_entry *db_choice(clattn_context *ctx, const clattn__clas
 
 void clattn__bwd_config_choice(clattn_context *ctx, const clattn__class *cls, clattn__config *c,
                                char origin[16]) {
-  char why[160], *text = NULL;
-  uint64_t hash = 0;
+  char why[160];
   const clattn__config *forced = clattn__override_find(ctx, cls);
   if (forced) {
     *c = *forced;
     snprintf(origin, 16, "override");
     return;
   }
-  if (clattn__bwd_source(ctx, &text, &hash) == CLATTN_OK) {
-    const clattn__db_entry *e = db_choice(ctx, cls, hash, origin);
-    if (e && clattn__bwd_config_legal(&ctx->device, cls, &e->cfg, why, sizeof why)) {
-      free(text);
+  clattn__sources src;
+  if (clattn__bwd_sources_load(ctx, &src) == CLATTN_OK) {
+    const clattn__db_entry *e = db_choice(ctx, cls, src.hash, origin);
+    int legal = e && clattn__bwd_config_legal(&ctx->device, cls, &e->cfg, why, sizeof why);
+    clattn__sources_free(&src);
+    if (legal) {
       *c = e->cfg;
       return;
     }
   }
-  free(text);
   memset(c, 0, sizeof *c);
   clattn__bwd_configs_ranked(&ctx->device, cls, c, 1);
   snprintf(origin, 16, "heuristic");
 }
 
 /* A chosen config (override, database): legal and fits once built, or a warning says why not. */
-static clattn_status try_chosen(clattn_context *ctx, const char *source, const clattn__class *cls,
-                                const clattn__config *c, const char *origin, clattn__bwd_plan *p) {
+static clattn_status try_chosen(clattn_context *ctx, const clattn__sources *source,
+                                const clattn__class *cls, const clattn__config *c,
+                                const char *origin, clattn__bwd_plan *p) {
   char why[200];
   if (!clattn__bwd_config_legal(&ctx->device, cls, c, why, sizeof why)) {
     clattn__warn(ctx, "%s backward config for head_dim %u/%u no longer fits (%s); ignored", origin,
@@ -236,15 +281,17 @@ static clattn_status try_chosen(clattn_context *ctx, const char *source, const c
   return st;
 }
 
-static clattn_status heuristic(clattn_context *ctx, const char *source, const clattn__class *cls,
-                               clattn__bwd_plan *p) {
+static clattn_status heuristic(clattn_context *ctx, const clattn__sources *source,
+                               const clattn__class *cls, clattn__bwd_plan *p) {
   clattn__config ranked[MAX_RANKED];
   size_t n = clattn__bwd_configs_ranked(&ctx->device, cls, ranked, MAX_RANKED);
   char why[200] = "";
-  unsigned tried = 0, below = ~0u;
+  unsigned tried = 0, below = ~0u, variant = n ? ranked[0].variant : 0;
   for (size_t i = 0; i < n && tried < MAX_ATTEMPTS && !p->dkdv; i++) {
-    /* After the built kernels did not fit, only configs whose blocks are all smaller. */
+    /* After built kernels did not fit, only configs of the variant whose blocks are all smaller,
+     * or the next variant's (the portable one follows the tensor-core one). */
     unsigned most = ranked[i].bq > ranked[i].bkv ? ranked[i].bq : ranked[i].bkv;
+    if (ranked[i].variant != variant) variant = ranked[i].variant, below = ~0u;
     if (most >= below) continue;
     clattn_status st = clattn__bwd_build(ctx, source, cls, &ranked[i], p, why, sizeof why);
     if (st != CLATTN_OK) return st;
@@ -258,9 +305,10 @@ static clattn_status heuristic(clattn_context *ctx, const char *source, const cl
                         why[0] ? "; " : "", why);
   snprintf(p->origin, sizeof p->origin, "heuristic");
   snprintf(p->reason, sizeof p->reason,
-           "heuristic: the largest equal blocks of at most 64 that fit, %.1f of %.1f KiB local "
-           "memory",
-           clattn__bwd_local_bytes(&p->cfg, cls) / 1024.0, ctx->device.local_mem / 1024.0);
+           "heuristic: %s, the largest equal blocks of at most 64 that fit, %.1f of %.1f KiB "
+           "local memory",
+           clattn__bwd_variant_name(p->cfg.variant), clattn__bwd_local_bytes(&p->cfg, cls) / 1024.0,
+           ctx->device.local_mem / 1024.0);
   return CLATTN_OK;
 }
 
@@ -268,9 +316,9 @@ clattn_status clattn__bwd_plan_get(clattn_context *ctx, const clattn__class *cls
                                    const clattn__bwd_plan **out) {
   for (clattn__bwd_plan *p = ctx->bwd_plans; p; p = p->next)
     if (!memcmp(&p->cls, cls, sizeof *cls)) return *out = p, CLATTN_OK;
-  char *source = NULL, origin[16];
-  uint64_t hash;
-  clattn_status st = clattn__bwd_source(ctx, &source, &hash);
+  char origin[16];
+  clattn__sources sources, *source = &sources;
+  clattn_status st = clattn__bwd_sources_load(ctx, &sources);
   clattn__bwd_plan *p = st == CLATTN_OK ? calloc(1, sizeof *p) : NULL;
   if (st == CLATTN_OK && !p) st = clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of memory");
   const clattn__config *forced = st == CLATTN_OK ? clattn__override_find(ctx, cls) : NULL;
@@ -281,11 +329,11 @@ clattn_status clattn__bwd_plan_get(clattn_context *ctx, const clattn__class *cls
                         clattn__diagnostics_last(ctx));
   }
   if (st == CLATTN_OK && !p->dkdv) {
-    const clattn__db_entry *e = db_choice(ctx, cls, hash, origin);
+    const clattn__db_entry *e = db_choice(ctx, cls, sources.hash, origin);
     if (e) st = try_chosen(ctx, source, cls, &e->cfg, origin, p);
   }
   if (st == CLATTN_OK && !p->dkdv) st = heuristic(ctx, source, cls, p);
-  free(source);
+  clattn__sources_free(&sources);
   if (st != CLATTN_OK) {
     if (p) clattn__bwd_plan_release(p);
     free(p);

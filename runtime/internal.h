@@ -84,13 +84,17 @@ void clattn__config_reason(const clattn__device *dev, const clattn__class *k,
 
 /* ---- the backward kernels' configs and plans (bwd_plan.c) ---- */
 
-/* A backward config is a clattn__config of which bq (bwd_dq's work-group, bwd_dkdv's staged
- * query rows), bkv (bwd_dkdv's work-group, bwd_dq's staged keys) and variant (0: backward_rows)
- * are used; the rest is zero. */
-enum { CLATTN__BWD_VARIANTS = 1 };
+/* A backward config is a clattn__config of which variant, bq and bkv are used (the rest is
+ * zero): variant 0 backward_rows (cl/backward.cl: bwd_dkdv has a work-item per key, bkv of them,
+ * and stages bq query rows; bwd_dq has a work-item per query row, bq of them, and stages bkv
+ * keys), 1 backward_mma (cl/backward_mma.cl, NVIDIA tensor cores: a warp per 16 keys of bwd_dkdv
+ * and per 16 rows of bwd_dq, the same blocks staged). */
+enum { CLATTN__BWD_VARIANTS = 2 };
 const char *clattn__bwd_variant_name(unsigned variant);
 int clattn__bwd_variant_of(const char *name);
 size_t clattn__bwd_local_bytes(const clattn__config *c, const clattn__class *k);
+/* Work-items per work-group of bwd_dkdv and of bwd_dq. */
+void clattn__bwd_work_groups(const clattn__config *c, size_t *dkdv, size_t *dq);
 int clattn__bwd_config_legal(const clattn__device *dev, const clattn__class *k,
                              const clattn__config *c, char *why, size_t why_len);
 /* Legal backward configs, the heuristic's default first; how many were written (<= cap). */
@@ -108,13 +112,12 @@ typedef struct clattn__bwd_plan {
   struct clattn__bwd_plan *next;
 } clattn__bwd_plan;
 
-/* The source of cl/backward.cl and its hash (the tuning database's key). Caller frees *text. */
-clattn_status clattn__bwd_source(clattn_context *ctx, char **text, uint64_t *hash);
-/* Builds config c into p's kernels; p->dkdv is NULL when the built kernels exceed a limit of
- * the device (why says which). */
-clattn_status clattn__bwd_build(clattn_context *ctx, const char *source, const clattn__class *cls,
-                                const clattn__config *c, clattn__bwd_plan *p, char *why,
-                                size_t why_len);
+struct clattn__sources;
+/* Builds config c (of the backward sources src, clattn__bwd_sources_load) into p's kernels;
+ * p->dkdv is NULL when the built kernels exceed a limit of the device (why says which). */
+clattn_status clattn__bwd_build(clattn_context *ctx, const struct clattn__sources *src,
+                                const clattn__class *cls, const clattn__config *c,
+                                clattn__bwd_plan *p, char *why, size_t why_len);
 void clattn__bwd_plan_release(clattn__bwd_plan *p);
 /* The class's plan: override, tuning database, heuristic; built on first use and cached. */
 clattn_status clattn__bwd_plan_get(clattn_context *ctx, const clattn__class *cls,
@@ -166,6 +169,8 @@ struct clattn__sources {
 };
 typedef struct clattn__sources clattn__sources;
 clattn_status clattn__sources_load(clattn_context *ctx, clattn__sources *out);
+/* The same for the backward variants (text[0 .. CLATTN__BWD_VARIANTS - 1]). */
+clattn_status clattn__bwd_sources_load(clattn_context *ctx, clattn__sources *out);
 void clattn__sources_free(clattn__sources *s);
 clattn_status clattn__build(clattn_context *ctx, const char *source, const char *options,
                             cl_program *out);

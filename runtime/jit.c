@@ -47,8 +47,6 @@ static clattn_status read_file(clattn_context *ctx, const char *path, char **tex
   return CLATTN_OK;
 }
 
-static const char *const variant_files[CLATTN__VARIANTS] = {"forward.cl", "forward_tiles.cl",
-                                                            "forward_mma.cl"};
 static const char *const variant_names[CLATTN__VARIANTS] = {"forward_rows", "forward_tiles",
                                                             "forward_mma"};
 
@@ -62,24 +60,55 @@ int clattn__variant_of(const char *name) {
   return -1;
 }
 
-/* Each variant's program text is cl/common.cl followed by the variant's file. */
-clattn_status clattn__sources_load(clattn_context *ctx, clattn__sources *out) {
-  memset(out, 0, sizeof *out);
-  char *common = NULL, *own = NULL;
-  clattn_status st = clattn__kernel_source(ctx, "common.cl", &common);
-  for (int i = 0; st == CLATTN_OK && i < CLATTN__VARIANTS; i++) {
-    st = clattn__kernel_source(ctx, variant_files[i], &own);
-    if (st == CLATTN_OK && asprintf(&out->text[i], "%s\n%s", common, own) < 0) {
-      out->text[i] = NULL;
+/* A program's text: its files in order, joined by newlines. */
+static clattn_status join_sources(clattn_context *ctx, const char *const *files, char **out) {
+  *out = NULL;
+  char *text = strdup("");
+  clattn_status st =
+      text ? CLATTN_OK : clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of memory");
+  for (size_t i = 0; st == CLATTN_OK && files[i]; i++) {
+    char *own = NULL, *both = NULL;
+    st = clattn__kernel_source(ctx, files[i], &own);
+    if (st == CLATTN_OK && asprintf(&both, "%s%s%s", text, i ? "\n" : "", own) < 0) {
+      both = NULL;
       st = clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
     }
     free(own);
-    own = NULL;
+    free(text);
+    text = both;
+  }
+  if (st == CLATTN_OK)
+    *out = text;
+  else
+    free(text);
+  return st;
+}
+
+/* Each variant's program text: cl/common.cl, cl/mma.cl for the tensor-core variants, then the
+ * variant's own file. */
+static clattn_status load_variants(clattn_context *ctx, const char *const files[][4], int n,
+                                   clattn__sources *out) {
+  memset(out, 0, sizeof *out);
+  clattn_status st = CLATTN_OK;
+  for (int i = 0; st == CLATTN_OK && i < n; i++) {
+    st = join_sources(ctx, files[i], &out->text[i]);
     if (st == CLATTN_OK) out->hash[i] = clattn__hash(out->text[i], strlen(out->text[i]), 0);
   }
-  free(common);
   if (st != CLATTN_OK) clattn__sources_free(out);
   return st;
+}
+
+clattn_status clattn__sources_load(clattn_context *ctx, clattn__sources *out) {
+  static const char *const files[CLATTN__VARIANTS][4] = {{"common.cl", "forward.cl"},
+                                                         {"common.cl", "forward_tiles.cl"},
+                                                         {"common.cl", "mma.cl", "forward_mma.cl"}};
+  return load_variants(ctx, files, CLATTN__VARIANTS, out);
+}
+
+clattn_status clattn__bwd_sources_load(clattn_context *ctx, clattn__sources *out) {
+  static const char *const files[CLATTN__BWD_VARIANTS][4] = {
+      {"backward.cl"}, {"common.cl", "mma.cl", "backward_mma.cl"}};
+  return load_variants(ctx, files, CLATTN__BWD_VARIANTS, out);
 }
 
 void clattn__sources_free(clattn__sources *s) {

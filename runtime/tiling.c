@@ -78,8 +78,8 @@ int clattn__config_legal(const clattn__device *dev, const clattn__class *k, cons
     return 0;
   }
   size_t bytes = clattn__config_local_bytes(c, k), wg = clattn__config_work_group(c);
-  /* Emulated, forward_mma also holds SCRATCH floats per warp (cl/forward_mma.cl). */
-  enum { MMA_EMULATION_SCRATCH = 128 + 64 + 32 };
+  /* Emulated, forward_mma also holds SCRATCH floats per warp (cl/mma.cl). */
+  enum { MMA_EMULATION_SCRATCH = 2 * 128 + 2 * 64 + 32 };
   if (c->variant == 2 && dev->mma_emulated)
     bytes += (size_t)c->bq / 16 * MMA_EMULATION_SCRATCH * sizeof(float);
   if (bytes > dev->local_mem) {

@@ -47,8 +47,7 @@ typedef struct {
   /* Tuning the backward kernels: their source, and a small checked instance of the class beside
    * the timed one (the double reference of the timed problem would take minutes at large N). */
   int backward;
-  char *bwd_text;
-  uint64_t bwd_hash;
+  clattn__sources bwd_src;
   clattn__bwd_bench *bwd_check, *bwd_timed;
 } bench;
 
@@ -157,7 +156,7 @@ static clattn_status setup_backward(bench *b) {
 }
 
 static void teardown(bench *b) {
-  free(b->bwd_text);
+  clattn__sources_free(&b->bwd_src);
   clattn__bwd_bench_free(b->bwd_check);
   clattn__bwd_bench_free(b->bwd_timed);
   for (int i = 0; i < 5; i++)
@@ -220,7 +219,7 @@ static void check_output(bench *b, char *why, size_t len) {
 static clattn_status build_cand(bench *b, cand *c, char *note, size_t note_len) {
   if (b->backward) {
     clattn_status st =
-        clattn__bwd_build(b->ctx, b->bwd_text, &b->cls, &c->cfg, &c->bp, note, note_len);
+        clattn__bwd_build(b->ctx, &b->bwd_src, &b->cls, &c->cfg, &c->bp, note, note_len);
     c->kernel = c->bp.dkdv, c->lmem = c->bp.local_mem, c->pmem = c->bp.private_mem;
     return st;
   }
@@ -413,7 +412,7 @@ static clattn_status save_winner(bench *b, const cand *w, clattn_tune_result *r)
   clattn__db_entry e;
   memset(&e, 0, sizeof e);
   clattn__db_device_of(&b->ctx->device, &e.dev);
-  e.source_hash = b->backward ? b->bwd_hash : b->src.hash[w->cfg.variant];
+  e.source_hash = b->backward ? b->bwd_src.hash[w->cfg.variant] : b->src.hash[w->cfg.variant];
   e.cls = b->cls, e.cfg = w->cfg, e.median_ms = w->median, e.spread = w->spread;
   time_t now = time(NULL);
   struct tm tm;
@@ -570,7 +569,7 @@ clattn_status clattn_tune(clattn_context *ctx, const clattn_problem *problem,
     out->seqlen_bucket = b.cls.bucket;
     out->local_mem_available = (size_t)ctx->device.local_mem;
     st = clattn__sources_load(ctx, &b.src);
-    if (st == CLATTN_OK && b.backward) st = clattn__bwd_source(ctx, &b.bwd_text, &b.bwd_hash);
+    if (st == CLATTN_OK && b.backward) st = clattn__bwd_sources_load(ctx, &b.bwd_src);
   }
   cl_int err = CL_SUCCESS;
   if (st == CLATTN_OK) { /* a private queue: profiling on, whatever the caller's queue has */

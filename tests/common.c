@@ -69,7 +69,7 @@ void test_context_still_works(clattn_context *ctx) {
 }
 
 static const char *const kernel_files[] = {"forward.cl", "forward_tiles.cl", "forward_mma.cl",
-                                           "backward.cl"};
+                                           "backward.cl", "backward_mma.cl"};
 enum { KERNEL_FILES = sizeof kernel_files / sizeof kernel_files[0] };
 
 void test_kernel_dir(char *dir, size_t len, const char *marker, const char *text, int replace) {

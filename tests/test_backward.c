@@ -5,11 +5,20 @@
 
 #include <math.h>
 
-/* tests/CMakeLists.txt builds this file twice: for the fused backward (suite "backward") and,
- * with TEST_STANDARD, for the standard path's (suite "standard_backward"). */
+/* tests/CMakeLists.txt builds this file three times: for the fused backward (suite "backward");
+ * with TEST_STANDARD, for the standard path's (suite "standard_backward"); with TEST_MMA, for the
+ * tensor-core kernels backward_mma, forced on every shape they support (head dims up to 128) and
+ * run with mma.sync emulated (CLATTN_MMA_EMULATE) where the device has no tensor cores. */
 #ifdef TEST_STANDARD
 #define SUITE standard_backward
 #define ALGORITHM CLATTN_ALGO_STANDARD
+#elif defined(TEST_MMA)
+#define SUITE backward_mma
+#define ALGORITHM CLATTN_ALGO_FUSED
+/* Before Criterion forks its tests, so that every context sees it. */
+__attribute__((constructor)) static void emulate_mma(void) {
+  setenv("CLATTN_MMA_EMULATE", "1", 1);
+}
 #else
 #define SUITE backward
 #define ALGORITHM CLATTN_ALGO_FUSED
@@ -152,7 +161,13 @@ static void check_shape(const clattn_problem *p, int bhsd, size_t offset,
 static void run(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d, size_t dv,
                 unsigned flags, int bhsd, size_t offset) {
   clattn_problem p = {b, hq, hkv, nq, nkv, d, dv, CLATTN_F32, 0.0f, flags, ALGORITHM};
+#ifdef TEST_MMA
+  /* Two warps in each kernel, four 8-row steps per staged query block. */
+  clattn_config mma = {.kernel = "backward_mma", .block_q = 32, .block_kv = 32};
+  check_shape(&p, bhsd, offset, d <= 128 && (dv ? dv : d) <= 128 ? &mma : NULL);
+#else
   check_shape(&p, bhsd, offset, NULL);
+#endif
 }
 
 #define C CLATTN_CAUSAL
@@ -214,8 +229,13 @@ Test(SUITE, d256_causal_gqa_offset) {
  * bwd_dkdv's staged rows are BQ, bwd_dkdv's work-group and bwd_dq's staged keys BKV. */
 Test(SUITE, forced_blocks) {
   clattn_problem p = {2, 4, 2, 77, 93, 24, 40, CLATTN_F32, 0.0f, C, ALGORITHM};
+#ifdef TEST_MMA
+  clattn_config tall = {.kernel = "backward_mma", .block_q = 16, .block_kv = 64};
+  clattn_config wide = {.kernel = "backward_mma", .block_q = 64, .block_kv = 16};
+#else
   clattn_config tall = {.kernel = "backward_rows", .block_q = 4, .block_kv = 128};
   clattn_config wide = {.kernel = "backward_rows", .block_q = 128, .block_kv = 8};
+#endif
   check_shape(&p, 0, 0, &tall);
   check_shape(&p, 1, 0, &wide);
 }

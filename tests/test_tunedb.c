@@ -329,10 +329,10 @@ Test(tunedb, built_in_defaults_for_the_h200) {
 Test(tunedb, backward_entries_and_overrides) {
   clattn_context *ctx = context_with_db();
   clattn__db_entry e[2] = {entry_for(ctx), entry_for(ctx)};
-  char *text = NULL;
-  uint64_t hash = 0;
-  cr_assert_eq(clattn__bwd_source(ctx, &text, &hash), CLATTN_OK);
-  free(text);
+  clattn__sources src;
+  cr_assert_eq(clattn__bwd_sources_load(ctx, &src), CLATTN_OK);
+  uint64_t hash = src.hash[0]; /* the config below is a backward_rows one */
+  clattn__sources_free(&src);
   clattn__config bwd = {0};
   bwd.bq = 16, bwd.bkv = 32;
   e[1].cls.backward = 1, e[1].cfg = bwd, e[1].source_hash = hash;
