@@ -179,7 +179,9 @@ bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_s
       float s[NQ][4], dp[NQ][4];
       PRODUCT_T(s, NQ, k, ka, oka, kbb, okb, D, DP, Qs, QS);
       PRODUCT_T(dp, NQ, v, va, oka, vb, okb, DV, DVP, Gs, GS);
-      uint ph[NQ][4], pl[NQ][4], dh[NQ][4], dl[NQ][4];
+      /* P^T, split, for dV; dS^T kept in dp as floats until dV is done, then split into the
+       * same registers for dK (fewer registers live at once). */
+      uint ah[NQ][4], al[NQ][4];
       UNROLL for (uint n = 0; n < NQ; n++)
         UNROLL for (uint e = 0; e < 4; e++) {
           const uint r = n * 8 + 2 * tq + (e & 1), j = (e >> 1) ? jb : ja;
@@ -189,11 +191,14 @@ bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_s
 #endif
           const float p = ok ? exp(s[n][e] * scale - Ls[r]) : 0.0f;
           const uint a = (e >> 1) | ((e & 1) << 1);
-          SPLIT(p, ph[n][a], pl[n][a]);
-          SPLIT(p * (dp[n][e] - Ds[r]), dh[n][a], dl[n][a]);
+          SPLIT(p, ah[n][a], al[n][a]);
+          dp[n][e] = p * (dp[n][e] - Ds[r]);
         }
-      PRODUCT_N(dva, VT, ph, pl, NQ, Gs, GS);
-      PRODUCT_N(dka, KT, dh, dl, NQ, Qs, QS);
+      PRODUCT_N(dva, VT, ah, al, NQ, Gs, GS);
+      UNROLL for (uint n = 0; n < NQ; n++)
+        UNROLL for (uint e = 0; e < 4; e++) SPLIT(dp[n][e], ah[n][(e >> 1) | ((e & 1) << 1)],
+                                                  al[n][(e >> 1) | ((e & 1) << 1)]);
+      PRODUCT_N(dka, KT, ah, al, NQ, Qs, QS);
     }
   }
   /* C element e of a tile is key gq + 8 (e >> 1), column 2 tq + (e & 1). */
