@@ -185,8 +185,9 @@ CLATTN_API clattn_status clattn_forward(clattn_context *ctx, const clattn_proble
  * like o, dk and dv like k and v (GQA/MQA: summed over the query heads of each group). The
  * outputs are overwritten (not accumulated into) and must not overlap any input or each other.
  * Rows whose lse is -inf (they saw no key) contribute nothing.
- * Deterministic: every output element is computed by one work-item in a fixed order, without
- * atomics, so results are bitwise identical run to run on a device.
+ * Deterministic: every output element is computed by one work-item (for the tensor-core
+ * kernels, in one lane's MMA accumulators) in a fixed order, without atomics, so results are
+ * bitwise identical run to run on a device.
  * Needs an in-order queue. problem->algorithm chooses the fused kernels or the standard path
  * (P and dS in a global-memory workspace, CLBlast GEMMs; split over batch*heads like the
  * forward's, OUT_OF_RESOURCES when one head's two N^2 matrices do not fit).
@@ -200,7 +201,7 @@ CLATTN_API clattn_status clattn_backward(clattn_context *ctx, const clattn_probl
                                          const clattn_tensor *dv, cl_uint num_wait,
                                          const cl_event *wait, cl_event *done);
 
-/* A tile config of the forward kernel (what the tuner varies). */
+/* A tile config of the forward or the backward kernels (what the tuner varies). */
 typedef struct clattn_config {
   char kernel[32];          /* kernel variant: "forward_rows" (one query row per work-item,
                                or a few sharing it), "forward_tiles" (register-tiled: each
@@ -209,7 +210,10 @@ typedef struct clattn_config {
                                8.0+: a warp per 16 query rows, block_q a multiple of 16,
                                block_kv of 8; threads_per_row and rows_per_item unused, pad != 0
                                pads the local rows against bank conflicts); "" means
-                               forward_rows */
+                               forward_rows. For clattn_backward's kernels: "backward_rows" (a
+                               work-item per key or query row) or "backward_mma" (NVIDIA tensor
+                               cores, a warp per 16 keys or rows, blocks multiples of 16, head
+                               dims up to 128), of which only block_q and block_kv count */
   unsigned block_q;         /* query rows per work-group */
   unsigned block_kv;        /* keys per K/V tile */
   unsigned threads_per_row; /* work-items sharing one query row (forward_tiles: along the keys) */
