@@ -327,9 +327,9 @@ clattn_status clattn__plan_get(clattn_context *ctx, const clattn__class *cls,
                                const clattn__plan **out);
 clattn__class clattn__class_of(const clattn__shape *s);
 /* The class's plan, or, when its query blocks would leave compute units idle for this problem
- * (batch * heads * query blocks below the device's compute units), a plan of the same config
- * with query blocks halved until they fill the device or reach the variant's minimum.
- * Overrides are kept as given. */
+ * (batch * heads * query blocks below the device's compute units) and the keys are too few to
+ * split (clattn__split_count), a plan of the same config with query blocks halved until they
+ * fill the device or reach the variant's minimum. Overrides are kept as given. */
 clattn_status clattn__plan_for_grid(clattn_context *ctx, const clattn__shape *s,
                                     const clattn__plan **out);
 /* Kernel arguments set in order; the first failure is kept in err (forward.c). */

@@ -24,6 +24,15 @@ Test(split, decode_is_split_and_exact) {
   test_forward_shape(&p, 0, 0, 1, NULL);
   p.flags = CLATTN_CAUSAL, p.seqlen_q = 3, p.head_dim = 59;
   test_forward_shape(&p, 1, 7, 1, NULL);
+  /* Queries enough for finer blocks, keys enough to split: the keys are split and the class's
+   * query block is kept (finer blocks would read every K/V tile once per block). */
+  clattn_plan_info whole;
+  p.seqlen_q = 100, p.seqlen_kv = 4096, p.flags = 0, p.head_dim = 16;
+  cr_assert_eq(clattn_explain(ctx, &p, &whole), CLATTN_OK);
+  if (units >= 2 && whole.block_q >= 100) {
+    cr_assert_geq(whole.kv_splits, 2, "%s", whole.reason);
+    cr_assert_null(strstr(whole.reason, "instead of"), "%s", whole.reason);
+  }
   /* Enough heads for the compute units: no split. */
   p.heads_q = 4 * (units ? units : 1);
   cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
