@@ -42,8 +42,8 @@ typedef struct {
 } progress_state;
 
 static void config_text(const clattn_config *c, char *out, size_t len) {
-  if (!strcmp(c->kernel, "backward_rows"))
-    snprintf(out, len, "backward_rows BQ=%u BKV=%u", c->block_q, c->block_kv);
+  if (!strncmp(c->kernel, "backward_", 9))
+    snprintf(out, len, "%s BQ=%u BKV=%u", c->kernel, c->block_q, c->block_kv);
   else if (!strcmp(c->kernel, "forward_tiles"))
     snprintf(out, len, "tiles BQ=%u BKV=%u TX=%u RM=%u pad=%u vec=%u", c->block_q, c->block_kv,
              c->threads_per_row, c->rows_per_item, c->pad, c->vector_width);
