@@ -41,7 +41,10 @@ int parse_config(const char *s, clattn_config *c) {
       s ? sscanf(s, "%31[a-z_]/%u/%u/%u/%u/%u/%u/%u", kernel, &c->block_q, &c->block_kv,
                  &c->threads_per_row, &c->rows_per_item, &c->stage_kv, &c->pad, &c->vector_width)
         : 0;
-  if (got != 7 && got != 8) return 0;
+  /* The backward's kernels take their blocks alone: K/BQ/BKV. */
+  int backward = got >= 1 && !strncmp(kernel, "backward_", 9);
+  if (got != 7 && got != 8 && !(backward && got == 3)) return 0;
+  if (backward && got == 3) c->threads_per_row = c->rows_per_item = c->vector_width = 1;
   snprintf(c->kernel, sizeof c->kernel, "%s", kernel);
   return 1;
 }

@@ -11,7 +11,8 @@ int parse_size(const char *s, size_t *out);
 /* A comma-separated list of sizes ("64,128"); returns the count (0: bad). */
 size_t parse_size_list(const char *s, size_t *out, size_t cap);
 
-/* A config written K/BQ/BKV/TPR/RM/STAGE/PAD[/VEC] (clattn run --config); 0 when malformed. */
+/* A config written K/BQ/BKV/TPR/RM/STAGE/PAD[/VEC], or K/BQ/BKV for a backward kernel (clattn run
+ * --config); 0 when malformed. */
 int parse_config(const char *s, clattn_config *c);
 
 /* The problem flags (--batch --heads --heads-kv --seqlen --seqlen-q --seqlen-kv --head-dim

@@ -18,7 +18,8 @@ static void usage(FILE *f) {
           "  --warmup W (3)  --repeat R (10)  --seed S (1)\n"
           "  --no-check         skip the host reference (large problems)\n"
           "  --config K/BQ/BKV/TPR/RM/STAGE/PAD[/VEC]  force a config (an override), e.g.\n"
-          "                     forward_tiles/32/16/4/2/1/1 or forward_rows/64/64/1/1/0/1\n"
+          "                     forward_tiles/32/16/4/2/1/1 or forward_rows/64/64/1/1/0/1;\n"
+          "                     the backward's as K/BQ/BKV, e.g. backward_mma/32/32\n"
           "  --compare          also time what a context without the tuning database gets\n"
           "                     (built-in default, else heuristic), call by call in turn\n"
           "                     with this one, and print the ratio\n",
@@ -128,6 +129,9 @@ int cmd_run(int argc, char **argv) {
     sp.compare_with = base;
   }
   if (backward) {
+    if (!strcmp(info.algorithm, "fused"))
+      printf("backward: %s BQ=%u BKV=%u (%s)\n", info.backward.kernel, info.backward.block_q,
+             info.backward.block_kv, info.backward_origin);
     check_bwd_result br;
     if (check_backward_run(ctx, &sp, &br) != CLATTN_OK) {
       fprintf(stderr, "clattn: %s\n  %s\n", clattn_status_string(br.status),

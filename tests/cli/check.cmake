@@ -42,6 +42,8 @@ expect(0 "PASS" run --seqlen 100 --head-dim 16 --causal --repeat 1)
 expect(0 "PASS" run --algorithm standard --seqlen 100 --head-dim 16 --lse --repeat 1)
 expect(0 "backward -> PASS" run --backward --seqlen-q 40 --seqlen-kv 70 --head-dim 12 --heads 2
        --heads-kv 1 --causal --repeat 1)
+expect(0 "backward: backward_rows BQ=16 BKV=32 (override)" run --backward --seqlen 50 --head-dim 8
+       --config backward_rows/16/32 --repeat 1)
 expect(0 "traffic:" explain --head-dim 16 --seqlen 100 --causal)
 expect(0 "x the fused plan" explain --head-dim 16 --seqlen 100)
 expect(0 "at once (backward: " explain --head-dim 16 --seqlen 100)
