@@ -3,12 +3,12 @@
  * results are bitwise identical run to run), with every product an mma.sync m16n8k8 in the
  * 3xTF32 split (cl/mma.cl) and chains flushed to fp32 every FLUSH_K k-steps.
  *
- *   bwd_dkdv: a warp per 16 keys (BKV / 16 warps). Per block of BQ query rows (staged in local
- *             memory with their LSE and D): S^T = K Q^T and dP^T = V dO^T (16 keys x BQ rows),
+ *   bwd_dkdv: a warp per 16 keys (BKV / 16 warps). Per block of SQ query rows (staged in local
+ *             memory with their LSE and D): S^T = K Q^T and dP^T = V dO^T (16 keys x SQ rows),
  *             then dV += P^T dO and dK += dS^T Q, with P^T and dS^T taken from the C fragments
  *             as A fragments (rows of each 8-row step permuted: A column t is row 2t, column
  *             t + 4 row 2t + 1, and dO, Q read in that order).
- *   bwd_dq:   a warp per 16 query rows (BQ / 16 warps). Per tile of BKV keys (staged): S = Q K^T,
+ *   bwd_dq:   a warp per 16 query rows (BQ / 16 warps). Per tile of SK keys (staged): S = Q K^T,
  *             dP = dO V^T, then dQ += dS K the same way.
  *
  * A warp's own rows (K and V in bwd_dkdv, Q and dO in bwd_dq) are the A operands of the first
@@ -19,7 +19,9 @@
  * 32 floats: those reads, and the column reads of the second products (rows 2 tq and 2 tq + 1),
  * then meet few bank conflicts.
  *
- * Defines: D, DV head dims (at most 128); BQ, BKV block sizes (multiples of 16); CAUSAL
+ * Defines: D, DV head dims (at most 128); BKV keys per bwd_dkdv work-group and BQ query rows per
+ * bwd_dq work-group (multiples of 16: a warp per 16); SQ query rows staged at a time by bwd_dkdv
+ * and SK keys by bwd_dq (multiples of 16, chosen by the runtime to fit local memory); CAUSAL
  * (bottom-right aligned); MMA_EMULATE (tests). runtime/bwd_plan.c mirrors the local-memory
  * formula; keep the two in step. */
 
@@ -103,18 +105,19 @@ static inline float4 load4(__global const float *m, ulong at, bool ok, uint c, u
   } while (0)
 
 /* Rows of a global matrix into local rows of stride MS, NCOL columns padded with zeros to PADC,
- * rows from nrows on zero. */
+ * rows from nrows on zero; 16 bytes at a time (vload4 needs only float alignment). */
 #define STAGE(M, MS, ROWS, PADC, g, base, ss, r0, nrows, NCOL, lid, wg)                            \
   do {                                                                                             \
-    for (uint i_ = (lid); i_ < (ROWS) * (PADC); i_ += (wg)) {                                      \
-      const uint r_ = i_ / (PADC), c_ = i_ % (PADC);                                               \
-      (M)[r_ * (MS) + c_] =                                                                        \
-          r_ < (nrows) && c_ < (NCOL) ? g[(base) + (ulong)((r0) + r_) * (ss) + c_] : 0.0f;         \
+    for (uint i_ = (lid); i_ < (ROWS) * ((PADC) / 4); i_ += (wg)) {                                \
+      const uint r_ = i_ / ((PADC) / 4), c_ = i_ % ((PADC) / 4) * 4;                               \
+      *(__local float4 *)((M) + r_ * (MS) + c_) =                                                  \
+          load4(g, (base) + (ulong)((r0) + (r_ < (nrows) ? r_ : 0)) * (ss), r_ < (nrows), c_,      \
+                NCOL);                                                                             \
     }                                                                                              \
   } while (0)
 
 #define WARPS_KV (BKV / 16)
-#define NQ (BQ / 8) /* 8-row tiles of a staged query block */
+#define NQ (SQ / 8) /* 8-row tiles of a staged query block */
 
 __kernel __attribute__((reqd_work_group_size(2 * BKV, 1, 1))) void
 bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
@@ -125,8 +128,8 @@ bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_s
          ulong dk_off, ulong dk_sb, ulong dk_ss, ulong dk_sh, __global float *dv, ulong dv_off,
          ulong dv_sb, ulong dv_ss, ulong dv_sh, uint heads_q, uint heads_kv, uint seqlen_q,
          uint seqlen_kv, uint num_kblocks, float scale, ulong group_base) {
-  __local float4 Ql[BQ * QS / 4], Gl[BQ * GS / 4]; /* float4: the 16-byte reads */
-  __local float Ls[BQ], Ds[BQ];
+  __local float4 Ql[SQ * QS / 4], Gl[SQ * GS / 4]; /* float4: the 16-byte reads */
+  __local float Ls[SQ], Ds[SQ];
   __local float *Qs = (__local float *)Ql, *Gs = (__local float *)Gl;
   const uint lid = get_local_id(0), warp = lid / 32, lane = lid % 32;
   const uint gq = lane / 4, tq = lane % 4;
@@ -158,18 +161,18 @@ bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_s
   uint q_first = 0;
 #if CAUSAL
   const long first = (long)(kb * BKV) - shift;
-  q_first = first <= 0 ? 0u : (uint)min(first, (long)seqlen_q) / BQ * BQ;
+  q_first = first <= 0 ? 0u : (uint)min(first, (long)seqlen_q) / SQ * SQ;
 #endif
   for (uint hh = 0; hh < group; hh++) {
     const uint h = hk * group + hh;
     const ulong qbase = q_off + b * q_sb + h * q_sh, gbase = g_off + b * g_sb + h * g_sh;
     const ulong rbase = (b * heads_q + h) * seqlen_q;
-    for (uint q0 = q_first; q0 < seqlen_q; q0 += BQ) {
-      const uint nr = min((uint)BQ, seqlen_q - q0);
+    for (uint q0 = q_first; q0 < seqlen_q; q0 += SQ) {
+      const uint nr = min((uint)SQ, seqlen_q - q0);
       barrier(CLK_LOCAL_MEM_FENCE);
-      STAGE(Qs, QS, BQ, DP, q, qbase, q_ss, q0, nr, D, lid, 2 * BKV);
-      STAGE(Gs, GS, BQ, DVP, d_o, gbase, g_ss, q0, nr, DV, lid, 2 * BKV);
-      for (uint r = lid; r < BQ; r += 2 * BKV) {
+      STAGE(Qs, QS, SQ, DP, q, qbase, q_ss, q0, nr, D, lid, 2 * BKV);
+      STAGE(Gs, GS, SQ, DVP, d_o, gbase, g_ss, q0, nr, DV, lid, 2 * BKV);
+      for (uint r = lid; r < SQ; r += 2 * BKV) {
         Ls[r] = r < nr ? lse[rbase + q0 + r] : -INFINITY;
         Ds[r] = r < nr ? drow[rbase + q0 + r] : 0.0f;
       }
@@ -215,7 +218,7 @@ bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_s
 }
 
 #define WARPS_Q (BQ / 16)
-#define NK (BKV / 8) /* 8-key tiles of a staged key block */
+#define NK (SK / 8) /* 8-key tiles of a staged key block */
 
 __kernel __attribute__((reqd_work_group_size(2 * BQ, 1, 1))) void
 bwd_dq(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
@@ -225,7 +228,7 @@ bwd_dq(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
        __global const float *lse, __global const float *drow, __global float *dq, ulong dq_off,
        ulong dq_sb, ulong dq_ss, ulong dq_sh, uint heads_q, uint heads_kv, uint seqlen_q,
        uint seqlen_kv, uint num_qblocks, float scale, ulong group_base) {
-  __local float4 Kl[BKV * QS / 4], Vl[BKV * GS / 4];
+  __local float4 Kl[SK * QS / 4], Vl[SK * GS / 4];
   __local float *Ks = (__local float *)Kl, *Vs = (__local float *)Vl;
   const uint lid = get_local_id(0), warp = lid / 32, lane = lid % 32;
   const uint gq = lane / 4, tq = lane % 4;
@@ -260,11 +263,11 @@ bwd_dq(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
   kv_end = block_end <= 0 ? 0u : (uint)min(block_end, (long)seqlen_kv);
 #endif
   const ulong kb0 = k_off + b * k_sb + hk * k_sh, vb0 = v_off + b * v_sb + hk * v_sh;
-  for (uint kv0 = 0; kv0 < kv_end; kv0 += BKV) {
-    const uint nk = min((uint)BKV, kv_end - kv0);
+  for (uint kv0 = 0; kv0 < kv_end; kv0 += SK) {
+    const uint nk = min((uint)SK, kv_end - kv0);
     barrier(CLK_LOCAL_MEM_FENCE);
-    STAGE(Ks, QS, BKV, DP, k, kb0, k_ss, kv0, nk, D, lid, 2 * BQ);
-    STAGE(Vs, GS, BKV, DVP, v, vb0, v_ss, kv0, nk, DV, lid, 2 * BQ);
+    STAGE(Ks, QS, SK, DP, k, kb0, k_ss, kv0, nk, D, lid, 2 * BQ);
+    STAGE(Vs, GS, SK, DVP, v, vb0, v_ss, kv0, nk, DV, lid, 2 * BQ);
     barrier(CLK_LOCAL_MEM_FENCE);
 
     /* S and dP: C element e is row gq + 8 (e >> 1), key n*8 + 2 tq + (e & 1). */

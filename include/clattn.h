@@ -213,7 +213,8 @@ typedef struct clattn_config {
                                forward_rows. For clattn_backward's kernels: "backward_rows" (a
                                work-item per key or query row) or "backward_mma" (NVIDIA tensor
                                cores, a warp per 16 keys or rows, blocks multiples of 16, head
-                               dims up to 128), of which only block_q and block_kv count */
+                               dims up to 128; the blocks it stages follow from local memory),
+                               of which only block_q and block_kv count */
   unsigned block_q;         /* query rows per work-group */
   unsigned block_kv;        /* keys per K/V tile */
   unsigned threads_per_row; /* work-items sharing one query row (forward_tiles: along the keys) */

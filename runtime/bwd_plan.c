@@ -31,14 +31,32 @@ int clattn__bwd_variant_of(const char *name) {
   return -1;
 }
 
-/* bwd_dkdv stages BQ rows of Q and dO with their LSE and D; bwd_dq stages BKV rows of K and V.
- * The two are separate kernels, so the larger of the two counts. */
-size_t clattn__bwd_local_bytes(const clattn__config *c, const clattn__class *k) {
-  size_t dkdv = (size_t)c->bq * (k->d + k->dv + 2), dq = (size_t)c->bkv * (k->d + k->dv);
+/* backward_mma with staged blocks of sb rows (bwd_dkdv: rows of Q and dO with their LSE and D;
+ * bwd_dq: keys of K and V), and emulated, the scratch of the larger kernel's warps. */
+static size_t mma_bytes(const clattn__device *dev, const clattn__class *k, const clattn__config *c,
+                        unsigned sb) {
+  size_t bytes = (size_t)sb * (mma_row(k->d) + mma_row(k->dv) + 2) * sizeof(float);
+  if (dev->mma_emulated) bytes += (c->bq > c->bkv ? c->bq : c->bkv) / 16 * MMA_SCRATCH * 4;
+  return bytes;
+}
+
+unsigned clattn__bwd_mma_stage(const clattn__device *dev, const clattn__class *k,
+                               const clattn__config *c) {
+  for (unsigned sb = 64; sb >= 16; sb /= 2)
+    if (mma_bytes(dev, k, c, sb) <= dev->local_mem) return sb;
+  return 0;
+}
+
+/* backward_rows: bwd_dkdv stages BQ rows of Q and dO with their LSE and D, bwd_dq BKV rows of K
+ * and V; backward_mma: the staged blocks above. The two kernels are separate, so the larger of
+ * the two counts. */
+size_t clattn__bwd_local_bytes(const clattn__device *dev, const clattn__config *c,
+                               const clattn__class *k) {
   if (c->variant == 1) {
-    size_t row = mma_row(k->d) + mma_row(k->dv);
-    dkdv = (size_t)c->bq * (row + 2), dq = (size_t)c->bkv * row;
+    unsigned sb = clattn__bwd_mma_stage(dev, k, c);
+    return mma_bytes(dev, k, c, sb ? sb : 16);
   }
+  size_t dkdv = (size_t)c->bq * (k->d + k->dv + 2), dq = (size_t)c->bkv * (k->d + k->dv);
   return (dkdv > dq ? dkdv : dq) * sizeof(float);
 }
 
@@ -81,9 +99,7 @@ int clattn__bwd_config_legal(const clattn__device *dev, const clattn__class *k,
              c->bkv, most);
     return 0;
   }
-  size_t bytes = clattn__bwd_local_bytes(c, k);
-  if (c->variant == 1 && dev->mma_emulated) /* the larger kernel's warps' scratch */
-    bytes += (c->bq > c->bkv ? c->bq : c->bkv) / 16 * MMA_SCRATCH * sizeof(float);
+  size_t bytes = clattn__bwd_local_bytes(dev, c, k);
   if (bytes > dev->local_mem) {
     snprintf(why, why_len,
              "backward BQ=%u BKV=%u: needs %.1f KiB local memory, device has %.1f KiB", c->bq,
@@ -117,7 +133,12 @@ static clattn__config variant_default(const clattn__device *dev, const clattn__c
   char why[160];
   clattn__config c = {0};
   c.variant = variant;
-  for (c.bq = c.bkv = 64; c.bq >= 1; c.bq /= 2, c.bkv /= 2)
+  unsigned start = 64;
+  c.bq = c.bkv = 16;
+  /* backward_mma: warps as many as the rows or keys staged at a time (measured on the H200). */
+  if (variant == 1)
+    start = clattn__bwd_mma_stage(dev, k, &c) ? clattn__bwd_mma_stage(dev, k, &c) : 16;
+  for (c.bq = c.bkv = start; c.bq >= 1; c.bq /= 2, c.bkv /= 2)
     if (clattn__bwd_config_legal(dev, k, &c, why, sizeof why)) return c;
   c.bq = c.bkv = 0;
   return c;
@@ -174,8 +195,10 @@ clattn_status clattn__bwd_build(clattn_context *ctx, const clattn__sources *src,
                                 const clattn__class *cls, const clattn__config *c,
                                 clattn__bwd_plan *p, char *why, size_t why_len) {
   char options[512];
-  snprintf(options, sizeof options, "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DCAUSAL=%u%s",
-           cls->d, cls->dv, c->bq, c->bkv, cls->causal,
+  unsigned sb = c->variant == 1 ? clattn__bwd_mma_stage(&ctx->device, cls, c) : 0;
+  snprintf(options, sizeof options,
+           "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DCAUSAL=%u -DSQ=%u -DSK=%u%s", cls->d,
+           cls->dv, c->bq, c->bkv, cls->causal, sb, sb,
            c->variant == 1 && ctx->device.mma_emulated ? " -DMMA_EMULATE=1" : "");
   const char *extra = getenv("CLATTN_BUILD_OPTIONS"); /* experiments, as the forward's */
   size_t used = strlen(options);
@@ -276,7 +299,8 @@ static clattn_status try_chosen(clattn_context *ctx, const clattn__sources *sour
   if (st == CLATTN_OK && p->dkdv) {
     snprintf(p->origin, sizeof p->origin, "%s", origin);
     snprintf(p->reason, sizeof p->reason, "%s: %.1f of %.1f KiB local memory", origin,
-             clattn__bwd_local_bytes(c, cls) / 1024.0, ctx->device.local_mem / 1024.0);
+             clattn__bwd_local_bytes(&ctx->device, c, cls) / 1024.0,
+             ctx->device.local_mem / 1024.0);
   }
   return st;
 }
@@ -307,7 +331,8 @@ static clattn_status heuristic(clattn_context *ctx, const clattn__sources *sourc
   snprintf(p->reason, sizeof p->reason,
            "heuristic: %s, the largest equal blocks of at most 64 that fit, %.1f of %.1f KiB "
            "local memory",
-           clattn__bwd_variant_name(p->cfg.variant), clattn__bwd_local_bytes(&p->cfg, cls) / 1024.0,
+           clattn__bwd_variant_name(p->cfg.variant),
+           clattn__bwd_local_bytes(&ctx->device, &p->cfg, cls) / 1024.0,
            ctx->device.local_mem / 1024.0);
   return CLATTN_OK;
 }

@@ -87,12 +87,18 @@ void clattn__config_reason(const clattn__device *dev, const clattn__class *k,
 /* A backward config is a clattn__config of which variant, bq and bkv are used (the rest is
  * zero): variant 0 backward_rows (cl/backward.cl: bwd_dkdv has a work-item per key, bkv of them,
  * and stages bq query rows; bwd_dq has a work-item per query row, bq of them, and stages bkv
- * keys), 1 backward_mma (cl/backward_mma.cl, NVIDIA tensor cores: a warp per 16 keys of bwd_dkdv
- * and per 16 rows of bwd_dq, the same blocks staged). */
+ * keys), 1 backward_mma (cl/backward_mma.cl, NVIDIA tensor cores: a warp per 16 keys of bwd_dkdv,
+ * bkv keys, and per 16 rows of bwd_dq, bq rows; the blocks they stage are set by local memory,
+ * clattn__bwd_mma_stage). */
 enum { CLATTN__BWD_VARIANTS = 2 };
 const char *clattn__bwd_variant_name(unsigned variant);
 int clattn__bwd_variant_of(const char *name);
-size_t clattn__bwd_local_bytes(const clattn__config *c, const clattn__class *k);
+size_t clattn__bwd_local_bytes(const clattn__device *dev, const clattn__config *c,
+                               const clattn__class *k);
+/* backward_mma's staged blocks (query rows in bwd_dkdv, keys in bwd_dq): the largest of 64, 32
+ * and 16 that fits the device's local memory; 0 when none does. */
+unsigned clattn__bwd_mma_stage(const clattn__device *dev, const clattn__class *k,
+                               const clattn__config *c);
 /* Work-items per work-group of bwd_dkdv and of bwd_dq. */
 void clattn__bwd_work_groups(const clattn__config *c, size_t *dkdv, size_t *dq);
 int clattn__bwd_config_legal(const clattn__device *dev, const clattn__class *k,

@@ -257,7 +257,8 @@ static void to_public(const bench *b, const clattn__config *c, clattn_config *ou
 }
 
 static size_t local_bytes(const bench *b, const clattn__config *c) {
-  return b->backward ? clattn__bwd_local_bytes(c, &b->cls) : clattn__config_local_bytes(c, &b->cls);
+  return b->backward ? clattn__bwd_local_bytes(&b->ctx->device, c, &b->cls)
+                     : clattn__config_local_bytes(c, &b->cls);
 }
 
 /* Builds, checks and times one candidate. */
