@@ -126,18 +126,16 @@ static unsigned steps(unsigned a, unsigned b) {
   return x > y ? x - y : y - x;
 }
 
-/* A variant's default: the largest equal blocks of at most 64 that are legal, down to one row
- * and one key as the last resort (0 when none). */
+/* A variant's default: the largest equal blocks of at most 64 (backward_mma: 128) that are legal,
+ * down to one row and one key as the last resort (0 when none). */
 static clattn__config variant_default(const clattn__device *dev, const clattn__class *k,
                                       unsigned variant) {
   char why[160];
   clattn__config c = {0};
   c.variant = variant;
-  unsigned start = 64;
-  c.bq = c.bkv = 16;
-  /* backward_mma: warps as many as the rows or keys staged at a time (measured on the H200). */
-  if (variant == 1)
-    start = clattn__bwd_mma_stage(dev, k, &c) ? clattn__bwd_mma_stage(dev, k, &c) : 16;
+  /* backward_mma: 8 warps per work-group, which the H200 ran 5-22% faster than 2 or 4 at
+   * d = 64 and 128, N = 4096 (docs/BENCHMARKS.md). */
+  unsigned start = variant == 1 ? 128 : 64;
   for (c.bq = c.bkv = start; c.bq >= 1; c.bq /= 2, c.bkv /= 2)
     if (clattn__bwd_config_legal(dev, k, &c, why, sizeof why)) return c;
   c.bq = c.bkv = 0;
@@ -329,7 +327,8 @@ static clattn_status heuristic(clattn_context *ctx, const clattn__sources *sourc
                         why[0] ? "; " : "", why);
   snprintf(p->origin, sizeof p->origin, "heuristic");
   snprintf(p->reason, sizeof p->reason,
-           "heuristic: %s, the largest equal blocks of at most 64 that fit, %.1f of %.1f KiB "
+           "heuristic: %s, the largest equal blocks of at most 64 (128 for backward_mma) that fit, "
+           "%.1f of %.1f KiB "
            "local memory",
            clattn__bwd_variant_name(p->cfg.variant),
            clattn__bwd_local_bytes(&ctx->device, &p->cfg, cls) / 1024.0,
