@@ -66,11 +66,10 @@ clattn_status clattn__bwd_enqueue(clattn_context *ctx, cl_command_queue queue,
   clattn_status st = CLATTN_OK;
   if (first) *first = NULL;
   if (last) *last = NULL;
-  cl_event *dkdv_last = rows ? NULL : last;
+  cl_event *dkdv_last = rows ? NULL : last; /* with no rows, bwd_dkdv (zeros) is all there is */
   size_t wg_kv, wg_q;
-  clattn__bwd_work_groups(&p->cfg, &wg_kv,
-                          &wg_q); /* with no rows, bwd_dkdv (zeros) is all there is */
-  if (s->seqlen_kv) {             /* dK, dV: zero where no query sees a key */
+  clattn__bwd_work_groups(&p->cfg, &wg_kv, &wg_q);
+  if (s->seqlen_kv) { /* dK, dV: zero where no query sees a key */
     size_t nkb = (s->seqlen_kv + p->cfg.bkv - 1) / p->cfg.bkv;
     cl_uint nb = (cl_uint)nkb;
     clattn__args a = {p->dkdv, 0, CL_SUCCESS};
