@@ -401,6 +401,11 @@ Test(tunedb, backward_entries_and_overrides) {
   clattn_config odd = {"backward_rows", 3, 8, 1, 1, 0};
   cr_assert_eq(clattn_override_config(ctx, &p, &odd), CLATTN_ERR_INVALID_ARGUMENT);
   cr_assert(strstr(clattn_last_error(ctx), "BQ=3"), "%s", clattn_last_error(ctx));
+  if (!ctx->device.tensor_cores) { /* PoCL without the emulation */
+    clattn_config mma = {"backward_mma", 32, 32, 1, 1, 0};
+    cr_assert_eq(clattn_override_config(ctx, &p, &mma), CLATTN_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(clattn_last_error(ctx), "tensor cores"), "%s", clattn_last_error(ctx));
+  }
   clattn_config big = {"backward_rows", 512, 8, 1, 1, 0};
   cr_assert_eq(clattn_config_check(ctx, &p, &big), CLATTN_ERR_INVALID_ARGUMENT);
   cr_assert(strstr(clattn_last_error(ctx), "powers of two of at most 256"), "%s",
