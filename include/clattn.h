@@ -286,8 +286,8 @@ typedef struct clattn_plan_info {
                          blocks alone would leave compute units idle; 1: no split */
   size_t standard_backward_workspace_bytes; /* the same for the standard path's backward, which
                                                holds P and dS (two matrices per head) at once */
-  clattn_config backward; /* the config clattn_backward's fused kernels would take (before they
-                             are built: a config that turns out not to fit is stepped down) */
+  clattn_config backward;   /* the config clattn_backward's fused kernels would take (before they
+                               are built: a config that turns out not to fit is stepped down) */
   char backward_origin[16]; /* "override", "tuned", "fallback" or "heuristic", as origin */
 } clattn_plan_info;
 
