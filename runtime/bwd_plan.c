@@ -14,8 +14,8 @@ enum { MIN_BLOCK = 4, MAX_BLOCK = 256, MAX_ATTEMPTS = 8, MAX_RANKED = 64 };
 static const char *const names[CLATTN__BWD_VARIANTS] = {"backward_rows", "backward_mma"};
 
 /* cl/backward_mma.cl: local rows of a head dim padded to 16 columns and then to 20 mod 32 floats
- * (QS, GS, KS, VS there); the emulation's scratch per warp (cl/mma.cl's SCRATCH). */
-enum { MMA_MAX_DIM = 128, MMA_SCRATCH = 2 * 128 + 2 * 64 + 32 };
+ * (QS, GS, KS, VS there). */
+enum { MMA_MAX_DIM = 128 };
 static size_t mma_row(unsigned dim) {
   size_t n = (dim + 15) / 16 * 16;
   return n + (20 + 32 - n % 32) % 32;
@@ -36,7 +36,8 @@ int clattn__bwd_variant_of(const char *name) {
 static size_t mma_bytes(const clattn__device *dev, const clattn__class *k, const clattn__config *c,
                         unsigned sb) {
   size_t bytes = (size_t)sb * (mma_row(k->d) + mma_row(k->dv) + 2) * sizeof(float);
-  if (dev->mma_emulated) bytes += (c->bq > c->bkv ? c->bq : c->bkv) / 16 * MMA_SCRATCH * 4;
+  if (dev->mma_emulated)
+    bytes += (c->bq > c->bkv ? c->bq : c->bkv) / 16 * CLATTN__MMA_SCRATCH * sizeof(float);
   return bytes;
 }
 

@@ -43,7 +43,7 @@ int clattn__config_from_public(const clattn_config *in, clattn__config *out, cha
   if (variant < 0) {
     snprintf(why, why_len,
              "unknown kernel variant \"%s\" (known: forward_rows, forward_tiles, "
-             "forward_mma, backward_rows)",
+             "forward_mma, backward_rows, backward_mma)",
              name);
     return 0;
   }

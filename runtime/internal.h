@@ -63,6 +63,9 @@ typedef struct clattn__config {
 } clattn__config;
 
 enum { CLATTN__VARIANTS = 3 };
+/* Floats of local memory per warp that the emulated tensor-core kernels add (cl/mma.cl's
+ * SCRATCH, under CLATTN_MMA_EMULATE); the local-memory models count it. */
+enum { CLATTN__MMA_SCRATCH = 2 * 128 + 2 * 64 + 32 };
 /* "forward_rows", "forward_tiles" or "forward_mma"; and back (-1 when unknown). */
 const char *clattn__variant_name(unsigned variant);
 int clattn__variant_of(const char *name);

@@ -78,10 +78,9 @@ int clattn__config_legal(const clattn__device *dev, const clattn__class *k, cons
     return 0;
   }
   size_t bytes = clattn__config_local_bytes(c, k), wg = clattn__config_work_group(c);
-  /* Emulated, forward_mma also holds SCRATCH floats per warp (cl/mma.cl). */
-  enum { MMA_EMULATION_SCRATCH = 2 * 128 + 2 * 64 + 32 };
+  /* Emulated, forward_mma also holds scratch per warp (cl/mma.cl). */
   if (c->variant == 2 && dev->mma_emulated)
-    bytes += (size_t)c->bq / 16 * MMA_EMULATION_SCRATCH * sizeof(float);
+    bytes += (size_t)c->bq / 16 * CLATTN__MMA_SCRATCH * sizeof(float);
   if (bytes > dev->local_mem) {
     snprintf(why, why_len, "BQ=%u BKV=%u: needs %.1f KiB local memory, device has %.1f KiB", c->bq,
              c->bkv, bytes / 1024.0, dev->local_mem / 1024.0);
