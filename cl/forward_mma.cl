@@ -43,6 +43,12 @@
 #ifndef FLUSH_O
 #define FLUSH_O 4
 #endif
+#ifndef QSPLIT
+#define QSPLIT 0
+#endif
+#ifndef REVERSE
+#define REVERSE 0
+#endif
 
 #define WARPS (BQ / 16)
 #define WG (WARPS * 32)
@@ -130,7 +136,12 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
 #endif
   const uint gq = lane / 4, tq = lane % 4; /* fragment row group and column within it */
   const ulong g = group_base + get_group_id(0);
+#if CAUSAL && REVERSE
+  /* The blocks that see the most keys first, so that the short ones fill the tail. */
+  const uint qb = num_qblocks - 1 - (uint)(g % num_qblocks);
+#else
   const uint qb = (uint)(g % num_qblocks);
+#endif
   /* Work-groups run over query blocks, then key splits (flash-decoding), then heads. */
   const ulong gs = g / num_qblocks;
   const uint split = (uint)(gs % num_splits);
@@ -145,7 +156,11 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
   const ulong vbase = v_off + b * v_sb + (h / group) * v_sh;
 
   /* Q's A fragments: element e is row gq + 8 (e & 1), column tq + 4 (e >> 1) of each k-step. */
+#if QSPLIT
+  float qf[KT][4];
+#else
   uint qh[KT][4], ql[KT][4];
+#endif
 UNROLL
   for (uint kt = 0; kt < KT; kt++)
 UNROLL
@@ -153,7 +168,11 @@ UNROLL
       const uint row = (e & 1) ? row1 : row0, col = kt * 8 + tq + (e >> 1) * 4;
       const float x =
           row < seqlen_q && col < D ? q[qbase + (ulong)row * q_ss + col] * scale_log2 : 0.0f;
+#if QSPLIT
+      qf[kt][e] = x;
+#else
       SPLIT(x, qh[kt][e], ql[kt][e]);
+#endif
     }
 
   uint kv_end = seqlen_kv;
@@ -189,15 +208,28 @@ UNROLL
     if (kv0 + BKV < kv_end) FETCH(kv0 + BKV, min((uint)BKV, kv_end - kv0 - BKV));
 #endif
 
-    /* S = Q K^T: C fragment element e is row gq + 8 (e >> 1), key 2 tq + (e & 1). */
-    float s[NT][4];
+    /* S = Q K^T: C fragment element e is row gq + 8 (e >> 1), key 2 tq + (e & 1). The k-steps
+     * run outermost, so that the NT chains of MMAs are independent and can overlap. */
+    float s[NT][4], t[NT][4];
 UNROLL
-    for (uint nt = 0; nt < NT; nt++) {
-      float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (uint nt = 0; nt < NT; nt++)
 UNROLL
-      for (uint e = 0; e < 4; e++) s[nt][e] = 0.0f;
+      for (uint e = 0; e < 4; e++) s[nt][e] = 0.0f, t[nt][e] = 0.0f;
 UNROLL
-      for (uint kp = 0; kp < KT / 2; kp++) {
+    for (uint kp = 0; kp < KT / 2; kp++) {
+      uint ah[2][4], al[2][4]; /* Q's fragments of k-steps 2 kp and 2 kp + 1 */
+UNROLL
+      for (uint hs = 0; hs < 2; hs++)
+UNROLL
+        for (uint e = 0; e < 4; e++) {
+#if QSPLIT
+          SPLIT(qf[2 * kp + hs][e], ah[hs][e], al[hs][e]);
+#else
+          ah[hs][e] = qh[2 * kp + hs][e], al[hs][e] = ql[2 * kp + hs][e];
+#endif
+        }
+UNROLL
+      for (uint nt = 0; nt < NT; nt++) {
         /* b0, b1 of k-step 2 kp, then of k-step 2 kp + 1 */
         const float4 kb = *(__local const float4 *)(Ks + (nt * 8 + gq) * KS + kp * 16 + 4 * tq);
         uint bh[4], bl[4];
@@ -205,13 +237,13 @@ UNROLL
         SPLIT(kb.s1, bh[1], bl[1]);
         SPLIT(kb.s2, bh[2], bl[2]);
         SPLIT(kb.s3, bh[3], bl[3]);
-UNROLL
-        for (uint hs = 0; hs < 2; hs++) {
-          const uint kt = 2 * kp + hs;
-          MMA3(t, qh[kt], ql[kt], bh[2 * hs], bh[2 * hs + 1], bl[2 * hs], bl[2 * hs + 1]);
-          if ((kt + 1) % FLUSH_S == 0 || kt + 1 == KT) FLUSH(s[nt], t);
-        }
+        MMA3(t[nt], ah[0], al[0], bh[0], bh[1], bl[0], bl[1]);
+        MMA3(t[nt], ah[1], al[1], bh[2], bh[3], bl[2], bl[3]);
       }
+      /* Flushed per pair of k-steps (an odd FLUSH_S rounds up). */
+      if ((kp + 1) % ((FLUSH_S + 1) / 2) == 0 || 2 * kp + 2 == KT)
+UNROLL
+        for (uint nt = 0; nt < NT; nt++) FLUSH(s[nt], t[nt]);
     }
     float mx0 = -INFINITY, mx1 = -INFINITY;
 UNROLL
