@@ -49,6 +49,9 @@
 #ifndef REVERSE
 #define REVERSE 0
 #endif
+#ifndef CROSS
+#define CROSS 0
+#endif
 
 #define WARPS (BQ / 16)
 #define WG (WARPS * 32)
@@ -211,10 +214,18 @@ UNROLL
     /* S = Q K^T: C fragment element e is row gq + 8 (e >> 1), key 2 tq + (e & 1). The k-steps
      * run outermost, so that the NT chains of MMAs are independent and can overlap. */
     float s[NT][4], t[NT][4];
+#if CROSS
+    float u[NT][4]; /* the 3xTF32 split's small terms, chained apart from t */
+#endif
 UNROLL
     for (uint nt = 0; nt < NT; nt++)
 UNROLL
-      for (uint e = 0; e < 4; e++) s[nt][e] = 0.0f, t[nt][e] = 0.0f;
+      for (uint e = 0; e < 4; e++) {
+        s[nt][e] = 0.0f, t[nt][e] = 0.0f;
+#if CROSS
+        u[nt][e] = 0.0f;
+#endif
+      }
 UNROLL
     for (uint kp = 0; kp < KT / 2; kp++) {
       uint ah[2][4], al[2][4]; /* Q's fragments of k-steps 2 kp and 2 kp + 1 */
@@ -237,13 +248,23 @@ UNROLL
         SPLIT(kb.s1, bh[1], bl[1]);
         SPLIT(kb.s2, bh[2], bl[2]);
         SPLIT(kb.s3, bh[3], bl[3]);
+#if CROSS
+        MMA3X(t[nt], u[nt], ah[0], al[0], bh[0], bh[1], bl[0], bl[1]);
+        MMA3X(t[nt], u[nt], ah[1], al[1], bh[2], bh[3], bl[2], bl[3]);
+#else
         MMA3(t[nt], ah[0], al[0], bh[0], bh[1], bl[0], bl[1]);
         MMA3(t[nt], ah[1], al[1], bh[2], bh[3], bl[2], bl[3]);
+#endif
       }
       /* Flushed per pair of k-steps (an odd FLUSH_S rounds up). */
       if ((kp + 1) % ((FLUSH_S + 1) / 2) == 0 || 2 * kp + 2 == KT)
 UNROLL
-        for (uint nt = 0; nt < NT; nt++) FLUSH(s[nt], t[nt]);
+        for (uint nt = 0; nt < NT; nt++) {
+#if CROSS
+          for (uint e = 0; e < 4; e++) t[nt][e] += u[nt][e], u[nt][e] = 0.0f;
+#endif
+          FLUSH(s[nt], t[nt]);
+        }
     }
     float mx0 = -INFINITY, mx1 = -INFINITY;
 UNROLL
