@@ -53,7 +53,7 @@ static void mma3_emu(float *c, float *u, const uint *ah, const uint *al, uint bh
   barrier(CLK_LOCAL_MEM_FENCE);
 }
 #define MMA3(t, ah, al, bh0, bh1, bl0, bl1) mma3_emu(t, 0, ah, al, bh0, bh1, bl0, bl1, scr, lane)
-#define MMA3X(t, u, ah, al, bh0, bh1, bl0, bl1)                                                   \
+#define MMA3X(t, u, ah, al, bh0, bh1, bl0, bl1)                                                    \
   mma3_emu(t, u, ah, al, bh0, bh1, bl0, bl1, scr, lane)
 
 static inline float shfl_xor(float v, uint lanes SCR) {
@@ -106,7 +106,7 @@ static inline float shfl_xor(float v, uint lanes) {
   } while (0)
 /* The same with the small terms in u, a chain of their own: u += a_lo b_hi + a_hi b_lo,
  * t += a_hi b_hi. */
-#define MMA3X(t, u, ah, al, bh0, bh1, bl0, bl1)                                                   \
+#define MMA3X(t, u, ah, al, bh0, bh1, bl0, bl1)                                                    \
   do {                                                                                             \
     MMA(u, al, bh0, bh1);                                                                          \
     MMA(u, ah, bl0, bl1);                                                                          \
