@@ -52,6 +52,9 @@
 #ifndef CROSS
 #define CROSS 0
 #endif
+#ifndef KVSPLIT
+#define KVSPLIT 0
+#endif
 
 #define WARPS (BQ / 16)
 #define WG (WARPS * 32)
@@ -74,7 +77,6 @@
 /* Where logical column c of K and of V sits in its local row. */
 #define KCOL(c) (((c) & ~15u) + 4 * ((c)&3u) + 2 * (((c) >> 3) & 1u) + (((c) >> 2) & 1u))
 #define VCOL(c) (((c) % 8) * VTP + (c) / 8)
-
 
 /* Each work-item's share of a tile's global loads, in VEC-wide pieces. */
 #define KPIECES (BKV * (DP / VEC))
@@ -103,17 +105,30 @@
     }                                                                                              \
   } while (0)
 
+/* With KVSPLIT the tiles are stored split, hi in Ks, Vs and lo in Ks2, Vs2 (the bits of TF32
+ * values), so that each value is split once rather than once per warp. */
+#if KVSPLIT
+#define PUT(hi_, lo_, at_, x_)                                                                     \
+  do {                                                                                             \
+    uint h_, l_;                                                                                   \
+    SPLIT(x_, h_, l_);                                                                             \
+    hi_[at_] = as_float(h_), lo_[at_] = as_float(l_);                                              \
+  } while (0)
+#else
+#define PUT(hi_, lo_, at_, x_) (hi_[at_] = (x_))
+#endif
+
 #define STORE()                                                                                    \
   do {                                                                                             \
     for (uint r_ = 0; r_ < KPER; r_++) {                                                           \
       const uint i_ = lid + r_ * WG, j_ = i_ / (DP / VEC), c_ = (i_ % (DP / VEC)) * VEC;           \
       if (i_ < KPIECES)                                                                            \
-        for (uint e_ = 0; e_ < VEC; e_++) Ks[j_ * KS + KCOL(c_ + e_)] = VGET(kr[r_], e_);          \
+        for (uint e_ = 0; e_ < VEC; e_++) PUT(Ks, Ks2, j_ *KS + KCOL(c_ + e_), VGET(kr[r_], e_));  \
     }                                                                                              \
     for (uint r_ = 0; r_ < VPER; r_++) {                                                           \
       const uint i_ = lid + r_ * WG, j_ = i_ / (DVP / VEC), c_ = (i_ % (DVP / VEC)) * VEC;         \
       if (i_ < VPIECES)                                                                            \
-        for (uint e_ = 0; e_ < VEC; e_++) Vs[j_ * VS + VCOL(c_ + e_)] = VGET(vr[r_], e_);          \
+        for (uint e_ = 0; e_ < VEC; e_++) PUT(Vs, Vs2, j_ *VS + VCOL(c_ + e_), VGET(vr[r_], e_));  \
     }                                                                                              \
   } while (0)
 
@@ -131,6 +146,11 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
   __local float4 Kl[BKV * KS / 4];
   __local float4 Vl[BKV * VS / 4];
   __local float *Ks = (__local float *)Kl, *Vs = (__local float *)Vl;
+#if KVSPLIT
+  __local float4 Kl2[BKV * KS / 4];
+  __local float4 Vl2[BKV * VS / 4];
+  __local float *Ks2 = (__local float *)Kl2, *Vs2 = (__local float *)Vl2;
+#endif
   const uint lid = get_local_id(0);
   const uint warp = lid / 32, lane = lid % 32;
 #ifdef MMA_EMULATE
@@ -242,12 +262,19 @@ UNROLL
 UNROLL
       for (uint nt = 0; nt < NT; nt++) {
         /* b0, b1 of k-step 2 kp, then of k-step 2 kp + 1 */
-        const float4 kb = *(__local const float4 *)(Ks + (nt * 8 + gq) * KS + kp * 16 + 4 * tq);
+        const uint at = (nt * 8 + gq) * KS + kp * 16 + 4 * tq;
+        const float4 kb = *(__local const float4 *)(Ks + at);
         uint bh[4], bl[4];
+#if KVSPLIT
+        const float4 kb2 = *(__local const float4 *)(Ks2 + at);
+        bh[0] = as_uint(kb.s0), bh[1] = as_uint(kb.s1), bh[2] = as_uint(kb.s2), bh[3] = as_uint(kb.s3);
+        bl[0] = as_uint(kb2.s0), bl[1] = as_uint(kb2.s1), bl[2] = as_uint(kb2.s2), bl[3] = as_uint(kb2.s3);
+#else
         SPLIT(kb.s0, bh[0], bl[0]);
         SPLIT(kb.s1, bh[1], bl[1]);
         SPLIT(kb.s2, bh[2], bl[2]);
         SPLIT(kb.s3, bh[3], bl[3]);
+#endif
 #if CROSS
         MMA3X(t[nt], u[nt], ah[0], al[0], bh[0], bh[1], bl[0], bl[1]);
         MMA3X(t[nt], u[nt], ah[1], al[1], bh[2], bh[3], bl[2], bl[3]);
@@ -330,11 +357,26 @@ UNROLL
 #else
         b0[0] = Vs[at], b1[0] = Vs[at + VS];
 #endif
+#if KVSPLIT
+        float c0[VW], c1[VW]; /* the lo parts */
+#if VW == 4
+        const float4 y0 = *(__local const float4 *)(Vs2 + at);
+        const float4 y1 = *(__local const float4 *)(Vs2 + at + VS);
+        c0[0] = y0.s0, c0[1] = y0.s1, c0[2] = y0.s2, c0[3] = y0.s3;
+        c1[0] = y1.s0, c1[1] = y1.s1, c1[2] = y1.s2, c1[3] = y1.s3;
+#else
+        c0[0] = Vs2[at], c1[0] = Vs2[at + VS];
+#endif
+#endif
 UNROLL
         for (uint w = 0; w < VW; w++) {
           uint bh0, bl0, bh1, bl1;
+#if KVSPLIT
+          bh0 = as_uint(b0[w]), bl0 = as_uint(c0[w]), bh1 = as_uint(b1[w]), bl1 = as_uint(c1[w]);
+#else
           SPLIT(b0[w], bh0, bl0);
           SPLIT(b1[w], bh1, bl1);
+#endif
           MMA3(t[w], ph[nt], pl[nt], bh0, bh1, bl0, bl1);
           if ((nt + 1) % FLUSH_O == 0 || nt + 1 == NT) FLUSH(acc[vc * VW + w], t[w]);
         }
