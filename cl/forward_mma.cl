@@ -173,6 +173,12 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
   const ulong b = bh / heads_q;
   const uint q0 = qb * BQ, r0 = q0 + warp * 16;  /* this warp's rows r0 .. r0 + 15 */
   const uint row0 = r0 + gq, row1 = r0 + gq + 8; /* this lane's two rows */
+#ifdef MMA_EMULATE
+#define SKIP_NONE 1 /* every work-item must reach the emulation's barriers */
+#else
+#define SKIP_NONE 0
+#endif
+  const bool live = SKIP_NONE || r0 < seqlen_q; /* the same for the whole warp */
 
   const ulong qbase = q_off + b * q_sb + h * q_sh;
   const ulong kbase = k_off + b * k_sb + (h / group) * k_sh;
@@ -231,154 +237,158 @@ UNROLL
     if (kv0 + BKV < kv_end) FETCH(kv0 + BKV, min((uint)BKV, kv_end - kv0 - BKV));
 #endif
 
-    /* S = Q K^T: C fragment element e is row gq + 8 (e >> 1), key 2 tq + (e & 1). The k-steps
-     * run outermost, so that the NT chains of MMAs are independent and can overlap. */
-    float s[NT][4], t[NT][4];
+    /* A warp with no rows, or whose rows precede every key of the tile (causal), has nothing
+     * to add: it only helps to fill the tiles. */
+    if (live && (!CAUSAL || SKIP_NONE || (long)kv0 <= (long)(r0 + 15) + shift)) {
+      /* S = Q K^T: C fragment element e is row gq + 8 (e >> 1), key 2 tq + (e & 1). The k-steps
+       * run outermost, so that the NT chains of MMAs are independent and can overlap. */
+      float s[NT][4], t[NT][4];
 #if CROSS
-    float u[NT][4]; /* the 3xTF32 split's small terms, chained apart from t */
+      float u[NT][4]; /* the 3xTF32 split's small terms, chained apart from t */
 #endif
 UNROLL
-    for (uint nt = 0; nt < NT; nt++)
-UNROLL
-      for (uint e = 0; e < 4; e++) {
-        s[nt][e] = 0.0f, t[nt][e] = 0.0f;
-#if CROSS
-        u[nt][e] = 0.0f;
-#endif
-      }
-UNROLL
-    for (uint kp = 0; kp < KT / 2; kp++) {
-      uint ah[2][4], al[2][4]; /* Q's fragments of k-steps 2 kp and 2 kp + 1 */
-UNROLL
-      for (uint hs = 0; hs < 2; hs++)
+      for (uint nt = 0; nt < NT; nt++)
 UNROLL
         for (uint e = 0; e < 4; e++) {
-#if QSPLIT
-          SPLIT(qf[2 * kp + hs][e], ah[hs][e], al[hs][e]);
-#else
-          ah[hs][e] = qh[2 * kp + hs][e], al[hs][e] = ql[2 * kp + hs][e];
+          s[nt][e] = 0.0f, t[nt][e] = 0.0f;
+#if CROSS
+          u[nt][e] = 0.0f;
 #endif
         }
 UNROLL
-      for (uint nt = 0; nt < NT; nt++) {
-        /* b0, b1 of k-step 2 kp, then of k-step 2 kp + 1 */
-        const uint at = (nt * 8 + gq) * KS + kp * 16 + 4 * tq;
-        const float4 kb = *(__local const float4 *)(Ks + at);
-        uint bh[4], bl[4];
-#if KVSPLIT
-        const float4 kb2 = *(__local const float4 *)(Ks2 + at);
-        bh[0] = as_uint(kb.s0), bh[1] = as_uint(kb.s1), bh[2] = as_uint(kb.s2), bh[3] = as_uint(kb.s3);
-        bl[0] = as_uint(kb2.s0), bl[1] = as_uint(kb2.s1), bl[2] = as_uint(kb2.s2), bl[3] = as_uint(kb2.s3);
+      for (uint kp = 0; kp < KT / 2; kp++) {
+        uint ah[2][4], al[2][4]; /* Q's fragments of k-steps 2 kp and 2 kp + 1 */
+UNROLL
+        for (uint hs = 0; hs < 2; hs++)
+UNROLL
+          for (uint e = 0; e < 4; e++) {
+#if QSPLIT
+            SPLIT(qf[2 * kp + hs][e], ah[hs][e], al[hs][e]);
 #else
-        SPLIT(kb.s0, bh[0], bl[0]);
-        SPLIT(kb.s1, bh[1], bl[1]);
-        SPLIT(kb.s2, bh[2], bl[2]);
-        SPLIT(kb.s3, bh[3], bl[3]);
+            ah[hs][e] = qh[2 * kp + hs][e], al[hs][e] = ql[2 * kp + hs][e];
 #endif
-#if CROSS
-        MMA3X(t[nt], u[nt], ah[0], al[0], bh[0], bh[1], bl[0], bl[1]);
-        MMA3X(t[nt], u[nt], ah[1], al[1], bh[2], bh[3], bl[2], bl[3]);
-#else
-        MMA3(t[nt], ah[0], al[0], bh[0], bh[1], bl[0], bl[1]);
-        MMA3(t[nt], ah[1], al[1], bh[2], bh[3], bl[2], bl[3]);
-#endif
-      }
-      /* Flushed per pair of k-steps (an odd FLUSH_S rounds up). */
-      if ((kp + 1) % ((FLUSH_S + 1) / 2) == 0 || 2 * kp + 2 == KT)
+          }
 UNROLL
         for (uint nt = 0; nt < NT; nt++) {
+          /* b0, b1 of k-step 2 kp, then of k-step 2 kp + 1 */
+          const uint at = (nt * 8 + gq) * KS + kp * 16 + 4 * tq;
+          const float4 kb = *(__local const float4 *)(Ks + at);
+          uint bh[4], bl[4];
+#if KVSPLIT
+          const float4 kb2 = *(__local const float4 *)(Ks2 + at);
+          bh[0] = as_uint(kb.s0), bh[1] = as_uint(kb.s1), bh[2] = as_uint(kb.s2), bh[3] = as_uint(kb.s3);
+          bl[0] = as_uint(kb2.s0), bl[1] = as_uint(kb2.s1), bl[2] = as_uint(kb2.s2), bl[3] = as_uint(kb2.s3);
+#else
+          SPLIT(kb.s0, bh[0], bl[0]);
+          SPLIT(kb.s1, bh[1], bl[1]);
+          SPLIT(kb.s2, bh[2], bl[2]);
+          SPLIT(kb.s3, bh[3], bl[3]);
+#endif
 #if CROSS
-          for (uint e = 0; e < 4; e++) t[nt][e] += u[nt][e], u[nt][e] = 0.0f;
+          MMA3X(t[nt], u[nt], ah[0], al[0], bh[0], bh[1], bl[0], bl[1]);
+          MMA3X(t[nt], u[nt], ah[1], al[1], bh[2], bh[3], bl[2], bl[3]);
+#else
+          MMA3(t[nt], ah[0], al[0], bh[0], bh[1], bl[0], bl[1]);
+          MMA3(t[nt], ah[1], al[1], bh[2], bh[3], bl[2], bl[3]);
 #endif
-          FLUSH(s[nt], t[nt]);
         }
-    }
-    float mx0 = -INFINITY, mx1 = -INFINITY;
+        /* Flushed per pair of k-steps (an odd FLUSH_S rounds up). */
+        if ((kp + 1) % ((FLUSH_S + 1) / 2) == 0 || 2 * kp + 2 == KT)
 UNROLL
-    for (uint nt = 0; nt < NT; nt++)
+          for (uint nt = 0; nt < NT; nt++) {
+#if CROSS
+            for (uint e = 0; e < 4; e++) t[nt][e] += u[nt][e], u[nt][e] = 0.0f;
+#endif
+            FLUSH(s[nt], t[nt]);
+          }
+      }
+      float mx0 = -INFINITY, mx1 = -INFINITY;
 UNROLL
-      for (uint e = 0; e < 4; e++) {
-        const uint j = nt * 8 + 2 * tq + (e & 1);
-        bool ok = j < nk;
+      for (uint nt = 0; nt < NT; nt++)
+UNROLL
+        for (uint e = 0; e < 4; e++) {
+          const uint j = nt * 8 + 2 * tq + (e & 1);
+          bool ok = j < nk;
 #if CAUSAL
-        ok = ok && (long)(kv0 + j) <= (long)((e >> 1) ? row1 : row0) + shift;
+          ok = ok && (long)(kv0 + j) <= (long)((e >> 1) ? row1 : row0) + shift;
 #endif
-        s[nt][e] = ok ? s[nt][e] : -INFINITY;
-        if (e >> 1)
-          mx1 = fmax(mx1, s[nt][e]);
-        else
-          mx0 = fmax(mx0, s[nt][e]);
+          s[nt][e] = ok ? s[nt][e] : -INFINITY;
+          if (e >> 1)
+            mx1 = fmax(mx1, s[nt][e]);
+          else
+            mx0 = fmax(mx0, s[nt][e]);
+        }
+      const float mn0 = fmax(m0, quad_max(mx0 SCR_ARGS)), mn1 = fmax(m1, quad_max(mx1 SCR_ARGS));
+      /* While a row has seen no key (mn = -inf) nothing changes: never exp2(-inf - -inf). */
+      const float a0 = mn0 == -INFINITY ? 1.0f : exp2(m0 - mn0);
+      const float a1 = mn1 == -INFINITY ? 1.0f : exp2(m1 - mn1);
+      float sum0 = 0.0f, sum1 = 0.0f;
+      /* P as A fragments (s0, s2, s1, s3: the keys permuted), split once for every V tile. */
+      uint ph[NT][4], pl[NT][4];
+UNROLL
+      for (uint nt = 0; nt < NT; nt++)
+UNROLL
+        for (uint e = 0; e < 4; e++) {
+          const float mn = (e >> 1) ? mn1 : mn0;
+          const float p = mn == -INFINITY ? 0.0f : exp2(s[nt][e] - mn);
+          if (e >> 1)
+            sum1 += p;
+          else
+            sum0 += p;
+          const uint a = (e >> 1) | ((e & 1) << 1);
+          SPLIT(p, ph[nt][a], pl[nt][a]);
+        }
+      l0 = l0 * a0 + sum0, l1 = l1 * a1 + sum1;
+      m0 = mn0, m1 = mn1;
+UNROLL
+      for (uint vt = 0; vt < VT; vt++) {
+        acc[vt][0] *= a0, acc[vt][1] *= a0;
+        acc[vt][2] *= a1, acc[vt][3] *= a1;
       }
-    const float mn0 = fmax(m0, quad_max(mx0 SCR_ARGS)), mn1 = fmax(m1, quad_max(mx1 SCR_ARGS));
-    /* While a row has seen no key (mn = -inf) nothing changes: never exp2(-inf - -inf). */
-    const float a0 = mn0 == -INFINITY ? 1.0f : exp2(m0 - mn0);
-    const float a1 = mn1 == -INFINITY ? 1.0f : exp2(m1 - mn1);
-    float sum0 = 0.0f, sum1 = 0.0f;
-    /* P as A fragments (s0, s2, s1, s3: the keys permuted), split once for every V tile. */
-    uint ph[NT][4], pl[NT][4];
-UNROLL
-    for (uint nt = 0; nt < NT; nt++)
-UNROLL
-      for (uint e = 0; e < 4; e++) {
-        const float mn = (e >> 1) ? mn1 : mn0;
-        const float p = mn == -INFINITY ? 0.0f : exp2(s[nt][e] - mn);
-        if (e >> 1)
-          sum1 += p;
-        else
-          sum0 += p;
-        const uint a = (e >> 1) | ((e & 1) << 1);
-        SPLIT(p, ph[nt][a], pl[nt][a]);
-      }
-    l0 = l0 * a0 + sum0, l1 = l1 * a1 + sum1;
-    m0 = mn0, m1 = mn1;
-UNROLL
-    for (uint vt = 0; vt < VT; vt++) {
-      acc[vt][0] *= a0, acc[vt][1] *= a0;
-      acc[vt][2] *= a1, acc[vt][3] *= a1;
-    }
 
-    /* O += P V, VW 8-column tiles at a time; b0, b1 are keys 2 tq and 2 tq + 1 of each step. */
+      /* O += P V, VW 8-column tiles at a time; b0, b1 are keys 2 tq and 2 tq + 1 of each step. */
 UNROLL
-    for (uint vc = 0; vc < VT / VW; vc++) {
-      float t[VW][4];
+      for (uint vc = 0; vc < VT / VW; vc++) {
+        float t[VW][4];
 UNROLL
-      for (uint w = 0; w < VW; w++)
+        for (uint w = 0; w < VW; w++)
 UNROLL
-        for (uint e = 0; e < 4; e++) t[w][e] = 0.0f;
+          for (uint e = 0; e < 4; e++) t[w][e] = 0.0f;
 UNROLL
-      for (uint nt = 0; nt < NT; nt++) {
-        const uint at = (nt * 8 + 2 * tq) * VS + gq * VTP + vc * VW;
-        float b0[VW], b1[VW];
+        for (uint nt = 0; nt < NT; nt++) {
+          const uint at = (nt * 8 + 2 * tq) * VS + gq * VTP + vc * VW;
+          float b0[VW], b1[VW];
 #if VW == 4
-        const float4 x0 = *(__local const float4 *)(Vs + at);
-        const float4 x1 = *(__local const float4 *)(Vs + at + VS);
-        b0[0] = x0.s0, b0[1] = x0.s1, b0[2] = x0.s2, b0[3] = x0.s3;
-        b1[0] = x1.s0, b1[1] = x1.s1, b1[2] = x1.s2, b1[3] = x1.s3;
+          const float4 x0 = *(__local const float4 *)(Vs + at);
+          const float4 x1 = *(__local const float4 *)(Vs + at + VS);
+          b0[0] = x0.s0, b0[1] = x0.s1, b0[2] = x0.s2, b0[3] = x0.s3;
+          b1[0] = x1.s0, b1[1] = x1.s1, b1[2] = x1.s2, b1[3] = x1.s3;
 #else
-        b0[0] = Vs[at], b1[0] = Vs[at + VS];
+          b0[0] = Vs[at], b1[0] = Vs[at + VS];
 #endif
 #if KVSPLIT
-        float c0[VW], c1[VW]; /* the lo parts */
+          float c0[VW], c1[VW]; /* the lo parts */
 #if VW == 4
-        const float4 y0 = *(__local const float4 *)(Vs2 + at);
-        const float4 y1 = *(__local const float4 *)(Vs2 + at + VS);
-        c0[0] = y0.s0, c0[1] = y0.s1, c0[2] = y0.s2, c0[3] = y0.s3;
-        c1[0] = y1.s0, c1[1] = y1.s1, c1[2] = y1.s2, c1[3] = y1.s3;
+          const float4 y0 = *(__local const float4 *)(Vs2 + at);
+          const float4 y1 = *(__local const float4 *)(Vs2 + at + VS);
+          c0[0] = y0.s0, c0[1] = y0.s1, c0[2] = y0.s2, c0[3] = y0.s3;
+          c1[0] = y1.s0, c1[1] = y1.s1, c1[2] = y1.s2, c1[3] = y1.s3;
 #else
-        c0[0] = Vs2[at], c1[0] = Vs2[at + VS];
+          c0[0] = Vs2[at], c1[0] = Vs2[at + VS];
 #endif
 #endif
 UNROLL
-        for (uint w = 0; w < VW; w++) {
-          uint bh0, bl0, bh1, bl1;
+          for (uint w = 0; w < VW; w++) {
+            uint bh0, bl0, bh1, bl1;
 #if KVSPLIT
-          bh0 = as_uint(b0[w]), bl0 = as_uint(c0[w]), bh1 = as_uint(b1[w]), bl1 = as_uint(c1[w]);
+            bh0 = as_uint(b0[w]), bl0 = as_uint(c0[w]), bh1 = as_uint(b1[w]), bl1 = as_uint(c1[w]);
 #else
-          SPLIT(b0[w], bh0, bl0);
-          SPLIT(b1[w], bh1, bl1);
+            SPLIT(b0[w], bh0, bl0);
+            SPLIT(b1[w], bh1, bl1);
 #endif
-          MMA3(t[w], ph[nt], pl[nt], bh0, bh1, bl0, bl1);
-          if ((nt + 1) % FLUSH_O == 0 || nt + 1 == NT) FLUSH(acc[vc * VW + w], t[w]);
+            MMA3(t[w], ph[nt], pl[nt], bh0, bh1, bl0, bl1);
+            if ((nt + 1) % FLUSH_O == 0 || nt + 1 == NT) FLUSH(acc[vc * VW + w], t[w]);
+          }
         }
       }
     }
