@@ -218,7 +218,9 @@ typedef struct clattn_config {
   unsigned block_q;         /* query rows per work-group */
   unsigned block_kv;        /* keys per K/V tile */
   unsigned threads_per_row; /* work-items sharing one query row (forward_tiles: along the keys) */
-  unsigned stage_kv;        /* 1: K/V tiles staged in local memory */
+  unsigned stage_kv;        /* 1: K/V tiles staged in local memory; 2 (forward_mma only): staged
+                               split into their TF32 parts, each value split once per work-group
+                               rather than once per warp, in twice the local memory */
   unsigned pad;             /* floats of padding per local-memory row */
   unsigned rows_per_item;   /* forward_tiles: query rows per work-item; 0 means 1 */
   unsigned vector_width;    /* of the loads that fill the tiles: 1, 2 or 4, dividing both head
@@ -252,7 +254,7 @@ typedef struct clattn_plan_info {
   unsigned threads_per_row;   /* work-items sharing one query row */
   unsigned rows_per_item;     /* forward_tiles: query rows per work-item */
   unsigned vector_width;      /* of the tile loads */
-  unsigned stage_kv;          /* 1: K/V tiles staged in local memory */
+  unsigned stage_kv;          /* 1: K/V tiles staged in local memory; 2: staged split */
   unsigned pad;               /* floats of padding per local-memory row */
   size_t work_group_size;
   size_t local_mem_bytes, local_mem_available;

@@ -48,11 +48,11 @@ int clattn__config_from_public(const clattn_config *in, clattn__config *out, cha
     return 0;
   }
   if (!in->block_q || !in->block_kv || !in->threads_per_row || in->block_q > 4096 ||
-      in->block_kv > 4096 || in->threads_per_row > 1024 || in->stage_kv > 1 || in->pad > 64 ||
+      in->block_kv > 4096 || in->threads_per_row > 1024 || in->stage_kv > 2 || in->pad > 64 ||
       in->rows_per_item > 1024 || in->vector_width > 16) {
     snprintf(why, why_len,
              "config out of range: block_q %u, block_kv %u (1..4096), threads_per_row %u "
-             "(1..1024), stage_kv %u (0/1), pad %u (0..64)",
+             "(1..1024), stage_kv %u (0..2), pad %u (0..64)",
              in->block_q, in->block_kv, in->threads_per_row, in->stage_kv, in->pad);
     return 0;
   }
@@ -61,8 +61,14 @@ int clattn__config_from_public(const clattn_config *in, clattn__config *out, cha
   out->variant = (unsigned)variant;
   out->vec = in->vector_width ? in->vector_width : 1;
   out->rm = variant == 1 && in->rows_per_item ? in->rows_per_item : 1;
-  if (variant >= 1) out->stage = 1; /* forward_tiles and forward_mma always stage K/V */
-  if (variant == 2) out->tpr = 1;   /* a warp per 16 rows; nothing to choose */
+  if (in->stage_kv == 2 && variant != 2) {
+    snprintf(why, why_len,
+             "stage_kv 2 (tiles stored split into TF32 parts) is forward_mma's alone");
+    return 0;
+  }
+  /* forward_tiles and forward_mma always stage K/V; forward_mma may store them split. */
+  if (variant >= 1) out->stage = variant == 2 && in->stage_kv == 2 ? 2 : 1;
+  if (variant == 2) out->tpr = 1; /* a warp per 16 rows; nothing to choose */
   return 1;
 }
 

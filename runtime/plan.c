@@ -17,8 +17,10 @@ void clattn__config_options(const clattn__device *dev, const clattn__class *cls,
                             const clattn__config *c, char *out, size_t len) {
   if (c->variant == 2)
     snprintf(out, len,
-             "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DPAD=%u -DCAUSAL=%u -DVEC=%u%s",
+             "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DPAD=%u -DCAUSAL=%u -DVEC=%u "
+             "-DKVSPLIT=%u%s",
              cls->d, cls->dv, c->bq, c->bkv, c->pad ? 1u : 0u, cls->causal, c->vec ? c->vec : 1,
+             c->stage == 2 ? 1u : 0u,
              dev->mma_emulated ? " -DMMA_EMULATE=1" : "");
   else if (c->variant == 1)
     snprintf(out, len,

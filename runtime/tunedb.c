@@ -158,6 +158,14 @@ static int parse_entry(const cJSON *e, clattn__db_entry *out, char *why, size_t 
   out->cfg.bq = (unsigned)u[5], out->cfg.bkv = (unsigned)u[6], out->cfg.tpr = (unsigned)u[7];
   out->cfg.pad = (unsigned)u[8], out->cfg.variant = (unsigned)variant;
   out->cfg.rm = 1;
+  if (cJSON_GetObjectItemCaseSensitive(cfg, "split_kv")) { /* forward_mma: stage_kv 2 */
+    unsigned split;
+    if (!get_bool(cfg, "split_kv", &split) || (split && (variant != 2 || out->cls.backward))) {
+      snprintf(why, why_len, "an entry's config has a bad split_kv (forward_mma's alone)");
+      return 0;
+    }
+    if (split) out->cfg.stage = 2;
+  }
   if (cJSON_GetObjectItemCaseSensitive(cfg, "rows_per_item")) {
     if (!get_uint(cfg, "rows_per_item", 1024, &u[9]) || !is_pow2_in(u[9], 1, 1024)) {
       snprintf(why, why_len, "an entry's config has a bad rows_per_item");
@@ -294,6 +302,7 @@ static cJSON *entry_json(const clattn__db_entry *e) {
   cJSON_AddNumberToObject(g, "block_kv", e->cfg.bkv);
   cJSON_AddNumberToObject(g, "threads_per_row", e->cfg.tpr ? e->cfg.tpr : 1);
   cJSON_AddBoolToObject(g, "stage_kv", e->cfg.stage);
+  if (e->cfg.stage == 2) cJSON_AddBoolToObject(g, "split_kv", 1);
   cJSON_AddNumberToObject(g, "pad", e->cfg.pad);
   cJSON_AddNumberToObject(g, "rows_per_item", e->cfg.rm ? e->cfg.rm : 1);
   cJSON_AddNumberToObject(g, "vector_width", e->cfg.vec ? e->cfg.vec : 1);

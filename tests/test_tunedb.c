@@ -273,6 +273,52 @@ Test(tunedb, overrides) {
   clattn_context_destroy(ctx);
 }
 
+/* forward_mma's tiles stored split (stage_kv 2, "split_kv" in the file) survive a round trip;
+ * on any other kernel they are refused, in an override and in the file. */
+Test(tunedb, split_kv) {
+  clattn_context *ctx = context_with_db();
+  clattn__db_entry e[2] = {entry_for(ctx), entry_for(ctx)};
+  e[0].cfg.variant = 2, e[0].cfg.stage = 2, e[0].cfg.bq = 64, e[0].cfg.bkv = 32;
+  e[0].cfg.tpr = 1;
+  e[1].cls.causal = 1; /* forward_rows, stage 1 */
+  save(e, 2);
+  clattn__db db = {0};
+  size_t skipped;
+  char why[256];
+  cr_assert_eq(clattn__db_load(db_path, &db, &skipped, why, sizeof why), CLATTN_OK, "%s", why);
+  cr_assert_eq(db.count, 2);
+  for (size_t i = 0; i < 2; i++)
+    cr_assert_eq(memcmp(&db.entries[i].cfg, &e[i].cfg, sizeof e[i].cfg), 0, "entry %zu", i);
+  clattn__db_free(&db);
+  /* split_kv on forward_rows: the entry is skipped. */
+  FILE *f = fopen(db_path, "rb");
+  char buf[8192];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char *at = strstr(buf, "\"split_kv\"");
+  cr_assert_not_null(at, "%s", buf);
+  char *rows = strstr(buf, "\"kernel\":\t\"forward_rows\"");
+  cr_assert_not_null(rows, "%s", buf);
+  char text[9000];
+  snprintf(text, sizeof text, "%.*s\"split_kv\": true, %s", (int)(rows - buf), buf, rows);
+  remove(db_path);
+  FILE *w = fopen(db_path, "wb");
+  fputs(text, w);
+  fclose(w);
+  cr_assert_eq(clattn__db_load(db_path, &db, &skipped, why, sizeof why), CLATTN_OK, "%s", why);
+  cr_assert_eq(db.count, 1);
+  cr_assert_eq(skipped, 1);
+  cr_assert_eq(db.entries[0].cfg.stage, 2);
+  clattn__db_free(&db);
+  clattn_problem p = problem();
+  clattn_config cfg = {"forward_rows", 4, 8, 2, 2, 0};
+  cr_assert_eq(clattn_override_config(ctx, &p, &cfg), CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(ctx), "forward_mma's alone"), "%s", clattn_last_error(ctx));
+  test_context_still_works(ctx);
+  clattn_context_destroy(ctx);
+}
+
 /* With no database entry, PoCL's CPU device gets the built-in defaults measured here. */
 Test(tunedb, built_in_defaults_on_pocl) {
   clattn_context *ctx = context_with_db();
