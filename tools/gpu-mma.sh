@@ -6,7 +6,8 @@
 # shapes (tools/gpu-shapes.txt), and timings beside the built-in default and PyTorch SDPA in the
 # same call, at batch 16384/N, heads 2048/d.
 # Usage: tools/gpu-mma.sh DIR (from tools/gpu-pack.sh); env COMBOS, NS (4096), CHECKED (the
-# number of combos, from the first, run over the shape list; all by default). Writes to $OUT.
+# number of combos, from the first, run over the shape list; all by default), NO_TORCH (set: no
+# PyTorch timings). Writes to $OUT.
 set -uo pipefail
 source "$(dirname "$0")/gpu-env.sh" "${1:-.gpu}"
 combos=${COMBOS:-forward_mma/128/32/1/1/1/4}
@@ -63,5 +64,5 @@ for d in 64 128; do for nn in $ns; do for c in 0 1; do
     tr '\n' ' ')" >>"$out/timing.txt"
 done; done; done
 rm -f "$out/run.tmp"
-timeout 200 python3 "$dir/torch_sdpa.py" --dtype float32 --d 64,128 --n "${ns// /,}" \
+[ -n "${NO_TORCH:-}" ] || timeout 200 python3 "$dir/torch_sdpa.py" --dtype float32 --d 64,128 --n "${ns// /,}" \
   --causal 0,1 >"$out/torch.txt" 2>&1
