@@ -33,8 +33,8 @@ static const builtin table[] = {
      * 128 spill registers in it and keep the heuristic's portable configs. */
     {"NVIDIA CUDA", "H200", GPU, 64, 64, 0, 4096, {128, 32, 1, 2, 1, 2, 1, 4}},
     {"NVIDIA CUDA", "H200", GPU, 64, 64, 1, 4096, {128, 32, 1, 2, 1, 2, 1, 4}},
-    {"NVIDIA CUDA", "H200", GPU, 128, 128, 0, 4096, {128, 32, 1, 1, 1, 2, 1, 4}},
-    {"NVIDIA CUDA", "H200", GPU, 128, 128, 1, 4096, {128, 32, 1, 1, 1, 2, 1, 4}},
+    {"NVIDIA CUDA", "H200", GPU, 128, 128, 0, 4096, {128, 16, 1, 2, 1, 2, 1, 4}},
+    {"NVIDIA CUDA", "H200", GPU, 128, 128, 1, 4096, {128, 16, 1, 2, 1, 2, 1, 4}},
     {NULL, NULL, 0, 0, 0, 0, 0, {0}}, /* end */
 };
 

@@ -32,9 +32,10 @@ static void run(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d
   clattn_problem p = {b, hq, hkv, nq, nkv, d, dv, CLATTN_F32, 0.0f, flags, ALGORITHM};
 #ifdef TEST_MMA
   /* 64 rows (4 warps), 32 keys, padded rows: every fragment and layout path of the kernel. */
-  clattn_config mma = test_mma_config(64, 32);
-  /* K/V stored split at head dims up to 64, as the H200's defaults there; fp32 tiles above. */
-  mma.stage_kv = d <= 64 ? 2 : 1;
+  /* As the H200's defaults: K/V stored split, in 32-key tiles up to d = 64 and 16-key tiles up
+   * to 128 (NT = 2); larger head dims keep fp32 tiles, the other staging path. */
+  clattn_config mma = test_mma_config(64, d > 64 && d <= 128 ? 16 : 32);
+  mma.stage_kv = d <= 128 ? 2 : 1;
   test_forward_shape(&p, bhsd, offset, lse, &mma);
 #else
   test_forward_shape(&p, bhsd, offset, lse, NULL);
