@@ -30,9 +30,13 @@
  * Parameters (-D): D, DV head dims; BQ query rows per work-group (16 per warp); BKV keys per
  * tile (a multiple of 8); PAD (nonzero: pad the local rows as above); CAUSAL; VEC, the width of
  * the global loads that fill the tiles; FLUSH_S, FLUSH_O as above; PREFETCH (1: the next tile's
- * global loads are issued before this tile's MMAs, into registers). The split arguments are
- * forward.cl's (keys cut into ranges merged by runtime/split.c). runtime/tiling.c mirrors
- * the local-memory formula; keep the two in step. */
+ * global loads are issued before this tile's MMAs, into registers); KVSPLIT (from the host's
+ * stage_kv 2: the tiles stored split, see PUT); and knobs off by default, kept for
+ * experiments: QSPLIT (Q held as fp32 and split per tile, not as its two parts) and CROSS (the
+ * split's small terms chained apart), both slower on the H200, and REVERSE (causal blocks
+ * longest first), not measured alone there. The split arguments are forward.cl's (keys cut into
+ * ranges merged by runtime/split.c). runtime/tiling.c mirrors the local-memory formula; keep the
+ * two in step. */
 
 /* Defaults from timings on the H200 (docs/BENCHMARKS.md): longer chains are faster, and the
  * prefetch pays where its registers are few (16 floats at d = 64 with 256 work-items, BKV = 32);
