@@ -170,8 +170,16 @@ Test(tiling, mma_needs_tensor_cores) {
   size_t i = 0;
   while (i < n && all[i].variant != 2) i++;
   cr_assert_lt(i, n, "forward_mma is not in the ranking");
+  cr_assert_eq(all[i].stage, 2, "tiles stored split rank first where they fit");
   cr_assert_eq(clattn__config_local_bytes(&all[i], &odd),
-               (size_t)all[i].bkv * (all[i].pad ? 80 + 100 : 64 + 64) * 4);
+               (size_t)all[i].bkv * (all[i].pad ? 80 + 100 : 64 + 64) * 4 * 2);
+  /* Split, K and V take twice the local memory: 32-key tiles at d = 128 no longer fit. */
+  c.bq = 64, c.stage = 2;
+  cr_assert_eq(clattn__config_local_bytes(&c, &k), 2 * 32 * (144 + 164) * 4);
+  cr_assert_not(clattn__config_legal(&dev, &k, &c, why, sizeof why));
+  cr_assert(strstr(why, "local memory"), "%s", why);
+  c.bkv = 16;
+  cr_assert(clattn__config_legal(&dev, &k, &c, why, sizeof why), "%s", why);
 }
 
 /* A problem too small to fill the device's compute units gets finer query blocks of the same
