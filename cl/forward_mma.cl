@@ -34,7 +34,9 @@
  * stage_kv 2: the tiles stored split, see PUT); and knobs off by default, kept for
  * experiments: QSPLIT (Q held as fp32 and split per tile, not as its two parts) and CROSS (the
  * split's small terms chained apart), both slower on the H200, and REVERSE (causal blocks
- * longest first), not measured alone there. The split arguments are forward.cl's (keys cut into
+ * longest first), not measured alone there; KOUTER (1, the default: S's k-steps outermost; 0:
+ * its key tiles, as before commit 08c6591) and VW (1: V read one value at a time, fewer
+ * registers), for d = 128. The split arguments are forward.cl's (keys cut into
  * ranges merged by runtime/split.c). runtime/tiling.c mirrors the local-memory formula; keep the
  * two in step. */
 
@@ -59,15 +61,23 @@
 #ifndef KVSPLIT
 #define KVSPLIT 0
 #endif
+#ifndef KOUTER
+#define KOUTER 1
+#endif
 
 #define WARPS (BQ / 16)
 #define WG (WARPS * 32)
 #define DP ((D + 15) / 16 * 16) /* head dim of S padded to two k-steps of 8 */
 #define DVP ((DV + 7) / 8 * 8)
-#define KT (DP / 8)         /* k-steps of S = Q K^T */
-#define NT (BKV / 8)        /* 8-key tiles of S; k-steps of P V */
-#define VT (DVP / 8)        /* 8-column tiles of O */
-#define VW (VT % 4 ? 1 : 4) /* 8-column tiles per V read */
+#define KT (DP / 8)  /* k-steps of S = Q K^T */
+#define NT (BKV / 8) /* 8-key tiles of S; k-steps of P V */
+#define VT (DVP / 8) /* 8-column tiles of O */
+#ifndef VW           /* 8-column tiles per V read: 4 (one 16-byte read) or 1, fewer registers */
+#define VW (VT % 4 ? 1 : 4)
+#endif
+#if VW != 1 && (VW != 4 || VT % 4)
+#error "VW must be 1, or 4 when the 8-column tiles of O are a multiple of 4"
+#endif
 #if PAD
 #define KS (DP % 32 ? DP : DP + 16)     /* rows gq, gq + 1 in opposite bank halves */
 #define VTP (VT % 8 == 0 ? VT + 4 : VT) /* VTP = 4 mod 8 when VT % 4 == 0 */
@@ -244,8 +254,9 @@ UNROLL
     /* A warp with no rows, or whose rows precede every key of the tile (causal), has nothing
      * to add: it only helps to fill the tiles. */
     if (live && (!CAUSAL || SKIP_NONE || (long)kv0 <= (long)(r0 + 15) + shift)) {
-      /* S = Q K^T: C fragment element e is row gq + 8 (e >> 1), key 2 tq + (e & 1). The k-steps
-       * run outermost, so that the NT chains of MMAs are independent and can overlap. */
+      /* S = Q K^T: C fragment element e is row gq + 8 (e >> 1), key 2 tq + (e & 1). With KOUTER
+       * the k-steps run outermost, so that the NT chains of MMAs are independent and can
+       * overlap; else the key tiles, one chain at a time. */
       float s[NT][4], t[NT][4];
 #if CROSS
       float u[NT][4]; /* the 3xTF32 split's small terms, chained apart from t */
@@ -259,53 +270,75 @@ UNROLL
           u[nt][e] = 0.0f;
 #endif
         }
+/* Q's fragments of k-steps 2 kp_ and 2 kp_ + 1 */
+#if QSPLIT
+#define QFRAG(kp_)                                                                                 \
+  uint ah[2][4], al[2][4];                                                                         \
+  UNROLL for (uint hs = 0; hs < 2; hs++) UNROLL for (uint e = 0; e < 4; e++) SPLIT(qf[2 * (kp_) + hs][e], ah[hs][e], al[hs][e])
+#else
+#define QFRAG(kp_)                                                                                 \
+  uint ah[2][4], al[2][4];                                                                         \
+  UNROLL for (uint hs = 0; hs < 2; hs++) UNROLL for (uint e = 0; e < 4; e++) ah[hs][e] = qh[2 * (kp_) + hs][e], al[hs][e] = ql[2 * (kp_) + hs][e]
+#endif
+/* K's b0, b1 of k-step 2 kp_, then of k-step 2 kp_ + 1, for key tile nt_: two k-steps of t */
+#if KVSPLIT
+#define KFRAG(nt_, kp_)                                                                            \
+  const uint at = ((nt_) * 8 + gq) * KS + (kp_) * 16 + 4 * tq;                                     \
+  const uint4 bh = as_uint4(*(__local const float4 *)(Ks + at));                                   \
+  const uint4 bl = as_uint4(*(__local const float4 *)(Ks2 + at))
+#else
+#define KFRAG(nt_, kp_)                                                                            \
+  const uint at = ((nt_) * 8 + gq) * KS + (kp_) * 16 + 4 * tq;                                     \
+  const float4 kb = *(__local const float4 *)(Ks + at);                                            \
+  uint4 bh, bl;                                                                                    \
+  SPLIT(kb.s0, bh.s0, bl.s0);                                                                      \
+  SPLIT(kb.s1, bh.s1, bl.s1);                                                                      \
+  SPLIT(kb.s2, bh.s2, bl.s2);                                                                      \
+  SPLIT(kb.s3, bh.s3, bl.s3)
+#endif
+#if CROSS
+#define KMMA(nt_)                                                                                  \
+  MMA3X(t[nt_], u[nt_], ah[0], al[0], bh.s0, bh.s1, bl.s0, bl.s1);                                 \
+  MMA3X(t[nt_], u[nt_], ah[1], al[1], bh.s2, bh.s3, bl.s2, bl.s3)
+#define FLUSHS(nt_)                                                                                \
+  for (uint e = 0; e < 4; e++) t[nt_][e] += u[nt_][e], u[nt_][e] = 0.0f;                           \
+  FLUSH(s[nt_], t[nt_])
+#else
+#define KMMA(nt_)                                                                                  \
+  MMA3(t[nt_], ah[0], al[0], bh.s0, bh.s1, bl.s0, bl.s1);                                          \
+  MMA3(t[nt_], ah[1], al[1], bh.s2, bh.s3, bl.s2, bl.s3)
+#define FLUSHS(nt_) FLUSH(s[nt_], t[nt_])
+#endif
+/* Flushed per pair of k-steps (an odd FLUSH_S rounds up). */
+#define FLUSH_AFTER(kp_) (((kp_) + 1) % ((FLUSH_S + 1) / 2) == 0 || 2 * (kp_) + 2 == KT)
+#if KOUTER
 UNROLL
       for (uint kp = 0; kp < KT / 2; kp++) {
-        uint ah[2][4], al[2][4]; /* Q's fragments of k-steps 2 kp and 2 kp + 1 */
-UNROLL
-        for (uint hs = 0; hs < 2; hs++)
-UNROLL
-          for (uint e = 0; e < 4; e++) {
-#if QSPLIT
-            SPLIT(qf[2 * kp + hs][e], ah[hs][e], al[hs][e]);
-#else
-            ah[hs][e] = qh[2 * kp + hs][e], al[hs][e] = ql[2 * kp + hs][e];
-#endif
-          }
+        QFRAG(kp);
 UNROLL
         for (uint nt = 0; nt < NT; nt++) {
-          /* b0, b1 of k-step 2 kp, then of k-step 2 kp + 1 */
-          const uint at = (nt * 8 + gq) * KS + kp * 16 + 4 * tq;
-          const float4 kb = *(__local const float4 *)(Ks + at);
-          uint bh[4], bl[4];
-#if KVSPLIT
-          const float4 kb2 = *(__local const float4 *)(Ks2 + at);
-          bh[0] = as_uint(kb.s0), bh[1] = as_uint(kb.s1), bh[2] = as_uint(kb.s2), bh[3] = as_uint(kb.s3);
-          bl[0] = as_uint(kb2.s0), bl[1] = as_uint(kb2.s1), bl[2] = as_uint(kb2.s2), bl[3] = as_uint(kb2.s3);
-#else
-          SPLIT(kb.s0, bh[0], bl[0]);
-          SPLIT(kb.s1, bh[1], bl[1]);
-          SPLIT(kb.s2, bh[2], bl[2]);
-          SPLIT(kb.s3, bh[3], bl[3]);
-#endif
-#if CROSS
-          MMA3X(t[nt], u[nt], ah[0], al[0], bh[0], bh[1], bl[0], bl[1]);
-          MMA3X(t[nt], u[nt], ah[1], al[1], bh[2], bh[3], bl[2], bl[3]);
-#else
-          MMA3(t[nt], ah[0], al[0], bh[0], bh[1], bl[0], bl[1]);
-          MMA3(t[nt], ah[1], al[1], bh[2], bh[3], bl[2], bl[3]);
-#endif
+          KFRAG(nt, kp);
+          KMMA(nt);
         }
-        /* Flushed per pair of k-steps (an odd FLUSH_S rounds up). */
-        if ((kp + 1) % ((FLUSH_S + 1) / 2) == 0 || 2 * kp + 2 == KT)
+        if (FLUSH_AFTER(kp))
 UNROLL
           for (uint nt = 0; nt < NT; nt++) {
-#if CROSS
-            for (uint e = 0; e < 4; e++) t[nt][e] += u[nt][e], u[nt][e] = 0.0f;
-#endif
-            FLUSH(s[nt], t[nt]);
+            FLUSHS(nt);
           }
       }
+#else
+UNROLL
+      for (uint nt = 0; nt < NT; nt++)
+UNROLL
+        for (uint kp = 0; kp < KT / 2; kp++) {
+          QFRAG(kp);
+          KFRAG(nt, kp);
+          KMMA(nt);
+          if (FLUSH_AFTER(kp)) {
+            FLUSHS(nt);
+          }
+        }
+#endif
       float mx0 = -INFINITY, mx1 = -INFINITY;
 UNROLL
       for (uint nt = 0; nt < NT; nt++)
