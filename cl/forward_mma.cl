@@ -31,11 +31,13 @@
  * tile (a multiple of 8); PAD (nonzero: pad the local rows as above); CAUSAL; VEC, the width of
  * the global loads that fill the tiles; FLUSH_S, FLUSH_O as above; PREFETCH (1: the next tile's
  * global loads are issued before this tile's MMAs, into registers); KVSPLIT (from the host's
- * stage_kv 2: the tiles stored split, see PUT); and knobs off by default, kept for
- * experiments: QSPLIT (Q held as fp32 and split per tile, not as its two parts) and CROSS (the
- * split's small terms chained apart), both slower on the H200, and REVERSE (causal blocks
- * longest first), not measured alone there; KOUTER (1, the default: S's k-steps outermost; 0:
- * its key tiles, as before commit 08c6591) and VW (1: V read one value at a time, fewer
+ * stage_kv 2: the tiles stored split, see PUT); PAIR (from the host's threads_per_row: 2 puts
+ * two warps on each 16 rows, each holding half of Q's and O's head dims, for fewer registers
+ * per warp at the price of adding the partial scores through local memory); and knobs off by
+ * default, kept for experiments: QSPLIT (Q held as fp32 and split per tile, not as its two parts)
+ * and CROSS (the split's small terms chained apart), both slower on the H200, and REVERSE (causal
+ * blocks longest first), not measured alone there; KOUTER (1, the default: S's k-steps outermost;
+ * 0: its key tiles, as before commit 08c6591) and VW (1: V read one value at a time, fewer
  * registers), for d = 128. The split arguments are forward.cl's (keys cut into
  * ranges merged by runtime/split.c). runtime/tiling.c mirrors the local-memory formula; keep the
  * two in step. */
@@ -65,17 +67,22 @@
 #define KOUTER 1
 #endif
 
-#define WARPS (BQ / 16)
+#ifndef PAIR
+#define PAIR 1
+#endif
+#define WARPS (BQ / 16 * PAIR)
 #define WG (WARPS * 32)
 #define DP ((D + 15) / 16 * 16) /* head dim of S padded to two k-steps of 8 */
 #define DVP ((DV + 7) / 8 * 8)
-#define KT (DP / 8)  /* k-steps of S = Q K^T */
-#define NT (BKV / 8) /* 8-key tiles of S; k-steps of P V */
-#define VT (DVP / 8) /* 8-column tiles of O */
-#ifndef VW           /* 8-column tiles per V read: 4 (one 16-byte read) or 1, fewer registers */
-#define VW (VT % 4 ? 1 : 4)
+#define KT (DP / 8)     /* k-steps of S = Q K^T */
+#define NT (BKV / 8)    /* 8-key tiles of S; k-steps of P V */
+#define VT (DVP / 8)    /* 8-column tiles of O */
+#define KTH (KT / PAIR) /* k-steps of this warp's share of S */
+#define VTH (VT / PAIR) /* 8-column tiles of O this warp owns */
+#ifndef VW              /* 8-column tiles per V read: 4 (one 16-byte read) or 1, fewer registers */
+#define VW (VTH % 4 ? 1 : 4)
 #endif
-#if VW != 1 && (VW != 4 || VT % 4)
+#if VW != 1 && (VW != 4 || VTH % 4)
 #error "VW must be 1, or 4 when the 8-column tiles of O are a multiple of 4"
 #endif
 #if PAD
@@ -167,6 +174,13 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
 #endif
   const uint lid = get_local_id(0);
   const uint warp = lid / 32, lane = lid % 32;
+  /* With PAIR 2 two warps share 16 rows, each with half of the head dims: warp `share` takes
+   * k-steps share * KTH.. of S and 8-column tiles share * VTH.. of O, and the pair adds its
+   * partial scores through Xs. */
+  const uint share = warp % PAIR;
+#if PAIR > 1
+  __local float Xs[WARPS * NT * 4 * 32];
+#endif
 #ifdef MMA_EMULATE
   __local float scratch[WARPS * SCRATCH];
   __local float *scr = scratch + warp * SCRATCH;
@@ -185,7 +199,7 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
   const ulong bh = gs / num_splits;
   const uint h = (uint)(bh % heads_q);
   const ulong b = bh / heads_q;
-  const uint q0 = qb * BQ, r0 = q0 + warp * 16;  /* this warp's rows r0 .. r0 + 15 */
+  const uint q0 = qb * BQ, r0 = q0 + warp / PAIR * 16; /* this warp's rows r0 .. r0 + 15 */
   const uint row0 = r0 + gq, row1 = r0 + gq + 8; /* this lane's two rows */
 #ifdef MMA_EMULATE
 #define SKIP_NONE 1 /* every work-item must reach the emulation's barriers */
@@ -200,15 +214,15 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
 
   /* Q's A fragments: element e is row gq + 8 (e & 1), column tq + 4 (e >> 1) of each k-step. */
 #if QSPLIT
-  float qf[KT][4];
+  float qf[KTH][4];
 #else
-  uint qh[KT][4], ql[KT][4];
+  uint qh[KTH][4], ql[KTH][4];
 #endif
 UNROLL
-  for (uint kt = 0; kt < KT; kt++)
+  for (uint kt = 0; kt < KTH; kt++)
 UNROLL
     for (uint e = 0; e < 4; e++) {
-      const uint row = (e & 1) ? row1 : row0, col = kt * 8 + tq + (e >> 1) * 4;
+      const uint row = (e & 1) ? row1 : row0, col = (share * KTH + kt) * 8 + tq + (e >> 1) * 4;
       const float x =
           row < seqlen_q && col < D ? q[qbase + (ulong)row * q_ss + col] * scale_log2 : 0.0f;
 #if QSPLIT
@@ -229,9 +243,9 @@ UNROLL
   kv_end = min(kv_end, kv_lo + kv_per_split);
 
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; /* l: this lane's partial sums */
-  float acc[VT][4];
+  float acc[VTH][4];
 UNROLL
-  for (uint vt = 0; vt < VT; vt++)
+  for (uint vt = 0; vt < VTH; vt++)
 UNROLL
     for (uint e = 0; e < 4; e++) acc[vt][e] = 0.0f;
 
@@ -253,11 +267,13 @@ UNROLL
 
     /* A warp with no rows, or whose rows precede every key of the tile (causal), has nothing
      * to add: it only helps to fill the tiles. */
-    if (live && (!CAUSAL || SKIP_NONE || (long)kv0 <= (long)(r0 + 15) + shift)) {
+    const bool act = live && (!CAUSAL || SKIP_NONE || (long)kv0 <= (long)(r0 + 15) + shift);
+    float s[NT][4];
+    if (act) {
       /* S = Q K^T: C fragment element e is row gq + 8 (e >> 1), key 2 tq + (e & 1). With KOUTER
        * the k-steps run outermost, so that the NT chains of MMAs are independent and can
        * overlap; else the key tiles, one chain at a time. */
-      float s[NT][4], t[NT][4];
+      float t[NT][4];
 #if CROSS
       float u[NT][4]; /* the 3xTF32 split's small terms, chained apart from t */
 #endif
@@ -283,12 +299,12 @@ UNROLL
 /* K's b0, b1 of k-step 2 kp_, then of k-step 2 kp_ + 1, for key tile nt_: two k-steps of t */
 #if KVSPLIT
 #define KFRAG(nt_, kp_)                                                                            \
-  const uint at = ((nt_) * 8 + gq) * KS + (kp_) * 16 + 4 * tq;                                     \
+  const uint at = ((nt_) * 8 + gq) * KS + ((kp_) + share * KTH / 2) * 16 + 4 * tq;                  \
   const uint4 bh = as_uint4(*(__local const float4 *)(Ks + at));                                   \
   const uint4 bl = as_uint4(*(__local const float4 *)(Ks2 + at))
 #else
 #define KFRAG(nt_, kp_)                                                                            \
-  const uint at = ((nt_) * 8 + gq) * KS + (kp_) * 16 + 4 * tq;                                     \
+  const uint at = ((nt_) * 8 + gq) * KS + ((kp_) + share * KTH / 2) * 16 + 4 * tq;                  \
   const float4 kb = *(__local const float4 *)(Ks + at);                                            \
   uint4 bh, bl;                                                                                    \
   SPLIT(kb.s0, bh.s0, bl.s0);                                                                      \
@@ -310,10 +326,10 @@ UNROLL
 #define FLUSHS(nt_) FLUSH(s[nt_], t[nt_])
 #endif
 /* Flushed per pair of k-steps (an odd FLUSH_S rounds up). */
-#define FLUSH_AFTER(kp_) (((kp_) + 1) % ((FLUSH_S + 1) / 2) == 0 || 2 * (kp_) + 2 == KT)
+#define FLUSH_AFTER(kp_) (((kp_) + 1) % ((FLUSH_S + 1) / 2) == 0 || 2 * (kp_) + 2 == KTH)
 #if KOUTER
 UNROLL
-      for (uint kp = 0; kp < KT / 2; kp++) {
+      for (uint kp = 0; kp < KTH / 2; kp++) {
         QFRAG(kp);
 UNROLL
         for (uint nt = 0; nt < NT; nt++) {
@@ -330,7 +346,7 @@ UNROLL
 UNROLL
       for (uint nt = 0; nt < NT; nt++)
 UNROLL
-        for (uint kp = 0; kp < KT / 2; kp++) {
+        for (uint kp = 0; kp < KTH / 2; kp++) {
           QFRAG(kp);
           KFRAG(nt, kp);
           KMMA(nt);
@@ -339,6 +355,22 @@ UNROLL
           }
         }
 #endif
+    }
+#if PAIR > 1
+    /* The pair's partial scores: both warps add the same two, so both hold the same S. */
+    if (act)
+UNROLL
+      for (uint nt = 0; nt < NT; nt++)
+UNROLL
+        for (uint e = 0; e < 4; e++) Xs[((warp * NT + nt) * 4 + e) * 32 + lane] = s[nt][e];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (act)
+UNROLL
+      for (uint nt = 0; nt < NT; nt++)
+UNROLL
+        for (uint e = 0; e < 4; e++) s[nt][e] += Xs[(((warp ^ 1) * NT + nt) * 4 + e) * 32 + lane];
+#endif
+    if (act) {
       float mx0 = -INFINITY, mx1 = -INFINITY;
 UNROLL
       for (uint nt = 0; nt < NT; nt++)
@@ -378,14 +410,14 @@ UNROLL
       l0 = l0 * a0 + sum0, l1 = l1 * a1 + sum1;
       m0 = mn0, m1 = mn1;
 UNROLL
-      for (uint vt = 0; vt < VT; vt++) {
+      for (uint vt = 0; vt < VTH; vt++) {
         acc[vt][0] *= a0, acc[vt][1] *= a0;
         acc[vt][2] *= a1, acc[vt][3] *= a1;
       }
 
       /* O += P V, VW 8-column tiles at a time; b0, b1 are keys 2 tq and 2 tq + 1 of each step. */
 UNROLL
-      for (uint vc = 0; vc < VT / VW; vc++) {
+      for (uint vc = 0; vc < VTH / VW; vc++) {
         float t[VW][4];
 UNROLL
         for (uint w = 0; w < VW; w++)
@@ -393,7 +425,7 @@ UNROLL
           for (uint e = 0; e < 4; e++) t[w][e] = 0.0f;
 UNROLL
         for (uint nt = 0; nt < NT; nt++) {
-          const uint at = (nt * 8 + 2 * tq) * VS + gq * VTP + vc * VW;
+          const uint at = (nt * 8 + 2 * tq) * VS + gq * VTP + share * VTH + vc * VW;
           float b0[VW], b1[VW];
 #if VW == 4
           const float4 x0 = *(__local const float4 *)(Vs + at);
@@ -441,12 +473,12 @@ UNROLL
     if (row >= seqlen_q) continue;
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
 UNROLL
-    for (uint vt = 0; vt < VT; vt++) {
-      const uint c = vt * 8 + 2 * tq;
+    for (uint vt = 0; vt < VTH; vt++) {
+      const uint c = (share * VTH + vt) * 8 + 2 * tq;
       if (c < DV) o[obase + (ulong)row * o_ss + c] = acc[vt][2 * hr] * inv;
       if (c + 1 < DV) o[obase + (ulong)row * o_ss + c + 1] = acc[vt][2 * hr + 1] * inv;
     }
-    if (write_lse && tq == 0)
+    if (write_lse && tq == 0 && share == 0)
       lse[lse_off + split * lse_split + (b * heads_q + h) * seqlen_q + row] = l > 0.0f ? (m + log2(l)) * M_LN2_F : -INFINITY;
   }
 }

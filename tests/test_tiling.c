@@ -180,6 +180,15 @@ Test(tiling, mma_needs_tensor_cores) {
   cr_assert(strstr(why, "local memory"), "%s", why);
   c.bkv = 16;
   cr_assert(clattn__config_legal(&dev, &k, &c, why, sizeof why), "%s", why);
+  /* Two warps per 16 rows: twice the work-items, and each warp's partial scores (BKV / 8
+   * fragments of 4 floats per lane) in local memory; still within 48 KiB at d = 128. */
+  c.tpr = 2;
+  cr_assert_eq(clattn__config_work_group(&c), 256);
+  cr_assert_eq(clattn__config_local_bytes(&c, &k), (2 * 16 * (144 + 164) + 8 * 2 * 4 * 32) * 4);
+  cr_assert(clattn__config_legal(&dev, &k, &c, why, sizeof why), "%s", why);
+  clattn__class d40 = {40, 40, 0, 1024}; /* 48 columns of S: three k-step pairs, not halves */
+  cr_assert_not(clattn__config_legal(&dev, &d40, &c, why, sizeof why));
+  cr_assert(strstr(why, "halves the head dims"), "%s", why);
 }
 
 /* A problem too small to fill the device's compute units gets finer query blocks of the same
