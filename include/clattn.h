@@ -13,6 +13,10 @@
  * - Structs are zero-initialised by the caller and passed by pointer; zero means "default" in
  *   the fields documented so. Fields are only ever added, so code written against an earlier
  *   header keeps compiling. Until 1.0 the ABI may change (SOVERSION 0).
+ * - A kernel variant that the device's compiler rejects (say, a driver that refuses inline
+ *   PTX) is passed over for the next one that builds, with a line in
+ *   clattn_context_diagnostics(); only an override, or every variant failing, gives
+ *   CLATTN_ERR_BUILD.
  * - A context may be used from several threads; calls on it are serialised internally.
  * - Calls are asynchronous like OpenCL: they enqueue work, flush the queue and return.
  */

@@ -292,6 +292,13 @@ static clattn_status try_chosen(clattn_context *ctx, const clattn__sources *sour
     return CLATTN_OK;
   }
   clattn_status st = clattn__bwd_build(ctx, source, cls, c, p, why, sizeof why);
+  /* An override is run as given or fails; a database entry gives way (plan.c's rule). */
+  if (st == CLATTN_ERR_BUILD && strcmp(origin, "override")) {
+    clattn__warn(ctx,
+                 "%s backward config: kernel %s does not build on this device; ignored (%.300s)",
+                 origin, clattn__bwd_variant_name(c->variant), clattn__last_error_locked(ctx));
+    return CLATTN_OK;
+  }
   if (st == CLATTN_OK && !p->dkdv)
     clattn__warn(ctx, "%s backward config for head_dim %u/%u: %s; ignored", origin, cls->d, cls->dv,
                  why);
@@ -309,17 +316,38 @@ static clattn_status heuristic(clattn_context *ctx, const clattn__sources *sourc
   clattn__config ranked[MAX_RANKED];
   size_t n = clattn__bwd_configs_ranked(&ctx->device, cls, ranked, MAX_RANKED);
   char why[200] = "";
-  unsigned tried = 0, below = ~0u, variant = n ? ranked[0].variant : 0;
+  unsigned tried = 0, below = ~0u, variant = n ? ranked[0].variant : 0, unbuildable = 0;
+  char *build_error = NULL; /* the last build failure's message, with its log */
   for (size_t i = 0; i < n && tried < MAX_ATTEMPTS && !p->dkdv; i++) {
     /* After built kernels did not fit, only configs of the variant whose blocks are all smaller,
      * or the next variant's (the portable one follows the tensor-core one). */
     unsigned most = ranked[i].bq > ranked[i].bkv ? ranked[i].bq : ranked[i].bkv;
     if (ranked[i].variant != variant) variant = ranked[i].variant, below = ~0u;
-    if (most >= below) continue;
+    if (most >= below || (unbuildable >> variant & 1u)) continue;
     clattn_status st = clattn__bwd_build(ctx, source, cls, &ranked[i], p, why, sizeof why);
-    if (st != CLATTN_OK) return st;
+    if (st == CLATTN_ERR_BUILD) { /* the variant does not build here: the next one */
+      free(build_error);
+      build_error = strdup(clattn__last_error_locked(ctx));
+      clattn__warn(ctx,
+                   "backward heuristic: kernel %s does not build on this device; trying "
+                   "another (%.300s)",
+                   clattn__bwd_variant_name(variant), build_error ? build_error : "");
+      unbuildable |= 1u << variant;
+      continue;
+    }
+    if (st != CLATTN_OK) {
+      free(build_error);
+      return st;
+    }
     tried++, below = most;
   }
+  if (!p->dkdv && !tried && unbuildable) {
+    clattn_status st =
+        clattn__fail(ctx, CLATTN_ERR_BUILD, "%s", build_error ? build_error : "build failed");
+    free(build_error);
+    return st;
+  }
+  free(build_error);
   if (!p->dkdv)
     return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
                         "backward: no block config for head dims %u/%u fits this device (%llu "

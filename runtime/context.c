@@ -105,6 +105,14 @@ void clattn__append_error(clattn_context *ctx, const char *text) {
   e->message = msg;
 }
 
+const char *clattn__last_error_locked(const clattn_context *ctx) {
+  const char *msg = "";
+  pthread_t self = pthread_self();
+  for (const clattn__thread_error *e = ctx->errors; e; e = e->next)
+    if (pthread_equal(e->thread, self) && e->message) msg = e->message;
+  return msg;
+}
+
 const char *clattn_last_error(const clattn_context *cctx) {
   if (!cctx) return no_context_error;
   clattn_context *ctx = (clattn_context *)cctx;

@@ -270,6 +270,8 @@ clattn_status clattn__fail_cl(clattn_context *ctx, cl_int err, const char *what)
 void clattn__warn(clattn_context *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The last warning, "" when none. */
 const char *clattn__diagnostics_last(const clattn_context *ctx);
+/* This thread's last error message, for code that already holds ctx->lock. */
+const char *clattn__last_error_locked(const clattn_context *ctx);
 /* Appends text to the calling thread's message (for build logs). */
 void clattn__append_error(clattn_context *ctx, const char *text);
 

@@ -11,7 +11,7 @@
 
 /* How many ranked configs to try when built kernels do not fit their work-group or local
  * memory (the compiler may use more registers or local memory than the model assumes). */
-enum { MAX_ATTEMPTS = 8, MAX_RANKED = 64 };
+enum { MAX_ATTEMPTS = 8 };
 
 void clattn__config_options(const clattn__device *dev, const clattn__class *cls,
                             const clattn__config *c, char *out, size_t len) {
@@ -89,12 +89,34 @@ clattn_status clattn__build_config(clattn_context *ctx, const clattn__sources *s
   return CLATTN_OK;
 }
 
+/* A kernel variant the device's compiler rejects (a driver that refuses forward_mma's inline
+ * PTX, say) is a reason to use another variant, not to fail: a warning, with the start of the
+ * build log. */
+static void build_failed_warn(clattn_context *ctx, const clattn__config *c, const char *what) {
+  clattn__warn(ctx, "%s: kernel %s does not build on this device; trying another (%.300s)", what,
+               clattn__variant_name(c->variant), clattn__last_error_locked(ctx));
+}
+
 /* The heuristic's ranked configs, built in order; after a built kernel exceeds a limit, only
- * candidates below it are built (step down). */
+ * candidates below it are built (step down). A variant that fails to build is passed over. */
+static clattn_status heuristic_pick(clattn_context *ctx, const clattn__sources *source,
+                                    const clattn__class *cls, clattn__plan *p,
+                                    const clattn__config *ranked, size_t n);
+
 static clattn_status heuristic_plan(clattn_context *ctx, const clattn__sources *source,
                                     const clattn__class *cls, clattn__plan *p) {
-  clattn__config ranked[MAX_RANKED];
-  size_t n = clattn__configs_ranked(&ctx->device, cls, ranked, MAX_RANKED);
+  /* All of them: when a variant does not build, the next one's may rank far below. */
+  clattn__config *ranked = malloc(clattn__config_space_size() * sizeof *ranked);
+  if (!ranked) return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
+  size_t n = clattn__configs_ranked(&ctx->device, cls, ranked, clattn__config_space_size());
+  clattn_status st = heuristic_pick(ctx, source, cls, p, ranked, n);
+  free(ranked);
+  return st;
+}
+
+static clattn_status heuristic_pick(clattn_context *ctx, const clattn__sources *source,
+                                    const clattn__class *cls, clattn__plan *p,
+                                    const clattn__config *ranked, size_t n) {
   if (n == 0)
     return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES,
                         "no tile config of head_dim %u / %u fits this device's %llu bytes of local "
@@ -104,16 +126,36 @@ static clattn_status heuristic_plan(clattn_context *ctx, const clattn__sources *
   char why[MAX_ATTEMPTS][160];
   size_t tried = 0, max_wg = SIZE_MAX, max_bytes = SIZE_MAX;
   clattn_status st = CLATTN_OK;
+  unsigned unbuildable = 0; /* variants, as bits */
+  char *build_error = NULL; /* the last build failure's message, with its log */
   for (size_t i = 0; i < n && tried < MAX_ATTEMPTS && !p->kernel; i++) {
     if (clattn__config_work_group(&ranked[i]) > max_wg ||
-        clattn__config_local_bytes(&ranked[i], cls) >= max_bytes)
+        clattn__config_local_bytes(&ranked[i], cls) >= max_bytes ||
+        (unbuildable >> ranked[i].variant & 1u))
       continue;
     st = clattn__build_config(ctx, source, cls, &ranked[i], &p->kernel, &p->kernel_local_mem,
                               &max_wg, &max_bytes, why[tried], sizeof why[tried]);
-    if (st != CLATTN_OK) return st;
+    if (st == CLATTN_ERR_BUILD) {
+      free(build_error);
+      build_error = strdup(clattn__last_error_locked(ctx));
+      build_failed_warn(ctx, &ranked[i], "heuristic");
+      unbuildable |= 1u << ranked[i].variant;
+      continue;
+    }
+    if (st != CLATTN_OK) {
+      free(build_error);
+      return st;
+    }
     p->cfg = ranked[i];
     tried++;
   }
+  /* Every variant that could run here failed to build: the last failure, with its build log. */
+  if (!p->kernel && !tried && unbuildable) {
+    st = clattn__fail(ctx, CLATTN_ERR_BUILD, "%s", build_error ? build_error : "build failed");
+    free(build_error);
+    return st;
+  }
+  free(build_error);
   if (!p->kernel) {
     st = clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES,
                       "none of the %zu tile configs tried fits the built kernel's limits:", tried);
@@ -146,6 +188,11 @@ static clattn_status try_chosen(clattn_context *ctx, const clattn__sources *sour
   }
   clattn_status st = clattn__build_config(ctx, source, cls, cfg, &p->kernel, &p->kernel_local_mem,
                                           &max_wg, &max_bytes, why, sizeof why);
+  /* An override is run as given or fails; a database entry or built-in gives way. */
+  if (st == CLATTN_ERR_BUILD && strcmp(origin, "override")) {
+    build_failed_warn(ctx, cfg, what);
+    return CLATTN_OK;
+  }
   if (st != CLATTN_OK) return st;
   if (!p->kernel) {
     clattn__warn(ctx, "%s for head_dim %u/%u: %s; ignored", what, cls->d, cls->dv, why);

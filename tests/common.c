@@ -138,5 +138,8 @@ void test_forward_shape(const clattn_problem *p, int bhsd, size_t offset, int wi
   cr_expect_leq(r.err_o, r.tol_o, "O error %.3g exceeds tolerance %.3g", r.err_o, r.tol_o);
   if (with_lse)
     cr_expect_leq(r.err_lse, r.tol_lse, "LSE error %.3g exceeds %.3g", r.err_lse, r.tol_lse);
+  /* A kernel that stopped building would be passed over for another: say so here. */
+  cr_expect_str_empty(clattn_context_diagnostics(ctx), "diagnostics: %s",
+                      clattn_context_diagnostics(ctx));
   clattn_context_destroy(ctx);
 }

@@ -226,6 +226,55 @@ Test(errors, kernel_that_fails_to_build) {
   done_with(&f);
 }
 
+/* A variant that does not build on the device (as a driver might refuse inline PTX) is passed
+ * over for the next: the call succeeds on another variant, and a diagnostic says why. */
+Test(errors, variant_that_fails_to_build_gives_way) {
+  char dir[64];
+  test_kernel_dir(dir, sizeof dir, "#define DVP ((DV + TX - 1) / TX)",
+                  "#error test-only: this variant does not build here\n", 0);
+  clattn_context *ctx = test_context(dir);
+  clattn_problem p = {0};
+  p.batch = 1, p.heads_q = 2, p.seqlen_q = p.seqlen_kv = 100, p.head_dim = 64; /* PoCL: tiles */
+  clattn_plan_info info;
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_str_neq(info.kernel, "forward_tiles");
+  const char *diag = clattn_context_diagnostics(ctx);
+  cr_assert(strstr(diag, "forward_tiles does not build") && strstr(diag, "test-only"), "%s", diag);
+  check_spec sp = {0};
+  sp.problem = p, sp.with_lse = 1;
+  check_result r;
+  cr_assert_eq(check_run(ctx, &sp, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert(r.pass, "%g > %g", r.err_o, r.tol_o);
+  /* Forced, the variant fails as asked, with its build log. */
+  clattn_config tiles = {"forward_tiles", 32, 16, 1, 1, 0, 1, 1};
+  p.head_dim = 32;
+  cr_assert_eq(clattn_override_config(ctx, &p, &tiles), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_ERR_BUILD);
+  cr_assert(strstr(clattn_last_error(ctx), "test-only"), "%s", clattn_last_error(ctx));
+  clattn_context_destroy(ctx);
+  test_kernel_dir_remove(dir);
+}
+
+/* The same for the backward: with tensor cores (emulated here) backward_mma comes first; when
+ * it does not build, backward_rows computes the gradients, and a diagnostic says why. */
+Test(errors, backward_variant_that_fails_to_build_gives_way) {
+  setenv("CLATTN_MMA_EMULATE", "1", 1); /* this test's process only */
+  char dir[64];
+  test_kernel_dir(dir, sizeof dir, "#define FLUSH_K 4",
+                  "#error test-only: this variant does not build here\n", 0);
+  clattn_context *ctx = test_context(dir);
+  check_spec sp = {0};
+  sp.problem.batch = 1, sp.problem.heads_q = 2, sp.problem.seqlen_q = 40;
+  sp.problem.seqlen_kv = 40, sp.problem.head_dim = 32, sp.with_lse = 1;
+  check_bwd_result r;
+  cr_assert_eq(check_backward_run(ctx, &sp, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert(r.pass, "gradients wrong: %g %g %g", r.err[0], r.err[1], r.err[2]);
+  const char *diag = clattn_context_diagnostics(ctx);
+  cr_assert(strstr(diag, "backward_mma does not build") && strstr(diag, "test-only"), "%s", diag);
+  clattn_context_destroy(ctx);
+  test_kernel_dir_remove(dir);
+}
+
 Test(errors, missing_kernel_file) {
   fixture f = make_in("/nonexistent/clattn-kernels");
   cl_event done = (cl_event)(uintptr_t)1;
