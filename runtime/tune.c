@@ -179,6 +179,7 @@ static double run_once(bench *b, const clattn__plan *p) {
   if (err == CL_SUCCESS)
     err = clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
   clReleaseEvent(ev);
+  if (err != CL_SUCCESS) clattn__fail_cl(b->ctx, err, "running the candidate");
   return err == CL_SUCCESS ? (double)(t1 - t0) * 1e-6 : -1.0;
 }
 
@@ -271,14 +272,16 @@ static clattn_status evaluate(bench *b, cand *c, double cap_s, double best_ms, c
   if (!c->kernel) return CLATTN_OK;
   if (b->backward) { /* checked on the small instance, then run once on the timed one */
     if (clattn__bwd_bench_run(b->bwd_check, &c->bp) < 0 || run_cand(b, c) < 0) {
-      snprintf(note, note_len, "the kernels failed to run");
+      snprintf(note, note_len, "the kernels failed to run: %.200s",
+               clattn__last_error_locked(b->ctx));
       return CLATTN_OK;
     }
     clattn__bwd_bench_check(b->bwd_check, note, note_len);
     if (!note[0]) clattn__bwd_bench_check(b->bwd_timed, note, note_len);
   } else {
     if (run_cand(b, c) < 0) {
-      snprintf(note, note_len, "the kernel failed to run");
+      snprintf(note, note_len, "the kernel failed to run: %.200s",
+               clattn__last_error_locked(b->ctx));
       return CLATTN_OK;
     }
     check_output(b, note, note_len);

@@ -123,11 +123,18 @@ double clattn__bwd_bench_run(clattn__bwd_bench *b, const clattn__bwd_plan *p) {
                           b->lse, b->drow, &b->t[DQ], &b->t[DK], &b->t[DV], &first, &last);
   double ms = -1.0;
   cl_ulong t0 = 0, t1 = 0;
-  if (st == CLATTN_OK && first && last && clWaitForEvents(1, &last) == CL_SUCCESS &&
-      clGetEventProfilingInfo(first, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) ==
-          CL_SUCCESS &&
-      clGetEventProfilingInfo(last, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS)
-    ms = t1 > t0 ? (double)(t1 - t0) * 1e-6 : 0.0;
+  cl_int err = CL_SUCCESS;
+  if (st == CLATTN_OK && first && last) {
+    err = clWaitForEvents(1, &last);
+    if (err == CL_SUCCESS)
+      err = clGetEventProfilingInfo(first, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL);
+    if (err == CL_SUCCESS)
+      err = clGetEventProfilingInfo(last, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
+    if (err == CL_SUCCESS)
+      ms = t1 > t0 ? (double)(t1 - t0) * 1e-6 : 0.0;
+    else
+      clattn__fail_cl(b->ctx, err, "running the backward candidate"); /* for the tuner's note */
+  }
   if (first) clReleaseEvent(first);
   if (last) clReleaseEvent(last);
   return ms;
