@@ -267,6 +267,12 @@ static clattn_status evaluate(bench *b, cand *c, double cap_s, double best_ms, c
                               size_t note_len) {
   note[0] = 0;
   clattn_status st = build_cand(b, c, note, note_len);
+  if (st == CLATTN_ERR_BUILD) { /* a candidate the compiler rejects: disqualified, not fatal */
+    c->state = -1, c->kernel = NULL;
+    const char *msg = clattn__last_error_locked(b->ctx), *log = strstr(msg, "build log:");
+    snprintf(note, note_len, "failed to build: %.200s", log ? log + strlen("build log:") : msg);
+    return CLATTN_OK;
+  }
   if (st != CLATTN_OK) return st;
   c->state = -1;
   if (!c->kernel) return CLATTN_OK;

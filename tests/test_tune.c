@@ -133,6 +133,39 @@ static void on_variant(void *user, const clattn_tune_progress *p) {
   if (!strcmp(p->candidate.kernel, "forward_tiles")) v->tiles++;
 }
 
+/* A candidate that does not build (here the heuristic's own config) is reported and passed
+ * over; the tuner still picks a winner among the others. */
+Test(tune, candidate_that_fails_to_build_is_skipped) {
+  clattn_context *probe = test_context(NULL);
+  clattn_problem p = small_problem();
+  clattn_plan_info h;
+  cr_assert_eq(clattn_explain(probe, &p, &h), CLATTN_OK);
+  clattn_context_destroy(probe);
+  int tiles = !strcmp(h.kernel, "forward_tiles");
+  char dir[64], broken[512];
+  snprintf(broken, sizeof broken,
+           "#if BQ == %u && BKV == %u && %s == %u && %s == %u && PAD == %u && VEC == %u\n"
+           "#error test-only: this config does not build\n#endif\n",
+           h.block_q, h.block_kv, tiles ? "TX" : "TPR", h.threads_per_row,
+           tiles ? "RM" : "STAGE_KV", tiles ? h.rows_per_item : h.stage_kv, h.pad, h.vector_width);
+  test_kernel_dir(dir, sizeof dir, "const float inv = l > 0.0f ? 1.0f / l : 0.0f;", broken, 0);
+  clattn_context *ctx = test_context(dir);
+  clattn_tune_options opt = {0};
+  opt.budget_seconds = 6, opt.max_candidates = 4, opt.dry_run = 1;
+  clattn_tune_result r;
+  cr_assert_eq(clattn_tune(ctx, &p, &opt, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert(strstr(r.report, "failed to build") && strstr(r.report, "test-only"), "report: %s",
+            r.report);
+  cr_assert_geq(r.disqualified, 1);
+  cr_assert_gt(r.tried, r.disqualified, "no candidate was timed");
+  cr_assert(r.best.block_q != h.block_q || r.best.block_kv != h.block_kv ||
+                r.best.threads_per_row != h.threads_per_row || r.best.pad != h.pad ||
+                r.best.vector_width != h.vector_width,
+            "the config that does not build won");
+  clattn_context_destroy(ctx);
+  test_kernel_dir_remove(dir);
+}
+
 /* Both kernel variants compete from the first candidates on. */
 Test(tune, both_variants_are_measured) {
   clattn_context *ctx = test_context(NULL);
