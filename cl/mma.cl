@@ -15,8 +15,11 @@
 /* Unrolled, the emulation's hundreds of barriers per tile take PoCL minutes to compile. */
 #define UNROLL
 /* Per warp: A (16 x 8) and B (8 x 8), each in its hi and lo parts, of one MMA3, and 32 floats
- * for shuffles; runtime/tiling.c and runtime/bwd_plan.c count it. */
-#define SCRATCH (2 * 128 + 2 * 64 + 32)
+ * for shuffles. The host passes what its local-memory models count (CLATTN__MMA_SCRATCH);
+ * too few would overlap the warps' scratch, so that fails the build. */
+#if !defined(SCRATCH) || SCRATCH < 2 * 128 + 2 * 64 + 32
+#error "SCRATCH (runtime/internal.h's CLATTN__MMA_SCRATCH) is below what mma3_emu uses"
+#endif
 #define SCR , __local float *scr, uint lane
 #define SCR_ARGS , scr, lane
 

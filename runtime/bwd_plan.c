@@ -198,7 +198,9 @@ clattn_status clattn__bwd_build(clattn_context *ctx, const clattn__sources *src,
   snprintf(options, sizeof options,
            "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DCAUSAL=%u -DSQ=%u -DSK=%u%s", cls->d,
            cls->dv, c->bq, c->bkv, cls->causal, sb, sb,
-           c->variant == 1 && ctx->device.mma_emulated ? " -DMMA_EMULATE=1" : "");
+           c->variant == 1 && ctx->device.mma_emulated
+               ? " -DMMA_EMULATE=1 -DSCRATCH=" CLATTN__STR(CLATTN__MMA_SCRATCH)
+               : "");
   const char *extra = getenv("CLATTN_BUILD_OPTIONS"); /* experiments, as the forward's */
   size_t used = strlen(options);
   if (extra && extra[0]) snprintf(options + used, sizeof options - used, " %s", extra);

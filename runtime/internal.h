@@ -65,7 +65,9 @@ typedef struct clattn__config {
 enum { CLATTN__VARIANTS = 3 };
 /* Floats of local memory per warp that the emulated tensor-core kernels add (cl/mma.cl's
  * SCRATCH, under CLATTN_MMA_EMULATE); the local-memory models count it. */
-enum { CLATTN__MMA_SCRATCH = 2 * 128 + 2 * 64 + 32 };
+#define CLATTN__MMA_SCRATCH 416 /* a plain number: it is pasted into build options */
+#define CLATTN__STR_(x) #x
+#define CLATTN__STR(x) CLATTN__STR_(x)
 /* "forward_rows", "forward_tiles" or "forward_mma"; and back (-1 when unknown). */
 const char *clattn__variant_name(unsigned variant);
 int clattn__variant_of(const char *name);

@@ -21,7 +21,8 @@ void clattn__config_options(const clattn__device *dev, const clattn__class *cls,
              "-DKVSPLIT=%u -DPAIR=%u%s",
              cls->d, cls->dv, c->bq, c->bkv, c->pad ? 1u : 0u, cls->causal, c->vec ? c->vec : 1,
              c->stage == 2 ? 1u : 0u, c->tpr == 2 ? 2u : 1u,
-             dev->mma_emulated ? " -DMMA_EMULATE=1" : "");
+             dev->mma_emulated ? " -DMMA_EMULATE=1 -DSCRATCH=" CLATTN__STR(CLATTN__MMA_SCRATCH)
+                               : "");
   else if (c->variant == 1)
     snprintf(out, len,
              "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DTX=%u -DRM=%u -DPAD=%u -DCAUSAL=%u "
