@@ -426,25 +426,22 @@ UNROLL
 UNROLL
         for (uint nt = 0; nt < NT; nt++) {
           const uint at = (nt * 8 + 2 * tq) * VS + gq * VTP + share * VTH + vc * VW;
-          float b0[VW], b1[VW];
+/* Keys 2 tq and 2 tq + 1 of V's VW tiles at `at` of array a_ into r0_, r1_. */
 #if VW == 4
-          const float4 x0 = *(__local const float4 *)(Vs + at);
-          const float4 x1 = *(__local const float4 *)(Vs + at + VS);
-          b0[0] = x0.s0, b0[1] = x0.s1, b0[2] = x0.s2, b0[3] = x0.s3;
-          b1[0] = x1.s0, b1[1] = x1.s1, b1[2] = x1.s2, b1[3] = x1.s3;
+#define VREAD(a_, r0_, r1_)                                                                        \
+  do {                                                                                             \
+    const float4 x0_ = *(__local const float4 *)(a_ + at), x1_ = *(__local const float4 *)(a_ + at + VS); \
+    r0_[0] = x0_.s0, r0_[1] = x0_.s1, r0_[2] = x0_.s2, r0_[3] = x0_.s3;                            \
+    r1_[0] = x1_.s0, r1_[1] = x1_.s1, r1_[2] = x1_.s2, r1_[3] = x1_.s3;                            \
+  } while (0)
 #else
-          b0[0] = Vs[at], b1[0] = Vs[at + VS];
+#define VREAD(a_, r0_, r1_) (r0_[0] = a_[at], r1_[0] = a_[at + VS])
 #endif
+          float b0[VW], b1[VW];
+          VREAD(Vs, b0, b1);
 #if KVSPLIT
           float c0[VW], c1[VW]; /* the lo parts */
-#if VW == 4
-          const float4 y0 = *(__local const float4 *)(Vs2 + at);
-          const float4 y1 = *(__local const float4 *)(Vs2 + at + VS);
-          c0[0] = y0.s0, c0[1] = y0.s1, c0[2] = y0.s2, c0[3] = y0.s3;
-          c1[0] = y1.s0, c1[1] = y1.s1, c1[2] = y1.s2, c1[3] = y1.s3;
-#else
-          c0[0] = Vs2[at], c1[0] = Vs2[at + VS];
-#endif
+          VREAD(Vs2, c0, c1);
 #endif
 UNROLL
           for (uint w = 0; w < VW; w++) {

@@ -25,6 +25,16 @@ static void on_progress(void *user, const clattn_tune_progress *p) {
   if (p->candidate_local_mem > w->local_limit) w->over_limit++;
 }
 
+/* "#if" and a condition true in exactly the heuristic's config h, for a kernel edited by a
+ * test (TX, RM and STAGE_KV are undefined, so 0, in the kernel that does not use them). */
+static void heuristic_condition(const clattn_plan_info *h, char *out, size_t len) {
+  int tiles = !strcmp(h->kernel, "forward_tiles");
+  snprintf(
+      out, len, "#if BQ == %u && BKV == %u && %s == %u && %s == %u && PAD == %u && VEC == %u\n",
+      h->block_q, h->block_kv, tiles ? "TX" : "TPR", h->threads_per_row, tiles ? "RM" : "STAGE_KV",
+      tiles ? h->rows_per_item : h->stage_kv, h->pad, h->vector_width);
+}
+
 /* A kernel that is wrong (by 1%) for exactly the heuristic's config: the tuner must measure it
  * (the heuristic is always its first candidate), disqualify it and pick another. */
 Test(tune, wrong_candidate_is_never_selected) {
@@ -33,16 +43,12 @@ Test(tune, wrong_candidate_is_never_selected) {
   clattn_plan_info h;
   cr_assert_eq(clattn_explain(probe, &p, &h), CLATTN_OK);
   clattn_context_destroy(probe);
-  /* Wrong for exactly the heuristic's config (TX, RM and STAGE_KV are undefined, so 0, in the
-   * kernel that does not use them). */
-  int tiles = !strcmp(h.kernel, "forward_tiles");
-  char dir[64], wrong[512];
+  char dir[64], wrong[512], is_h[160];
+  heuristic_condition(&h, is_h, sizeof is_h);
   snprintf(wrong, sizeof wrong,
-           "#if BQ == %u && BKV == %u && %s == %u && %s == %u && PAD == %u && VEC == %u\n"
-           "    const float inv = 1.01f / l; /* test-only: wrong */\n#else\n"
+           "%s    const float inv = 1.01f / l; /* test-only: wrong */\n#else\n"
            "    const float inv = l > 0.0f ? 1.0f / l : 0.0f;\n#endif\n",
-           h.block_q, h.block_kv, tiles ? "TX" : "TPR", h.threads_per_row,
-           tiles ? "RM" : "STAGE_KV", tiles ? h.rows_per_item : h.stage_kv, h.pad, h.vector_width);
+           is_h);
   test_kernel_dir(dir, sizeof dir, "const float inv = l > 0.0f ? 1.0f / l : 0.0f;", wrong, 1);
   clattn_context *ctx = test_context(dir);
   clattn_tune_options opt = {0};
@@ -141,13 +147,9 @@ Test(tune, candidate_that_fails_to_build_is_skipped) {
   clattn_plan_info h;
   cr_assert_eq(clattn_explain(probe, &p, &h), CLATTN_OK);
   clattn_context_destroy(probe);
-  int tiles = !strcmp(h.kernel, "forward_tiles");
-  char dir[64], broken[512];
-  snprintf(broken, sizeof broken,
-           "#if BQ == %u && BKV == %u && %s == %u && %s == %u && PAD == %u && VEC == %u\n"
-           "#error test-only: this config does not build\n#endif\n",
-           h.block_q, h.block_kv, tiles ? "TX" : "TPR", h.threads_per_row,
-           tiles ? "RM" : "STAGE_KV", tiles ? h.rows_per_item : h.stage_kv, h.pad, h.vector_width);
+  char dir[64], broken[512], is_h[160];
+  heuristic_condition(&h, is_h, sizeof is_h);
+  snprintf(broken, sizeof broken, "%s#error test-only: this config does not build\n#endif\n", is_h);
   test_kernel_dir(dir, sizeof dir, "const float inv = l > 0.0f ? 1.0f / l : 0.0f;", broken, 0);
   clattn_context *ctx = test_context(dir);
   clattn_tune_options opt = {0};

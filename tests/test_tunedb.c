@@ -49,6 +49,15 @@ static void save(const clattn__db_entry *e, size_t n) {
   cr_assert_eq(clattn__db_save_merged(db_path, e, n, why, sizeof why), CLATTN_OK, "%s", why);
 }
 
+/* The database file's text, to be edited by hand. */
+static void read_db(char *buf, size_t len) {
+  FILE *f = fopen(db_path, "rb");
+  cr_assert_not_null(f, "%s", db_path);
+  size_t n = fread(buf, 1, len - 1, f);
+  fclose(f);
+  buf[n] = 0;
+}
+
 static clattn_plan_info explain_fresh(clattn_context **ctx) {
   /* A new context reads the database again. */
   clattn_context_destroy(*ctx);
@@ -187,11 +196,8 @@ Test(tunedb, hostile_values) {
   /* Wrong types and huge numbers: the entries are skipped. */
   clattn__db_entry e = entry_for(ctx);
   save(&e, 1);
-  FILE *f = fopen(db_path, "rb");
   char buf[8192];
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
+  read_db(buf, sizeof buf);
   char *at = strstr(buf, "\"block_q\":");
   cr_assert_not_null(at);
   char hostile[9000];
@@ -291,11 +297,8 @@ Test(tunedb, split_kv) {
     cr_assert_eq(memcmp(&db.entries[i].cfg, &e[i].cfg, sizeof e[i].cfg), 0, "entry %zu", i);
   clattn__db_free(&db);
   /* split_kv on forward_rows: the entry is skipped. */
-  FILE *f = fopen(db_path, "rb");
   char buf[8192];
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
+  read_db(buf, sizeof buf);
   char *at = strstr(buf, "\"split_kv\"");
   cr_assert_not_null(at, "%s", buf);
   char *rows = strstr(buf, "\"kernel\":\t\"forward_rows\"");
