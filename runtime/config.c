@@ -68,8 +68,6 @@ int clattn__config_from_public(const clattn_config *in, clattn__config *out, cha
   }
   /* forward_tiles and forward_mma always stage K/V; forward_mma may store them split. */
   if (variant >= 1) out->stage = variant == 2 && in->stage_kv == 2 ? 2 : 1;
-  /* forward_mma: a warp per 16 rows, or two sharing them (half the head dim each) */
-  if (variant == 2 && out->tpr != 2) out->tpr = 1;
   return 1;
 }
 

@@ -68,6 +68,12 @@ int clattn__config_legal(const clattn__device *dev, const clattn__class *k, cons
              "through inline PTX)");
     return 0;
   }
+  if (c->variant == 2 && c->tpr != 1 && c->tpr != 2) {
+    snprintf(why, why_len,
+             "forward_mma threads_per_row %u: 1 (a warp per 16 rows) or 2 (two sharing them)",
+             c->tpr);
+    return 0;
+  }
   if (c->variant == 2 && c->tpr == 2 && ((k->d + 15) / 16 % 2 || round8(k->dv) / 8 % 2)) {
     snprintf(why, why_len,
              "forward_mma with two warps per 16 rows halves the head dims: head_dim %u must "

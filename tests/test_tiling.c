@@ -186,6 +186,10 @@ Test(tiling, mma_needs_tensor_cores) {
   cr_assert_eq(clattn__config_work_group(&c), 256);
   cr_assert_eq(clattn__config_local_bytes(&c, &k), (2 * 16 * (144 + 164) + 8 * 2 * 4 * 32) * 4);
   cr_assert(clattn__config_legal(&dev, &k, &c, why, sizeof why), "%s", why);
+  c.tpr = 4; /* no third way to share rows: refused, never launched with a wrong work-group */
+  cr_assert_not(clattn__config_legal(&dev, &k, &c, why, sizeof why));
+  cr_assert(strstr(why, "threads_per_row 4"), "%s", why);
+  c.tpr = 2;
   clattn__class d40 = {40, 40, 0, 1024}; /* 48 columns of S: three k-step pairs, not halves */
   cr_assert_not(clattn__config_legal(&dev, &d40, &c, why, sizeof why));
   cr_assert(strstr(why, "halves the head dims"), "%s", why);
