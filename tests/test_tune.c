@@ -25,9 +25,14 @@ static void on_progress(void *user, const clattn_tune_progress *p) {
   if (p->candidate_local_mem > w->local_limit) w->over_limit++;
 }
 
-/* "#if" and a condition true in exactly the heuristic's config h, for a kernel edited by a
- * test (TX, RM and STAGE_KV are undefined, so 0, in the kernel that does not use them). */
-static void heuristic_condition(const clattn_plan_info *h, char *out, size_t len) {
+/* The heuristic's config h for p, and "#if" with a condition true in exactly that config, for
+ * a kernel edited by a test (TX, RM and STAGE_KV are undefined, so 0, in the kernel that does
+ * not use them). */
+static void heuristic_condition(const clattn_problem *p, clattn_plan_info *h, char *out,
+                                size_t len) {
+  clattn_context *probe = test_context(NULL);
+  cr_assert_eq(clattn_explain(probe, p, h), CLATTN_OK);
+  clattn_context_destroy(probe);
   int tiles = !strcmp(h->kernel, "forward_tiles");
   snprintf(
       out, len, "#if BQ == %u && BKV == %u && %s == %u && %s == %u && PAD == %u && VEC == %u\n",
@@ -38,13 +43,10 @@ static void heuristic_condition(const clattn_plan_info *h, char *out, size_t len
 /* A kernel that is wrong (by 1%) for exactly the heuristic's config: the tuner must measure it
  * (the heuristic is always its first candidate), disqualify it and pick another. */
 Test(tune, wrong_candidate_is_never_selected) {
-  clattn_context *probe = test_context(NULL);
   clattn_problem p = small_problem();
   clattn_plan_info h;
-  cr_assert_eq(clattn_explain(probe, &p, &h), CLATTN_OK);
-  clattn_context_destroy(probe);
   char dir[64], wrong[512], is_h[160];
-  heuristic_condition(&h, is_h, sizeof is_h);
+  heuristic_condition(&p, &h, is_h, sizeof is_h);
   snprintf(wrong, sizeof wrong,
            "%s    const float inv = 1.01f / l; /* test-only: wrong */\n#else\n"
            "    const float inv = l > 0.0f ? 1.0f / l : 0.0f;\n#endif\n",
@@ -142,13 +144,10 @@ static void on_variant(void *user, const clattn_tune_progress *p) {
 /* A candidate that does not build (here the heuristic's own config) is reported and passed
  * over; the tuner still picks a winner among the others. */
 Test(tune, candidate_that_fails_to_build_is_skipped) {
-  clattn_context *probe = test_context(NULL);
   clattn_problem p = small_problem();
   clattn_plan_info h;
-  cr_assert_eq(clattn_explain(probe, &p, &h), CLATTN_OK);
-  clattn_context_destroy(probe);
   char dir[64], broken[512], is_h[160];
-  heuristic_condition(&h, is_h, sizeof is_h);
+  heuristic_condition(&p, &h, is_h, sizeof is_h);
   snprintf(broken, sizeof broken, "%s#error test-only: this config does not build\n#endif\n", is_h);
   test_kernel_dir(dir, sizeof dir, "const float inv = l > 0.0f ? 1.0f / l : 0.0f;", broken, 0);
   clattn_context *ctx = test_context(dir);
