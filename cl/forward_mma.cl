@@ -66,6 +66,9 @@
 #ifndef KOUTER
 #define KOUTER 1
 #endif
+#ifndef QLOCAL
+#define QLOCAL 0
+#endif
 
 #ifndef PAIR
 #define PAIR 1
@@ -94,6 +97,9 @@
 #define VTP VT
 #define VS (8 * VTP)
 #endif
+/* QLOCAL: Q kept raw in local memory, rows QS apart (QS = 4 mod 32: the A reads of a warp
+ * meet no bank twice), and split as each k-step reads it, for fewer registers. */
+#define QS (DP % 32 ? DP + 20 : DP + 4)
 
 /* Where logical column c of K and of V sits in its local row. */
 #define KCOL(c) (((c) & ~15u) + 4 * ((c)&3u) + 2 * (((c) >> 3) & 1u) + (((c) >> 2) & 1u))
@@ -172,6 +178,9 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
   __local float4 Vl2[BKV * VS / 4];
   __local float *Ks2 = (__local float *)Kl2, *Vs2 = (__local float *)Vl2;
 #endif
+#if QLOCAL
+  __local float Ql[BQ * QS];
+#endif
   const uint lid = get_local_id(0);
   const uint warp = lid / 32, lane = lid % 32;
   /* With PAIR 2 two warps share 16 rows, each with half of the head dims: warp `share` takes
@@ -213,6 +222,14 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
   const ulong vbase = v_off + b * v_sb + (h / group) * v_sh;
 
   /* Q's A fragments: element e is row gq + 8 (e & 1), column tq + 4 (e >> 1) of each k-step. */
+#if QLOCAL
+  /* The first tile's barriers order these stores before any read. */
+  for (uint i = lid; i < BQ * DP; i += WG) {
+    const uint row = q0 + i / DP, col = i % DP;
+    Ql[i / DP * QS + col] =
+        row < seqlen_q && col < D ? q[qbase + (ulong)row * q_ss + col] * scale_log2 : 0.0f;
+  }
+#else
 #if QSPLIT
   float qf[KTH][4];
 #else
@@ -231,6 +248,7 @@ UNROLL
       SPLIT(x, qh[kt][e], ql[kt][e]);
 #endif
     }
+#endif
 
   uint kv_end = seqlen_kv;
   const long shift = (long)seqlen_kv - (long)seqlen_q;
@@ -287,7 +305,11 @@ UNROLL
 #endif
         }
 /* Q's fragments of k-steps 2 kp_ and 2 kp_ + 1 */
-#if QSPLIT
+#if QLOCAL
+#define QFRAG(kp_)                                                                                 \
+  uint ah[2][4], al[2][4];                                                                         \
+  UNROLL for (uint hs = 0; hs < 2; hs++) UNROLL for (uint e = 0; e < 4; e++) SPLIT(Ql[(warp / PAIR * 16 + gq + 8 * (e & 1)) * QS + (share * KTH + 2 * (kp_) + hs) * 8 + tq + 4 * (e >> 1)], ah[hs][e], al[hs][e])
+#elif QSPLIT
 #define QFRAG(kp_)                                                                                 \
   uint ah[2][4], al[2][4];                                                                         \
   UNROLL for (uint hs = 0; hs < 2; hs++) UNROLL for (uint e = 0; e < 4; e++) SPLIT(qf[2 * (kp_) + hs][e], ah[hs][e], al[hs][e])
