@@ -34,13 +34,11 @@
  * stage_kv 2: the tiles stored split, see PUT); PAIR (from the host's threads_per_row: 2 puts
  * two warps on each 16 rows, each holding half of Q's and O's head dims, for fewer registers
  * per warp at the price of adding the partial scores through local memory); and knobs off by
- * default, kept for experiments: QSPLIT (Q held as fp32 and split per tile, not as its two parts)
- * and CROSS (the split's small terms chained apart), both slower on the H200, and REVERSE (causal
- * blocks longest first), not measured alone there; KOUTER (1, the default: S's k-steps outermost;
- * 0: its key tiles, as before commit 08c6591) and VW (1: V read one value at a time, fewer
- * registers), for d = 128. The split arguments are forward.cl's (keys cut into
- * ranges merged by runtime/split.c). runtime/tiling.c mirrors the local-memory formula; keep the
- * two in step. */
+ * default, kept for experiments: REVERSE (causal blocks longest first), QLOCAL (see QS) and VW
+ * (1: V read one value at a time, fewer registers; slower at d = 128 on the H200). Knobs the
+ * H200 rejected are gone (docs/BENCHMARKS.md names them). The split arguments are forward.cl's
+ * (keys cut into ranges merged by runtime/split.c). runtime/tiling.c mirrors the local-memory
+ * formula; keep the two in step. */
 
 /* Defaults from timings on the H200 (docs/BENCHMARKS.md): longer chains are faster, and the
  * prefetch pays where its registers are few (16 floats at d = 64 with 256 work-items, BKV = 32);
@@ -51,20 +49,11 @@
 #ifndef FLUSH_O
 #define FLUSH_O 4
 #endif
-#ifndef QSPLIT
-#define QSPLIT 0
-#endif
 #ifndef REVERSE
 #define REVERSE 0
 #endif
-#ifndef CROSS
-#define CROSS 0
-#endif
 #ifndef KVSPLIT
 #define KVSPLIT 0
-#endif
-#ifndef KOUTER
-#define KOUTER 1
 #endif
 #ifndef QLOCAL
 #define QLOCAL 0
@@ -230,11 +219,7 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
         row < seqlen_q && col < D ? q[qbase + (ulong)row * q_ss + col] * scale_log2 : 0.0f;
   }
 #else
-#if QSPLIT
-  float qf[KTH][4];
-#else
   uint qh[KTH][4], ql[KTH][4];
-#endif
 UNROLL
   for (uint kt = 0; kt < KTH; kt++)
 UNROLL
@@ -242,11 +227,7 @@ UNROLL
       const uint row = (e & 1) ? row1 : row0, col = (share * KTH + kt) * 8 + tq + (e >> 1) * 4;
       const float x =
           row < seqlen_q && col < D ? q[qbase + (ulong)row * q_ss + col] * scale_log2 : 0.0f;
-#if QSPLIT
-      qf[kt][e] = x;
-#else
       SPLIT(x, qh[kt][e], ql[kt][e]);
-#endif
     }
 #endif
 
@@ -288,31 +269,18 @@ UNROLL
     const bool act = live && (!CAUSAL || SKIP_NONE || (long)kv0 <= (long)(r0 + 15) + shift);
     float s[NT][4];
     if (act) {
-      /* S = Q K^T: C fragment element e is row gq + 8 (e >> 1), key 2 tq + (e & 1). With KOUTER
-       * the k-steps run outermost, so that the NT chains of MMAs are independent and can
-       * overlap; else the key tiles, one chain at a time. */
+      /* S = Q K^T: C fragment element e is row gq + 8 (e >> 1), key 2 tq + (e & 1). The
+       * k-steps run outermost, so that the NT chains of MMAs are independent and can overlap. */
       float t[NT][4];
-#if CROSS
-      float u[NT][4]; /* the 3xTF32 split's small terms, chained apart from t */
-#endif
 UNROLL
       for (uint nt = 0; nt < NT; nt++)
 UNROLL
-        for (uint e = 0; e < 4; e++) {
-          s[nt][e] = 0.0f, t[nt][e] = 0.0f;
-#if CROSS
-          u[nt][e] = 0.0f;
-#endif
-        }
+        for (uint e = 0; e < 4; e++) s[nt][e] = 0.0f, t[nt][e] = 0.0f;
 /* Q's fragments of k-steps 2 kp_ and 2 kp_ + 1 */
 #if QLOCAL
 #define QFRAG(kp_)                                                                                 \
   uint ah[2][4], al[2][4];                                                                         \
   UNROLL for (uint hs = 0; hs < 2; hs++) UNROLL for (uint e = 0; e < 4; e++) SPLIT(Ql[(warp / PAIR * 16 + gq + 8 * (e & 1)) * QS + (share * KTH + 2 * (kp_) + hs) * 8 + tq + 4 * (e >> 1)], ah[hs][e], al[hs][e])
-#elif QSPLIT
-#define QFRAG(kp_)                                                                                 \
-  uint ah[2][4], al[2][4];                                                                         \
-  UNROLL for (uint hs = 0; hs < 2; hs++) UNROLL for (uint e = 0; e < 4; e++) SPLIT(qf[2 * (kp_) + hs][e], ah[hs][e], al[hs][e])
 #else
 #define QFRAG(kp_)                                                                                 \
   uint ah[2][4], al[2][4];                                                                         \
@@ -334,22 +302,11 @@ UNROLL
   SPLIT(kb.s2, bh.s2, bl.s2);                                                                      \
   SPLIT(kb.s3, bh.s3, bl.s3)
 #endif
-#if CROSS
-#define KMMA(nt_)                                                                                  \
-  MMA3X(t[nt_], u[nt_], ah[0], al[0], bh.s0, bh.s1, bl.s0, bl.s1);                                 \
-  MMA3X(t[nt_], u[nt_], ah[1], al[1], bh.s2, bh.s3, bl.s2, bl.s3)
-#define FLUSHS(nt_)                                                                                \
-  for (uint e = 0; e < 4; e++) t[nt_][e] += u[nt_][e], u[nt_][e] = 0.0f;                           \
-  FLUSH(s[nt_], t[nt_])
-#else
 #define KMMA(nt_)                                                                                  \
   MMA3(t[nt_], ah[0], al[0], bh.s0, bh.s1, bl.s0, bl.s1);                                          \
   MMA3(t[nt_], ah[1], al[1], bh.s2, bh.s3, bl.s2, bl.s3)
-#define FLUSHS(nt_) FLUSH(s[nt_], t[nt_])
-#endif
 /* Flushed per pair of k-steps (an odd FLUSH_S rounds up). */
 #define FLUSH_AFTER(kp_) (((kp_) + 1) % ((FLUSH_S + 1) / 2) == 0 || 2 * (kp_) + 2 == KTH)
-#if KOUTER
 UNROLL
       for (uint kp = 0; kp < KTH / 2; kp++) {
         QFRAG(kp);
@@ -361,22 +318,9 @@ UNROLL
         if (FLUSH_AFTER(kp))
 UNROLL
           for (uint nt = 0; nt < NT; nt++) {
-            FLUSHS(nt);
+            FLUSH(s[nt], t[nt]);
           }
       }
-#else
-UNROLL
-      for (uint nt = 0; nt < NT; nt++)
-UNROLL
-        for (uint kp = 0; kp < KTH / 2; kp++) {
-          QFRAG(kp);
-          KFRAG(nt, kp);
-          KMMA(nt);
-          if (FLUSH_AFTER(kp)) {
-            FLUSHS(nt);
-          }
-        }
-#endif
     }
 #if PAIR > 1
     /* The pair's partial scores: both warps add the same two, so both hold the same S. */

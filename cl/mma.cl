@@ -31,8 +31,8 @@ static inline uint tf32(float x) { /* cvt.rna: to nearest, ties away from zero *
 /* The three MMAs of the 3xTF32 split at once, in the order the hardware runs them (lo hi, hi lo,
  * hi hi), each adding its eight products to the accumulator: one pair of barriers instead of
  * three keeps PoCL's compile times short. */
-static void mma3_emu(float *c, float *u, const uint *ah, const uint *al, uint bh0, uint bh1,
-                     uint bl0, uint bl1 SCR) {
+static void mma3_emu(float *c, const uint *ah, const uint *al, uint bh0, uint bh1, uint bl0,
+                     uint bl1 SCR) {
   __local float *sa = scr, *sal = scr + 128, *sb = scr + 256, *sbl = scr + 320;
   const uint gq = lane / 4, tq = lane % 4;
   for (uint e = 0; e < 4; e++) {
@@ -48,16 +48,11 @@ static void mma3_emu(float *c, float *u, const uint *ah, const uint *al, uint bh
     for (uint k = 0; k < 8; k++) x += sal[row * 8 + k] * sb[k * 8 + col];
     for (uint k = 0; k < 8; k++) y += sa[row * 8 + k] * sbl[k * 8 + col];
     for (uint k = 0; k < 8; k++) z += sa[row * 8 + k] * sb[k * 8 + col];
-    if (u)
-      u[e] = (u[e] + x) + y, c[e] += z;
-    else
-      c[e] = ((c[e] + x) + y) + z;
+    c[e] = ((c[e] + x) + y) + z;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
 }
-#define MMA3(t, ah, al, bh0, bh1, bl0, bl1) mma3_emu(t, 0, ah, al, bh0, bh1, bl0, bl1, scr, lane)
-#define MMA3X(t, u, ah, al, bh0, bh1, bl0, bl1)                                                    \
-  mma3_emu(t, u, ah, al, bh0, bh1, bl0, bl1, scr, lane)
+#define MMA3(t, ah, al, bh0, bh1, bl0, bl1) mma3_emu(t, ah, al, bh0, bh1, bl0, bl1, scr, lane)
 
 static inline float shfl_xor(float v, uint lanes SCR) {
   __local float *sx = scr + 384;
@@ -105,14 +100,6 @@ static inline float shfl_xor(float v, uint lanes) {
   do {                                                                                             \
     MMA(t, al, bh0, bh1);                                                                          \
     MMA(t, ah, bl0, bl1);                                                                          \
-    MMA(t, ah, bh0, bh1);                                                                          \
-  } while (0)
-/* The same with the small terms in u, a chain of their own: u += a_lo b_hi + a_hi b_lo,
- * t += a_hi b_hi. */
-#define MMA3X(t, u, ah, al, bh0, bh1, bl0, bl1)                                                    \
-  do {                                                                                             \
-    MMA(u, al, bh0, bh1);                                                                          \
-    MMA(u, ah, bl0, bl1);                                                                          \
     MMA(t, ah, bh0, bh1);                                                                          \
   } while (0)
 #endif
