@@ -3,7 +3,8 @@
 # (batch = 16384 / N, heads = 2048 / d) and PyTorch SDPA on the same shapes in the same call,
 # joined into one table (table.md, by tools/gpu-table.py); the bandwidth check of the traffic
 # model (bandwidth.txt); a correctness sample of the standard path.
-# Usage: tools/gpu-bench.sh DIR [N list] (DIR from tools/gpu-pack.sh). Writes to $OUT.
+# Usage: tools/gpu-bench.sh DIR [N list] (DIR from tools/gpu-pack.sh); env NO_BANDWIDTH (set:
+# skip the bandwidth check). Writes to $OUT.
 set -uo pipefail
 source "$(dirname "$0")/gpu-env.sh" "${1:-.gpu}"
 ns=${2:-512,1024,2048,4096,8192,16384}
@@ -23,5 +24,6 @@ here=$(dirname "$0")
 timeout 240 python3 "$dir/torch_sdpa.py" --dtype float32 --d 64,128 --n "$ns" --causal 0,1 \
   --json "$out/torch.json" >"$out/torch.txt" 2>&1
 python3 "$here/gpu-table.py" "$out/bench.json" "$out/torch.json" >"$out/table.md"
+[ -n "${NO_BANDWIDTH:-}" ] && exit 0
 "$cl" bench --tokens 16384 --hidden 2048 --head-dim 64,128 --seqlen 512,2048,8192,16384 \
   --causal both --bandwidth --columns fused,standard >"$out/bandwidth.txt" 2>>"$out/bench.err"
