@@ -31,12 +31,10 @@
  * tile (a multiple of 8); PAD (nonzero: pad the local rows as above); CAUSAL; VEC, the width of
  * the global loads that fill the tiles; FLUSH_S, FLUSH_O as above; PREFETCH (1: the next tile's
  * global loads are issued before this tile's MMAs, into registers); KVSPLIT (from the host's
- * stage_kv 2: the tiles stored split, see PUT); PAIR (from the host's threads_per_row: 2 puts
- * two warps on each 16 rows, each holding half of Q's and O's head dims, for fewer registers
- * per warp at the price of adding the partial scores through local memory); and knobs off by
- * default, kept for experiments: QLOCAL (see QS) and VW (1: V read one value at a time, fewer
- * registers; slower at d = 128 on the H200); REVERSE 0 runs causal blocks in order. Knobs the
- * H200 rejected are gone (docs/BENCHMARKS.md names them). The split arguments are forward.cl's
+ * stage_kv 2: the tiles stored split, see PUT); and for experiments VW (1: V read one value at
+ * a time, fewer registers; slower at d = 128 on the H200) and REVERSE 0 (causal blocks in
+ * order). Variants the H200 measured slower are gone; docs/BENCHMARKS.md names them (among
+ * them two warps sharing 16 rows, and Q kept in local memory). The split arguments are forward.cl's
  * (keys cut into ranges merged by runtime/split.c). runtime/tiling.c mirrors the local-memory
  * formula; keep the two in step. */
 
@@ -55,26 +53,18 @@
 #ifndef KVSPLIT
 #define KVSPLIT 0
 #endif
-#ifndef QLOCAL
-#define QLOCAL 0
-#endif
 
-#ifndef PAIR
-#define PAIR 1
-#endif
-#define WARPS (BQ / 16 * PAIR)
+#define WARPS (BQ / 16)
 #define WG (WARPS * 32)
 #define DP ((D + 15) / 16 * 16) /* head dim of S padded to two k-steps of 8 */
 #define DVP ((DV + 7) / 8 * 8)
-#define KT (DP / 8)     /* k-steps of S = Q K^T */
-#define NT (BKV / 8)    /* 8-key tiles of S; k-steps of P V */
-#define VT (DVP / 8)    /* 8-column tiles of O */
-#define KTH (KT / PAIR) /* k-steps of this warp's share of S */
-#define VTH (VT / PAIR) /* 8-column tiles of O this warp owns */
-#ifndef VW              /* 8-column tiles per V read: 4 (one 16-byte read) or 1, fewer registers */
-#define VW (VTH % 4 ? 1 : 4)
+#define KT (DP / 8)  /* k-steps of S = Q K^T */
+#define NT (BKV / 8) /* 8-key tiles of S; k-steps of P V */
+#define VT (DVP / 8) /* 8-column tiles of O */
+#ifndef VW           /* 8-column tiles per V read: 4 (one 16-byte read) or 1, fewer registers */
+#define VW (VT % 4 ? 1 : 4)
 #endif
-#if VW != 1 && (VW != 4 || VTH % 4)
+#if VW != 1 && (VW != 4 || VT % 4)
 #error "VW must be 1, or 4 when the 8-column tiles of O are a multiple of 4"
 #endif
 #if PAD
@@ -86,9 +76,6 @@
 #define VTP VT
 #define VS (8 * VTP)
 #endif
-/* QLOCAL: Q kept raw in local memory, rows QS apart (QS = 4 mod 32: the A reads of a warp
- * meet no bank twice), and split as each k-step reads it, for fewer registers. */
-#define QS (DP % 32 ? DP + 20 : DP + 4)
 
 /* Where logical column c of K and of V sits in its local row. */
 #define KCOL(c) (((c) & ~15u) + 4 * ((c)&3u) + 2 * (((c) >> 3) & 1u) + (((c) >> 2) & 1u))
@@ -167,18 +154,8 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
   __local float4 Vl2[BKV * VS / 4];
   __local float *Ks2 = (__local float *)Kl2, *Vs2 = (__local float *)Vl2;
 #endif
-#if QLOCAL
-  __local float Ql[BQ * QS];
-#endif
   const uint lid = get_local_id(0);
   const uint warp = lid / 32, lane = lid % 32;
-  /* With PAIR 2 two warps share 16 rows, each with half of the head dims: warp `share` takes
-   * k-steps share * KTH.. of S and 8-column tiles share * VTH.. of O, and the pair adds its
-   * partial scores through Xs. */
-  const uint share = warp % PAIR;
-#if PAIR > 1
-  __local float Xs[WARPS * NT * 4 * 32];
-#endif
 #ifdef MMA_EMULATE
   __local float scratch[WARPS * SCRATCH];
   __local float *scr = scratch + warp * SCRATCH;
@@ -197,7 +174,7 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
   const ulong bh = gs / num_splits;
   const uint h = (uint)(bh % heads_q);
   const ulong b = bh / heads_q;
-  const uint q0 = qb * BQ, r0 = q0 + warp / PAIR * 16; /* this warp's rows r0 .. r0 + 15 */
+  const uint q0 = qb * BQ, r0 = q0 + warp * 16; /* this warp's rows r0 .. r0 + 15 */
   const uint row0 = r0 + gq, row1 = r0 + gq + 8; /* this lane's two rows */
 #ifdef MMA_EMULATE
 #define SKIP_NONE 1 /* every work-item must reach the emulation's barriers */
@@ -211,25 +188,16 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
   const ulong vbase = v_off + b * v_sb + (h / group) * v_sh;
 
   /* Q's A fragments: element e is row gq + 8 (e & 1), column tq + 4 (e >> 1) of each k-step. */
-#if QLOCAL
-  /* The first tile's barriers order these stores before any read. */
-  for (uint i = lid; i < BQ * DP; i += WG) {
-    const uint row = q0 + i / DP, col = i % DP;
-    Ql[i / DP * QS + col] =
-        row < seqlen_q && col < D ? q[qbase + (ulong)row * q_ss + col] * scale_log2 : 0.0f;
-  }
-#else
-  uint qh[KTH][4], ql[KTH][4];
+  uint qh[KT][4], ql[KT][4];
 UNROLL
-  for (uint kt = 0; kt < KTH; kt++)
+  for (uint kt = 0; kt < KT; kt++)
 UNROLL
     for (uint e = 0; e < 4; e++) {
-      const uint row = (e & 1) ? row1 : row0, col = (share * KTH + kt) * 8 + tq + (e >> 1) * 4;
+      const uint row = (e & 1) ? row1 : row0, col = kt * 8 + tq + (e >> 1) * 4;
       const float x =
           row < seqlen_q && col < D ? q[qbase + (ulong)row * q_ss + col] * scale_log2 : 0.0f;
       SPLIT(x, qh[kt][e], ql[kt][e]);
     }
-#endif
 
   uint kv_end = seqlen_kv;
   const long shift = (long)seqlen_kv - (long)seqlen_q;
@@ -242,9 +210,9 @@ UNROLL
   kv_end = min(kv_end, kv_lo + kv_per_split);
 
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; /* l: this lane's partial sums */
-  float acc[VTH][4];
+  float acc[VT][4];
 UNROLL
-  for (uint vt = 0; vt < VTH; vt++)
+  for (uint vt = 0; vt < VT; vt++)
 UNROLL
     for (uint e = 0; e < 4; e++) acc[vt][e] = 0.0f;
 
@@ -277,24 +245,18 @@ UNROLL
 UNROLL
         for (uint e = 0; e < 4; e++) s[nt][e] = 0.0f, t[nt][e] = 0.0f;
 /* Q's fragments of k-steps 2 kp_ and 2 kp_ + 1 */
-#if QLOCAL
-#define QFRAG(kp_)                                                                                 \
-  uint ah[2][4], al[2][4];                                                                         \
-  UNROLL for (uint hs = 0; hs < 2; hs++) UNROLL for (uint e = 0; e < 4; e++) SPLIT(Ql[(warp / PAIR * 16 + gq + 8 * (e & 1)) * QS + (share * KTH + 2 * (kp_) + hs) * 8 + tq + 4 * (e >> 1)], ah[hs][e], al[hs][e])
-#else
 #define QFRAG(kp_)                                                                                 \
   uint ah[2][4], al[2][4];                                                                         \
   UNROLL for (uint hs = 0; hs < 2; hs++) UNROLL for (uint e = 0; e < 4; e++) ah[hs][e] = qh[2 * (kp_) + hs][e], al[hs][e] = ql[2 * (kp_) + hs][e]
-#endif
 /* K's b0, b1 of k-step 2 kp_, then of k-step 2 kp_ + 1, for key tile nt_: two k-steps of t */
 #if KVSPLIT
 #define KFRAG(nt_, kp_)                                                                            \
-  const uint at = ((nt_) * 8 + gq) * KS + ((kp_) + share * KTH / 2) * 16 + 4 * tq;                  \
+  const uint at = ((nt_) * 8 + gq) * KS + (kp_) * 16 + 4 * tq;                                     \
   const uint4 bh = as_uint4(*(__local const float4 *)(Ks + at));                                   \
   const uint4 bl = as_uint4(*(__local const float4 *)(Ks2 + at))
 #else
 #define KFRAG(nt_, kp_)                                                                            \
-  const uint at = ((nt_) * 8 + gq) * KS + ((kp_) + share * KTH / 2) * 16 + 4 * tq;                  \
+  const uint at = ((nt_) * 8 + gq) * KS + (kp_) * 16 + 4 * tq;                                     \
   const float4 kb = *(__local const float4 *)(Ks + at);                                            \
   uint4 bh, bl;                                                                                    \
   SPLIT(kb.s0, bh.s0, bl.s0);                                                                      \
@@ -306,9 +268,9 @@ UNROLL
   MMA3(t[nt_], ah[0], al[0], bh.s0, bh.s1, bl.s0, bl.s1);                                          \
   MMA3(t[nt_], ah[1], al[1], bh.s2, bh.s3, bl.s2, bl.s3)
 /* Flushed per pair of k-steps (an odd FLUSH_S rounds up). */
-#define FLUSH_AFTER(kp_) (((kp_) + 1) % ((FLUSH_S + 1) / 2) == 0 || 2 * (kp_) + 2 == KTH)
+#define FLUSH_AFTER(kp_) (((kp_) + 1) % ((FLUSH_S + 1) / 2) == 0 || 2 * (kp_) + 2 == KT)
 UNROLL
-      for (uint kp = 0; kp < KTH / 2; kp++) {
+      for (uint kp = 0; kp < KT / 2; kp++) {
         QFRAG(kp);
 UNROLL
         for (uint nt = 0; nt < NT; nt++) {
@@ -321,22 +283,6 @@ UNROLL
             FLUSH(s[nt], t[nt]);
           }
       }
-    }
-#if PAIR > 1
-    /* The pair's partial scores: both warps add the same two, so both hold the same S. */
-    if (act)
-UNROLL
-      for (uint nt = 0; nt < NT; nt++)
-UNROLL
-        for (uint e = 0; e < 4; e++) Xs[((warp * NT + nt) * 4 + e) * 32 + lane] = s[nt][e];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (act)
-UNROLL
-      for (uint nt = 0; nt < NT; nt++)
-UNROLL
-        for (uint e = 0; e < 4; e++) s[nt][e] += Xs[(((warp ^ 1) * NT + nt) * 4 + e) * 32 + lane];
-#endif
-    if (act) {
       float mx0 = -INFINITY, mx1 = -INFINITY;
 UNROLL
       for (uint nt = 0; nt < NT; nt++)
@@ -376,14 +322,14 @@ UNROLL
       l0 = l0 * a0 + sum0, l1 = l1 * a1 + sum1;
       m0 = mn0, m1 = mn1;
 UNROLL
-      for (uint vt = 0; vt < VTH; vt++) {
+      for (uint vt = 0; vt < VT; vt++) {
         acc[vt][0] *= a0, acc[vt][1] *= a0;
         acc[vt][2] *= a1, acc[vt][3] *= a1;
       }
 
       /* O += P V, VW 8-column tiles at a time; b0, b1 are keys 2 tq and 2 tq + 1 of each step. */
 UNROLL
-      for (uint vc = 0; vc < VTH / VW; vc++) {
+      for (uint vc = 0; vc < VT / VW; vc++) {
         float t[VW][4];
 UNROLL
         for (uint w = 0; w < VW; w++)
@@ -391,7 +337,7 @@ UNROLL
           for (uint e = 0; e < 4; e++) t[w][e] = 0.0f;
 UNROLL
         for (uint nt = 0; nt < NT; nt++) {
-          const uint at = (nt * 8 + 2 * tq) * VS + gq * VTP + share * VTH + vc * VW;
+          const uint at = (nt * 8 + 2 * tq) * VS + gq * VTP + vc * VW;
 /* Keys 2 tq and 2 tq + 1 of V's VW tiles at `at` of array a_ into r0_, r1_. */
 #if VW == 4
 #define VREAD(a_, r0_, r1_)                                                                        \
@@ -436,12 +382,12 @@ UNROLL
     if (row >= seqlen_q) continue;
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
 UNROLL
-    for (uint vt = 0; vt < VTH; vt++) {
-      const uint c = (share * VTH + vt) * 8 + 2 * tq;
+    for (uint vt = 0; vt < VT; vt++) {
+      const uint c = vt * 8 + 2 * tq;
       if (c < DV) o[obase + (ulong)row * o_ss + c] = acc[vt][2 * hr] * inv;
       if (c + 1 < DV) o[obase + (ulong)row * o_ss + c + 1] = acc[vt][2 * hr + 1] * inv;
     }
-    if (write_lse && tq == 0 && share == 0)
+    if (write_lse && tq == 0)
       lse[lse_off + split * lse_split + (b * heads_q + h) * seqlen_q + row] = l > 0.0f ? (m + log2(l)) * M_LN2_F : -INFINITY;
   }
 }

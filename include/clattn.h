@@ -212,9 +212,7 @@ typedef struct clattn_config {
                                work-item owns rows_per_item rows x block_kv/threads_per_row keys
                                of S) or "forward_mma" (NVIDIA tensor cores, compute capability
                                8.0+: a warp per 16 query rows, block_q a multiple of 16,
-                               block_kv of 8; threads_per_row 2: two warps per 16 rows, each
-                               with half of the head dims (which must round up to multiples of
-                               32 and 16); rows_per_item unused, pad != 0
+                               block_kv of 8, threads_per_row 1; rows_per_item unused, pad != 0
                                pads the local rows against bank conflicts); "" means
                                forward_rows. For clattn_backward's kernels: "backward_rows" (a
                                work-item per key or query row) or "backward_mma" (NVIDIA tensor

@@ -18,9 +18,9 @@ void clattn__config_options(const clattn__device *dev, const clattn__class *cls,
   if (c->variant == 2)
     snprintf(out, len,
              "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DPAD=%u -DCAUSAL=%u -DVEC=%u "
-             "-DKVSPLIT=%u -DPAIR=%u%s",
+             "-DKVSPLIT=%u%s",
              cls->d, cls->dv, c->bq, c->bkv, c->pad ? 1u : 0u, cls->causal, c->vec ? c->vec : 1,
-             c->stage == 2 ? 1u : 0u, c->tpr == 2 ? 2u : 1u,
+             c->stage == 2 ? 1u : 0u,
              dev->mma_emulated ? " -DMMA_EMULATE=1 -DSCRATCH=" CLATTN__STR(CLATTN__MMA_SCRATCH)
                                : "");
   else if (c->variant == 1)

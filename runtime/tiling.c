@@ -21,11 +21,8 @@ size_t clattn__config_local_bytes(const clattn__config *c, const clattn__class *
       ks = dp % 32 ? dp : dp + 16;
       vs = (8 * (vt % 8 ? vt : vt + 4) + 15) / 16 * 16 + 4;
     }
-    /* stage 2: hi and lo parts (Ks2, Vs2 there); two warps per 16 rows (tpr 2): each warp's
-     * partial scores, BKV / 8 fragments of 4 floats per lane (Xs there) */
-    size_t tiles = (size_t)c->bkv * (ks + vs) * (c->stage == 2 ? 2 : 1);
-    size_t partial = c->tpr == 2 ? (size_t)c->bq / 16 * 2 * (c->bkv / 8) * 4 * 32 : 0;
-    return (tiles + partial) * sizeof(float);
+    /* stage 2: hi and lo parts (Ks2, Vs2 there) */
+    return (size_t)c->bkv * (ks + vs) * (c->stage == 2 ? 2 : 1) * sizeof(float);
   }
   if (c->variant == 1) { /* cl/forward_tiles.cl: Qs, Ks, Vs, Ps, Red */
     size_t bqp = c->bq + c->pad, bkvp = c->bkv + c->pad;
@@ -46,7 +43,7 @@ unsigned clattn__seqlen_bucket(size_t n) {
 }
 
 size_t clattn__config_work_group(const clattn__config *c) {
-  if (c->variant == 2) return (size_t)c->bq * 2 * c->tpr; /* tpr warps of 32 per 16 rows */
+  if (c->variant == 2) return (size_t)c->bq * 2; /* a warp of 32 per 16 rows */
   return (size_t)(c->bq / rows_per_item(c)) * c->tpr;
 }
 
@@ -68,17 +65,9 @@ int clattn__config_legal(const clattn__device *dev, const clattn__class *k, cons
              "through inline PTX)");
     return 0;
   }
-  if (c->variant == 2 && c->tpr != 1 && c->tpr != 2) {
-    snprintf(why, why_len,
-             "forward_mma threads_per_row %u: 1 (a warp per 16 rows) or 2 (two sharing them)",
+  if (c->variant == 2 && c->tpr != 1) {
+    snprintf(why, why_len, "forward_mma threads_per_row %u: must be 1 (a warp per 16 rows)",
              c->tpr);
-    return 0;
-  }
-  if (c->variant == 2 && c->tpr == 2 && ((k->d + 15) / 16 % 2 || round8(k->dv) / 8 % 2)) {
-    snprintf(why, why_len,
-             "forward_mma with two warps per 16 rows halves the head dims: head_dim %u must "
-             "round up to a multiple of 32, head_dim_v %u to one of 16",
-             k->d, k->dv);
     return 0;
   }
   if (c->variant == 2 && (c->bq % 16 || c->bkv % 8)) {
@@ -97,7 +86,7 @@ int clattn__config_legal(const clattn__device *dev, const clattn__class *k, cons
   size_t bytes = clattn__config_local_bytes(c, k), wg = clattn__config_work_group(c);
   /* Emulated, forward_mma also holds scratch per warp (cl/mma.cl). */
   if (c->variant == 2 && dev->mma_emulated)
-    bytes += (size_t)c->bq / 16 * c->tpr * CLATTN__MMA_SCRATCH * sizeof(float);
+    bytes += (size_t)c->bq / 16 * CLATTN__MMA_SCRATCH * sizeof(float);
   if (bytes > dev->local_mem) {
     snprintf(why, why_len, "BQ=%u BKV=%u: needs %.1f KiB local memory, device has %.1f KiB", c->bq,
              c->bkv, bytes / 1024.0, dev->local_mem / 1024.0);
@@ -158,10 +147,9 @@ static unsigned cost_tiles(const clattn__class *k, const clattn__config *c) {
  * variants until measurements on the devices that have them (its accuracy included) make it a
  * default: the tuner seeds it and its correctness gate judges it. */
 static unsigned cost_mma(const clattn__config *c) {
-  /* Tiles stored split where they fit: 6% faster at d = 64 on the H200 (docs/BENCHMARKS.md).
-   * Two warps per 16 rows: not measured yet, so after one. */
+  /* Tiles stored split where they fit: 6% faster at d = 64 on the H200 (docs/BENCHMARKS.md). */
   return 3000 + 10 * udiff(ilog2(c->bq), 6) + 10 * udiff(ilog2(c->bkv), 5) + (c->pad ? 0 : 5) +
-         (c->stage == 2 ? 0 : 2) + (c->tpr == 2 ? 20 : 0);
+         (c->stage == 2 ? 0 : 2);
 }
 
 static unsigned cost_config(const clattn__device *dev, const clattn__class *k,
@@ -211,7 +199,7 @@ static const unsigned bqs[] = {128, 64, 32, 16, 8, 4, 2, 1}, bkvs[] = {128, 64, 
                       tprs[] = {1, 2, 4, 8, 16, 32}, rms[] = {1, 2, 4, 8}, vecs[] = {1, 4};
 static const unsigned mma_bqs[] = {16, 32, 64, 128}, mma_bkvs[] = {8, 16, 32, 64, 128};
 enum { ROWS_SPACE = 8 * 5 * 6 * 2 * 2 * 2, TILES_SPACE = 8 * 5 * 6 * 4 * 2 * 2 };
-enum { MMA_SPACE = 4 * 5 * 2 * 2 * 2 * 2, SPACE = ROWS_SPACE + TILES_SPACE + MMA_SPACE };
+enum { MMA_SPACE = 4 * 5 * 2 * 2 * 2, SPACE = ROWS_SPACE + TILES_SPACE + MMA_SPACE };
 
 size_t clattn__config_space_size(void) {
   return SPACE;
@@ -254,15 +242,14 @@ size_t clattn__configs_ranked(const clattn__device *dev, const clattn__class *k,
     for (size_t b = 0; b < sizeof mma_bkvs / sizeof *mma_bkvs; b++)
       for (unsigned pad = 0; pad < 2; pad++)
         for (unsigned stage = 1; stage <= 2; stage++)
-          for (unsigned warps = 1; warps <= 2; warps++)
-            for (size_t v = 0; v < sizeof vecs / sizeof *vecs; v++) {
-              clattn__config c = {mma_bqs[a], mma_bkvs[b], warps, stage, pad, 2, 1, vecs[v]};
-              if (!clattn__config_legal(dev, k, &c, why, sizeof why)) continue;
-              all[n].cfg = c;
-              all[n].cost = cost(dev, k, &c);
-              all[n].order = (unsigned)n;
-              n++;
-            }
+          for (size_t v = 0; v < sizeof vecs / sizeof *vecs; v++) {
+            clattn__config c = {mma_bqs[a], mma_bkvs[b], 1, stage, pad, 2, 1, vecs[v]};
+            if (!clattn__config_legal(dev, k, &c, why, sizeof why)) continue;
+            all[n].cfg = c;
+            all[n].cost = cost(dev, k, &c);
+            all[n].order = (unsigned)n;
+            n++;
+          }
   qsort(all, n, sizeof *all, by_cost);
   size_t m = n < cap ? n : cap;
   for (size_t i = 0; i < m; i++) out[i] = all[i].cfg;
@@ -275,9 +262,8 @@ void clattn__config_reason(const clattn__device *dev, const clattn__class *k,
   if (c->variant == 2) {
     snprintf(out, len,
              "forward_mma: tensor cores (3xTF32 mma.sync), %.1f of %.1f KiB local memory, %u "
-             "warps %s16 rows, %u-key tiles%s",
-             clattn__config_local_bytes(c, k) / 1024.0, dev->local_mem / 1024.0,
-             c->bq / 16 * c->tpr, c->tpr == 2 ? "in pairs sharing " : "of ", c->bkv,
+             "warps of 16 rows, %u-key tiles%s",
+             clattn__config_local_bytes(c, k) / 1024.0, dev->local_mem / 1024.0, c->bq / 16, c->bkv,
              c->stage == 2 ? " stored split into TF32 parts" : "");
     return;
   }

@@ -15,13 +15,6 @@
 #ifdef TEST_STANDARD
 #define SUITE standard
 #define ALGORITHM CLATTN_ALGO_STANDARD
-#elif defined(TEST_MMA_PAIR)
-#define TEST_MMA
-#define SUITE forward_mma_pair
-#define ALGORITHM CLATTN_ALGO_FUSED
-__attribute__((constructor)) static void emulate_mma(void) {
-  setenv("CLATTN_MMA_EMULATE", "1", 1);
-}
 #elif defined(TEST_MMA)
 #define SUITE forward_mma
 #define ALGORITHM CLATTN_ALGO_FUSED
@@ -43,18 +36,6 @@ static void run(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d
    * to 128 (NT = 2); larger head dims keep fp32 tiles, the other staging path. */
   clattn_config mma = test_mma_config(64, d > 64 && d <= 128 ? 16 : 32);
   mma.stage_kv = d <= 128 ? 2 : 1;
-#ifdef TEST_MMA_PAIR
-  /* Two warps per 16 rows, each with half of the head dims: where they do not halve into whole
-   * pairs of k-steps and 8-column tiles, the config is refused, saying why. */
-  mma.threads_per_row = 2;
-  clattn_context *ctx = test_context(NULL);
-  clattn_status st = clattn_config_check(ctx, &p, &mma);
-  int halves = (d + 15) / 16 % 2 == 0 && ((dv ? dv : d) + 7) / 8 % 2 == 0;
-  cr_assert_eq(st == CLATTN_OK, halves, "d=%zu dv=%zu: %s", d, dv, clattn_last_error(ctx));
-  if (!halves) cr_assert(strstr(clattn_last_error(ctx), "halves the head dims"));
-  clattn_context_destroy(ctx);
-  if (!halves) return;
-#endif
   test_forward_shape(&p, bhsd, offset, lse, &mma);
 #else
   test_forward_shape(&p, bhsd, offset, lse, NULL);
