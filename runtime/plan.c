@@ -156,7 +156,6 @@ static clattn_status heuristic_pick(clattn_context *ctx, const clattn__sources *
     free(build_error);
     return st;
   }
-  free(build_error);
   if (!p->kernel) {
     st = clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES,
                       "none of the %zu tile configs tried fits the built kernel's limits:", tried);
@@ -164,8 +163,17 @@ static clattn_status heuristic_pick(clattn_context *ctx, const clattn__sources *
       clattn__append_error(ctx, "\n  ");
       clattn__append_error(ctx, why[j]);
     }
+    /* The variant that did not build may be the one that would have fitted: say so here, not
+     * only in the diagnostics. */
+    if (build_error) {
+      char line[400];
+      snprintf(line, sizeof line, "\n  and a kernel variant failed to build: %.300s", build_error);
+      clattn__append_error(ctx, line);
+    }
+    free(build_error);
     return st;
   }
+  free(build_error);
   snprintf(p->origin, sizeof p->origin, "heuristic");
   clattn__config_reason(&ctx->device, cls, &p->cfg, p->reason, sizeof p->reason);
   if (tried > 1) {
