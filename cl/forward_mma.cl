@@ -53,6 +53,14 @@
 #ifndef KVSPLIT
 #define KVSPLIT 0
 #endif
+#ifndef SCHAINS /* 2: S's odd k-steps in chains of MMAs of their own, twice the chains */
+#define SCHAINS 1
+#endif
+#if SCHAINS == 2
+#define T2 u /* the chains of S's odd k-steps */
+#else
+#define T2 t
+#endif
 
 #define WARPS (BQ / 16)
 #define WG (WARPS * 32)
@@ -239,11 +247,12 @@ UNROLL
     if (act) {
       /* S = Q K^T: C fragment element e is row gq + 8 (e >> 1), key 2 tq + (e & 1). The
        * k-steps run outermost, so that the NT chains of MMAs are independent and can overlap. */
-      float t[NT][4];
+      /* With SCHAINS 2 the odd k-steps chain in u, apart from the even ones in t. */
+      float t[NT][4], u[NT][4];
 UNROLL
       for (uint nt = 0; nt < NT; nt++)
 UNROLL
-        for (uint e = 0; e < 4; e++) s[nt][e] = 0.0f, t[nt][e] = 0.0f;
+        for (uint e = 0; e < 4; e++) s[nt][e] = 0.0f, t[nt][e] = 0.0f, u[nt][e] = 0.0f;
 /* Q's fragments of k-steps 2 kp_ and 2 kp_ + 1 */
 #define QFRAG(kp_)                                                                                 \
   uint ah[2][4], al[2][4];                                                                         \
@@ -266,7 +275,7 @@ UNROLL
 #endif
 #define KMMA(nt_)                                                                                  \
   MMA3(t[nt_], ah[0], al[0], bh.s0, bh.s1, bl.s0, bl.s1);                                          \
-  MMA3(t[nt_], ah[1], al[1], bh.s2, bh.s3, bl.s2, bl.s3)
+  MMA3(T2[nt_], ah[1], al[1], bh.s2, bh.s3, bl.s2, bl.s3)
 /* Flushed per pair of k-steps (an odd FLUSH_S rounds up). */
 #define FLUSH_AFTER(kp_) (((kp_) + 1) % ((FLUSH_S + 1) / 2) == 0 || 2 * (kp_) + 2 == KT)
 UNROLL
@@ -281,6 +290,7 @@ UNROLL
 UNROLL
           for (uint nt = 0; nt < NT; nt++) {
             FLUSH(s[nt], t[nt]);
+            if (SCHAINS == 2) FLUSH(s[nt], u[nt]);
           }
       }
       float mx0 = -INFINITY, mx1 = -INFINITY;
