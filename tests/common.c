@@ -129,7 +129,7 @@ void test_forward_shape(const clattn_problem *p, int bhsd, size_t offset, int wi
     cr_assert_eq(info.work_group_size,
                  strcmp(cfg->kernel, "forward_mma")
                      ? (size_t)(cfg->block_q / cfg->rows_per_item) * cfg->threads_per_row
-                     : (size_t)cfg->block_q * 2 * cfg->threads_per_row /* warps per 16 rows */);
+                     : (size_t)cfg->block_q * 2 /* a warp of 32 per 16 rows */);
   }
   check_result r;
   cr_assert_eq(check_run(ctx, &sp, &r), CLATTN_OK, "forward failed: %s", clattn_last_error(ctx));

@@ -107,6 +107,23 @@ Test(SUITE, d256_causal_bhsd) {
   run(1, 2, 1, 130, 130, 256, 0, C, BHSD, 3, LSE);
 }
 
+#ifdef TEST_MMA
+/* forward_mma's build knobs for experiments (CLATTN_BUILD_OPTIONS) keep the results right, so
+ * that a knob the H200 favours can become a default: S's odd k-steps in chains of their own
+ * (SCHAINS) with longer chains, one-value V reads (VW), causal blocks in order (REVERSE 0). Two
+ * query blocks, a tile cut short, causal, and 3 k-step pairs at d = 40. */
+Test(SUITE, build_knobs_for_experiments) {
+  const char *knobs[] = {"-DSCHAINS=2 -DFLUSH_S=8", "-DSCHAINS=2", "-DVW=1", "-DREVERSE=0"};
+  for (size_t i = 0; i < sizeof knobs / sizeof *knobs; i++) {
+    setenv("CLATTN_BUILD_OPTIONS", knobs[i], 1); /* this test's process only */
+    cr_log_info("%s", knobs[i]);
+    run(1, 2, 0, 100, 90, 64, 0, C, BHSD, 0, LSE);
+    run(1, 1, 0, 40, 45, 40, 0, C, BSHD, 0, LSE);
+  }
+  unsetenv("CLATTN_BUILD_OPTIONS");
+}
+#endif
+
 /* Arbitrary strides: Q, K and V interleaved in one packed QKV buffer [B][S][3][H][D] (a common
  * layout of fused projections), O in a padded buffer with a row stride larger than needed. */
 Test(SUITE, interleaved_qkv_padded_output) {
