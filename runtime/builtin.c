@@ -27,11 +27,11 @@ static const builtin table[] = {
     {POCL, "", CPU, 128, 128, 1, 1024, {64, 128, 2, 1, 0, 1, 1, 1}},
     /* NVIDIA H200, driver 580.159.04 (NVIDIA CUDA OpenCL 3.0): forward_mma (tensor cores,
      * 3xTF32) with 128-row blocks, padded rows, 16-byte loads and K/V tiles stored split into
-     * TF32 parts: 32-key tiles at d = 64, 1.09-1.20x PyTorch's fp32 SDPA over N = 512..16384
-     * (`tools/gpu-bench.sh`, commit bfbaafa); 16-key tiles at d = 128 (32 do not fit split),
-     * 0.72-0.79x (commit b0a8e09), 4.5% faster than 32-key fp32 tiles. DESIGN.md's shapes all
-     * passed there with these (2026-12-03, docs/BENCHMARKS.md). Head dims above 128 spill
-     * registers in it and keep the heuristic's portable configs. */
+     * TF32 parts: 32-key tiles at d = 64, 16-key tiles at d = 128 (32 do not fit split; 4.5%
+     * faster than 32-key fp32 tiles). Against PyTorch's fp32 SDPA over N = 512..16384 in one
+     * device call (`tools/gpu-bench.sh`, commit 74ea817): 1.11-1.24x at d = 64, 0.76-0.79x at
+     * d = 128. DESIGN.md's shapes all passed there with these (2026-12-03, docs/BENCHMARKS.md).
+     * Head dims above 128 spill registers in it and keep the heuristic's portable configs. */
     {"NVIDIA CUDA", "H200", GPU, 64, 64, 0, 4096, {128, 32, 1, 2, 1, 2, 1, 4}},
     {"NVIDIA CUDA", "H200", GPU, 64, 64, 1, 4096, {128, 32, 1, 2, 1, 2, 1, 4}},
     {"NVIDIA CUDA", "H200", GPU, 128, 128, 0, 4096, {128, 16, 1, 2, 1, 2, 1, 4}},
