@@ -34,31 +34,60 @@ static void entry_path(clattn_context *ctx, const char *key, char *out, size_t l
            (unsigned long long)clattn__hash(key, strlen(key), 0x5bd1e995));
 }
 
-/* The binary stored for key, or NULL (missing, unreadable, truncated, corrupt or stale). */
-static unsigned char *read_entry(const char *path, const char *key, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  char magic[8];
-  uint32_t format = 0, keylen = 0;
+/* The header's fixed parts around the key: magic, format, key length; then binary length and
+ * checksum. Read with memcpy: the bytes need not be aligned. */
+#define HEAD_BYTES (8 + 4 + 4)
+#define TAIL_BYTES (8 + 8)
+
+const unsigned char *clattn__bincache_parse(const unsigned char *file, size_t file_len,
+                                            const char *key, size_t *bin_len) {
+  const unsigned char *bin = NULL;
+  size_t keylen = strlen(key);
+  uint32_t format = 0, stored_keylen = 0;
   uint64_t binlen = 0, sum = 0;
-  unsigned char *bin = NULL;
-  char *stored = NULL;
-  int ok = fread(magic, 1, 8, f) == 8 && !memcmp(magic, MAGIC, 8) &&
-           fread(&format, sizeof format, 1, f) == 1 && format == FORMAT &&
-           fread(&keylen, sizeof keylen, 1, f) == 1 && keylen == strlen(key) &&
-           (stored = malloc(keylen + 1)) && fread(stored, 1, keylen, f) == keylen &&
-           !memcmp(stored, key, keylen) && fread(&binlen, sizeof binlen, 1, f) == 1 && binlen > 0 &&
-           binlen <= MAX_BINARY && fread(&sum, sizeof sum, 1, f) == 1 &&
-           (bin = malloc((size_t)binlen)) && fread(bin, 1, (size_t)binlen, f) == binlen &&
-           clattn__hash(bin, (size_t)binlen, 0) == sum && fgetc(f) == EOF;
-  fclose(f);
-  free(stored);
-  if (!ok) {
-    free(bin);
-    return NULL;
+  /* Every length is compared with what is left of the file before it is used, so no field can
+   * point outside [file, file + file_len). */
+  if (file && file_len >= HEAD_BYTES && !memcmp(file, MAGIC, 8)) {
+    memcpy(&format, file + 8, sizeof format);
+    memcpy(&stored_keylen, file + 12, sizeof stored_keylen);
+    size_t rest = file_len - HEAD_BYTES;
+    if (format == FORMAT && stored_keylen == keylen && rest >= keylen + TAIL_BYTES &&
+        !memcmp(file + HEAD_BYTES, key, keylen)) {
+      const unsigned char *p = file + HEAD_BYTES + keylen;
+      memcpy(&binlen, p, sizeof binlen);
+      memcpy(&sum, p + 8, sizeof sum);
+      rest -= keylen + TAIL_BYTES;
+      /* The binary is exactly the rest of the file: a longer or shorter file is not this entry. */
+      if (binlen > 0 && binlen <= MAX_BINARY && binlen == rest &&
+          clattn__hash(p + TAIL_BYTES, (size_t)binlen, 0) == sum) {
+        bin = p + TAIL_BYTES;
+        *bin_len = (size_t)binlen;
+      }
+    }
   }
-  *len = (size_t)binlen;
   return bin;
+}
+
+/* The whole entry file for key (the caller frees it) and where its binary lies in it, or NULL
+ * (missing, unreadable, too large, truncated, corrupt or stale). The file's size bounds the
+ * allocation, never a length read from its header. */
+static unsigned char *read_entry(const char *path, const char *key, const unsigned char **bin,
+                                 size_t *len) {
+  unsigned char *file = NULL;
+  FILE *f = fopen(path, "rb");
+  struct stat st;
+  if (f && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+      (uint64_t)st.st_size <= MAX_BINARY + HEAD_BYTES + TAIL_BYTES + strlen(key) &&
+      (file = malloc((size_t)st.st_size))) {
+    size_t n = fread(file, 1, (size_t)st.st_size, f);
+    *bin = n == (size_t)st.st_size ? clattn__bincache_parse(file, n, key, len) : NULL;
+    if (!*bin) {
+      free(file);
+      file = NULL;
+    }
+  }
+  if (f) fclose(f);
+  return file;
 }
 
 static void make_dirs(const char *path) {
@@ -94,9 +123,10 @@ cl_program clattn__bincache_load(clattn_context *ctx, uint64_t source_hash, cons
   if (!key) return NULL;
   entry_path(ctx, key, path, sizeof path);
   size_t len = 0;
-  unsigned char *bin = read_entry(path, key, &len);
+  const unsigned char *bin = NULL;
+  unsigned char *file = read_entry(path, key, &bin, &len);
   free(key);
-  if (!bin) {
+  if (!file) {
     if (access(path, F_OK) == 0) ctx->bincache_rejected++;
     return NULL;
   }
@@ -104,7 +134,7 @@ cl_program clattn__bincache_load(clattn_context *ctx, uint64_t source_hash, cons
   const unsigned char *bins[1] = {bin};
   cl_program prog =
       clCreateProgramWithBinary(ctx->cl, 1, &ctx->device_id, &len, bins, &status, &err);
-  free(bin);
+  free(file);
   if (err == CL_SUCCESS && status == CL_SUCCESS)
     err = clBuildProgram(prog, 1, &ctx->device_id, options, NULL, NULL);
   if (err != CL_SUCCESS || status != CL_SUCCESS) {

@@ -203,6 +203,11 @@ void clattn__config_options(const clattn__device *dev, const clattn__class *cls,
 cl_program clattn__bincache_load(clattn_context *ctx, uint64_t source_hash, const char *options);
 void clattn__bincache_store(clattn_context *ctx, uint64_t source_hash, const char *options,
                             cl_program prog);
+/* Parses a cache entry already in memory: a pointer into file to the program binary and its
+ * length in *bin_len, or NULL when the entry is malformed, for another key, truncated or its
+ * checksum is wrong. Never reads outside [file, file + file_len), whatever the bytes. */
+const unsigned char *clattn__bincache_parse(const unsigned char *file, size_t file_len,
+                                            const char *key, size_t *bin_len);
 size_t clattn__program_cache_size(const clattn_context *ctx);
 
 /* ---- context (context.c) ---- */
