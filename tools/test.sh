@@ -1,9 +1,27 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test (Criterion cases through CTest) on the
 # default OpenCL device: PoCL on the CPU where there is no GPU.
+#   tools/test.sh [ctest args]             the suite, in ${BUILD_DIR:-build}
+#   tools/test.sh --sanitize [ctest args]  the suite under ASan and UBSan, in build-sanitize,
+#                                          less the emulated tensor-core suites (the slowest,
+#                                          and their host code is the plain suites')
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/deps.sh
+if [ "${1:-}" = "--sanitize" ]; then
+  shift
+  export BUILD_DIR=${BUILD_DIR:-build-sanitize}
+  flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+  tools/build.sh "-DCMAKE_C_FLAGS=$flags" "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined" \
+    "-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=address,undefined"
+  # PoCL and LLVM keep allocations to process exit, which LeakSanitizer would report as leaks of
+  # ours; tests/sanitize.supp names only those libraries. UBSan stops at the first error.
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:detect_odr_violation=0}
+  export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/sanitize.supp:print_suppressions=0}
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+  cd "$BUILD_DIR"
+  exec ctest --output-on-failure -j"$(nproc)" -E '^(forward_mma|backward_mma)/' "$@"
+fi
 tools/build.sh
 cd "${BUILD_DIR:-build}"
 ctest --output-on-failure -j"$(nproc)" "$@"
