@@ -2,6 +2,7 @@
  * objects and by $CLATTN_DEVICE, empty calls, events, per-thread errors, several threads. */
 #include "common.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,5 +175,71 @@ Test(api, threads_share_a_context_with_their_own_errors) {
   for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
   for (int i = 0; i < 4; i++) cr_assert(w[i].ok, "thread %d saw the wrong last error", i);
   test_context_still_works(ctx);
+  clattn_context_destroy(ctx);
+}
+
+/* README's recipe for a padded batch until variable lengths land: one call per sequence with
+ * its own lengths, the views' offsets at its first row, the padded buffers' strides unchanged.
+ * Each sequence matches the reference; O's padded rows keep their sentinel. */
+Test(api, padded_batch_one_call_per_sequence) {
+  enum { B = 3, S = 12, H = 2, D = 16 };
+  const unsigned len[B] = {12, 5, 1};
+  clattn_context *ctx = test_context(NULL);
+  size_t n = (size_t)B * S * H * D;
+  float *q = malloc(n * sizeof *q), *k = malloc(n * sizeof *k), *v = malloc(n * sizeof *v);
+  float *o = malloc(n * sizeof *o);
+  uint64_t rng = 7;
+  ref_fill_normal(q, n, &rng), ref_fill_normal(k, n, &rng), ref_fill_normal(v, n, &rng);
+  cl_context cl = clattn_context_cl_context(ctx);
+  cl_command_queue queue = clattn_context_queue(ctx);
+  cl_int err;
+  cl_mem buf[3], ob = test_buffer(ctx, n, 12345.0f); /* the sentinel of padded rows */
+  float *host[3] = {q, k, v};
+  for (int t = 0; t < 3; t++) {
+    buf[t] = clCreateBuffer(cl, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * sizeof(float), host[t],
+                            &err);
+    cr_assert_eq(err, CL_SUCCESS);
+  }
+  for (unsigned b = 0; b < B; b++) {
+    clattn_problem p = {0};
+    p.batch = 1, p.heads_q = H, p.seqlen_q = p.seqlen_kv = len[b], p.head_dim = D;
+    clattn_tensor tq = clattn_bshd(buf[0], S, H, D), tk = clattn_bshd(buf[1], S, H, D);
+    clattn_tensor tv = clattn_bshd(buf[2], S, H, D), to = clattn_bshd(ob, S, H, D);
+    tq.offset = tk.offset = tv.offset = to.offset = (size_t)b * S * H * D;
+    cr_assert_eq(clattn_forward(ctx, &p, &tq, &tk, &tv, &to, NULL, 0, NULL, NULL), CLATTN_OK, "%s",
+                 clattn_last_error(ctx));
+  }
+  cr_assert_eq(clEnqueueReadBuffer(queue, ob, CL_TRUE, 0, n * sizeof(float), o, 0, NULL, NULL),
+               CL_SUCCESS);
+  for (unsigned b = 0; b < B; b++) {
+    clattn_problem p = {0};
+    p.batch = 1, p.heads_q = H, p.seqlen_q = p.seqlen_kv = len[b], p.head_dim = D;
+    size_t off = (size_t)b * S * H * D;
+    ref_view vq = {q, off, S * H * D, H * D, D}, vk = {k, off, S * H * D, H * D, D};
+    ref_view vv = {v, off, S * H * D, H * D, D};
+    double ref[H * S * D];
+    float naive[H * S * D];
+    ref_forward_f64(&p, vq, vk, vv, ref, NULL);
+    ref_forward_f32(&p, vq, vk, vv, naive, NULL);
+    double err_o = 0, err_naive = 0;
+    for (unsigned i = 0; i < S; i++)
+      for (unsigned h = 0; h < H; h++)
+        for (unsigned d = 0; d < D; d++) {
+          float got = o[off + ((size_t)i * H + h) * D + d];
+          if (i >= len[b]) {
+            cr_assert_eq(got, 12345.0f, "sequence %u: padded row %u was written", b, i);
+            continue;
+          }
+          size_t r = ((size_t)h * len[b] + i) * D + d; /* the reference's [heads][seq][dim] */
+          cr_assert(got == got, "sequence %u row %u: NaN", b, i);
+          err_o = fmax(err_o, fabs(got - ref[r]));
+          err_naive = fmax(err_naive, fabs(naive[r] - ref[r]));
+        }
+    cr_assert_leq(err_o, 2 * err_naive + 1e-6, "sequence %u: error %g, naive %g", b, err_o,
+                  err_naive);
+  }
+  for (int t = 0; t < 3; t++) clReleaseMemObject(buf[t]);
+  clReleaseMemObject(ob);
+  free(q), free(k), free(v), free(o);
   clattn_context_destroy(ctx);
 }
