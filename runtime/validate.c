@@ -1,5 +1,6 @@
 /* Validation of problems and tensors before anything is enqueued: every view must lie inside
- * its buffer (CL_MEM_SIZE, overflow-safe arithmetic) and the output must not overlap an input. */
+ * its buffer (CL_MEM_SIZE, overflow-safe arithmetic), an output must not overlap an input, and
+ * no two elements of an output may share an address (inputs may: a broadcast is legitimate). */
 #include "internal.h"
 
 #include <math.h>
@@ -126,6 +127,44 @@ static clattn_status check_view(clattn_context *ctx, const char *name, const cla
   return check_buffer(ctx, name, t->buffer, bytes, r);
 }
 
+/* Whether two distinct elements of a [n0][n1][n2][dim] view (its extents checked, so no sum
+ * below overflows) may share an address. A sufficient test for "no", cheap and exact for every
+ * layout of distinct, nested strides: with the dims of extent > 1 sorted by stride, each stride
+ * must reach past the last element the smaller ones span. Anything else is treated as
+ * overlapping, which an output must not be (two work-items would write one address). */
+static int overlaps_itself(const clattn_tensor *t, size_t n0, size_t n1, size_t n2, size_t dim) {
+  size_t stride[4] = {1, t->stride_head, t->stride_seq, t->stride_batch};
+  size_t extent[4] = {dim, n2, n1, n0}, m = 0;
+  for (int i = 0; i < 4; i++)
+    if (extent[i] > 1) stride[m] = stride[i], extent[m] = extent[i], m++;
+  for (size_t i = 1; i < m; i++) /* insertion sort by stride: at most four dims */
+    for (size_t j = i; j > 0 && stride[j - 1] > stride[j]; j--) {
+      size_t ts = stride[j], te = extent[j];
+      stride[j] = stride[j - 1], extent[j] = extent[j - 1];
+      stride[j - 1] = ts, extent[j - 1] = te;
+    }
+  size_t span = 0; /* the largest offset the smaller dims reach */
+  int clash = 0;
+  for (size_t i = 0; i < m && !clash; i++) {
+    clash = stride[i] <= span; /* a stride of 0 clashes even first */
+    span += stride[i] * (extent[i] - 1);
+  }
+  return clash;
+}
+
+/* check_view for an output, which must also not overlap itself. */
+static clattn_status check_output_view(clattn_context *ctx, const char *name,
+                                       const clattn_tensor *t, size_t n0, size_t n1, size_t n2,
+                                       size_t dim, region *r) {
+  clattn_status st = check_view(ctx, name, t, n0, n1, n2, dim, r);
+  if (st == CLATTN_OK && r->root && overlaps_itself(t, n0, n1, n2, dim))
+    st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                      "%s: two of its elements share an address (strides batch %zu, seq %zu, "
+                      "head %zu over [%zu][%zu][%zu][%zu]): an output must not overlap itself",
+                      name, t->stride_batch, t->stride_seq, t->stride_head, n0, n1, n2, dim);
+  return st;
+}
+
 static int overlap(const region *a, const region *b) {
   return a->root && a->root == b->root && a->lo < b->hi && b->lo < a->hi;
 }
@@ -140,7 +179,7 @@ clattn_status clattn__check_forward_tensors(clattn_context *ctx, const clattn__s
   if ((st = check_view(ctx, "q", q, s->batch, nq, s->heads_q, s->d, &rq)) ||
       (st = check_view(ctx, "k", k, s->batch, nkv, s->heads_kv, s->d, &rk)) ||
       (st = check_view(ctx, "v", v, s->batch, nkv, s->heads_kv, s->dv, &rv)) ||
-      (st = check_view(ctx, "o", o, s->batch, nq, s->heads_q, s->dv, &ro)))
+      (st = check_output_view(ctx, "o", o, s->batch, nq, s->heads_q, s->dv, &ro)))
     return st;
   if (lse && !s->empty) {
     size_t n;
@@ -183,9 +222,9 @@ clattn_status clattn__check_backward_tensors(clattn_context *ctx, const clattn__
       (st = check_view(ctx, "v", v, b, nkv, heads, s->dv, &rv)) ||
       (st = check_view(ctx, "o", o, b, nq, s->heads_q, s->dv, &ro)) ||
       (st = check_view(ctx, "d_o", d_o, b, nq, s->heads_q, s->dv, &rg)) ||
-      (st = check_view(ctx, "dq", dq, b, nq, s->heads_q, s->d, &rdq)) ||
-      (st = check_view(ctx, "dk", dk, b, nkv, heads, s->d, &rdk)) ||
-      (st = check_view(ctx, "dv", dv, b, nkv, heads, s->dv, &rdv)))
+      (st = check_output_view(ctx, "dq", dq, b, nq, s->heads_q, s->d, &rdq)) ||
+      (st = check_output_view(ctx, "dk", dk, b, nkv, heads, s->d, &rdk)) ||
+      (st = check_output_view(ctx, "dv", dv, b, nkv, heads, s->dv, &rdv)))
     return st;
   if (lse && !s->empty) {
     rl.hi = b * s->heads_q * s->seqlen_q * sizeof(float);

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -282,5 +283,102 @@ Test(errors, missing_kernel_file) {
   cr_assert_null(done);
   cr_assert(strstr(clattn_last_error(f.ctx), "/nonexistent/clattn-kernels"), "%s",
             clattn_last_error(f.ctx));
+  done_with(&f);
+}
+
+/* Every one of n floats of buf is still value (a bit pattern compare, so NaN counts). */
+static void expect_unchanged(clattn_context *ctx, cl_mem buf, size_t n, float value,
+                             const char *name) {
+  float *x = malloc(n * sizeof *x);
+  cr_assert_not_null(x);
+  cr_assert_eq(clEnqueueReadBuffer(clattn_context_queue(ctx), buf, CL_TRUE, 0, n * sizeof *x, x, 0,
+                                   NULL, NULL),
+               CL_SUCCESS);
+  size_t changed = 0;
+  for (size_t i = 0; i < n; i++) changed += memcmp(&x[i], &value, sizeof value) != 0;
+  free(x);
+  cr_assert_eq(changed, 0, "%zu elements of %s were written by a failed call", changed, name);
+}
+
+/* An output that overlaps itself is rejected for the output (o) on both paths, with a message
+ * naming the tensor and its strides, O and LSE untouched. Each view lies inside its buffer, so
+ * only the self-overlap check can catch them. */
+Test(errors, forward_output_overlaps_itself) {
+  fixture f = make();
+  static const clattn_algorithm algos[] = {CLATTN_ALGO_FUSED, CLATTN_ALGO_STANDARD};
+  /* seq 0 (every row on the first), head 4 < dv = 8, and seq 16 with head 8 (row 1 of head 0 is
+   * row 0 of head 2): strides batch, seq, head. */
+  static const size_t strides[][3] = {{128, 0, 8}, {128, 32, 4}, {128, 16, 8}};
+  static const char *const needles[] = {"seq 0", "head 4", "seq 16, head 8"};
+  for (int a = 0; a < 2; a++)
+    for (int i = 0; i < 3; i++) {
+      f.p.algorithm = algos[a];
+      f.to.stride_batch = strides[i][0], f.to.stride_seq = strides[i][1];
+      f.to.stride_head = strides[i][2];
+      cl_event done = (cl_event)(uintptr_t)1;
+      clattn_status st = call(&f, &done);
+      const char *msg = clattn_last_error(f.ctx);
+      cr_assert_eq(st, CLATTN_ERR_INVALID_ARGUMENT, "algorithm %d strides %d: %s (%s)", a, i,
+                   clattn_status_string(st), msg);
+      cr_assert_null(done);
+      cr_assert(strstr(msg, "o:") && strstr(msg, "overlap itself") && strstr(msg, needles[i]),
+                "message \"%s\" should name o, its strides (%s) and the overlap", msg, needles[i]);
+      expect_unchanged(f.ctx, f.o, 16 * 4 * 8, 7.0f, "o");
+      expect_unchanged(f.ctx, f.lse, 4 * 16, 7.0f, "lse");
+    }
+  f.to = clattn_bshd(f.o, 16, 4, 8);
+  test_context_still_works(f.ctx);
+  done_with(&f);
+}
+
+/* The same for the gradients: dq, dk and dv, each overlapping itself in turn, fused and standard;
+ * no gradient element is written and the backward still runs after. */
+Test(errors, backward_outputs_overlap_themselves) {
+  fixture f = make();
+  f.p.heads_kv = 2; /* GQA: dk and dv have 2 heads of 8, dq 4 */
+  size_t nq = 16 * 4 * 8, nkv = 16 * 2 * 8;
+  f.tk = clattn_bshd(f.k, 16, 2, 8), f.tv = clattn_bshd(f.v, 16, 2, 8);
+  cl_mem g = test_buffer(f.ctx, nq, 0.5f), grad[3];
+  size_t n[3] = {nq, nkv, nkv}, heads[3] = {4, 2, 2};
+  for (int i = 0; i < 3; i++) grad[i] = test_buffer(f.ctx, n[i], NAN);
+  clattn_tensor tg = clattn_bshd(g, 16, 4, 8);
+  cr_assert_eq(call(&f, NULL), CLATTN_OK, "%s", clattn_last_error(f.ctx)); /* O and LSE */
+  static const clattn_algorithm algos[] = {CLATTN_ALGO_FUSED, CLATTN_ALGO_STANDARD};
+  static const char *const names[] = {"dq", "dk", "dv"};
+  for (int a = 0; a < 2; a++)
+    for (int t = 0; t < 3; t++)
+      for (int bad = 0; bad < 2; bad++) {
+        f.p.algorithm = algos[a];
+        clattn_tensor tgrad[3];
+        for (int i = 0; i < 3; i++) tgrad[i] = clattn_bshd(grad[i], 16, heads[i], 8);
+        if (bad == 0)
+          tgrad[t].stride_seq = 0;
+        else
+          tgrad[t].stride_head = 7; /* heads 7 elements apart, rows of 8 */
+        cl_event done = (cl_event)(uintptr_t)1;
+        clattn_status st = clattn_backward(f.ctx, &f.p, &f.tq, &f.tk, &f.tv, &f.to, &tg, f.lse,
+                                           &tgrad[0], &tgrad[1], &tgrad[2], 0, NULL, &done);
+        const char *msg = clattn_last_error(f.ctx);
+        cr_assert_eq(st, CLATTN_ERR_INVALID_ARGUMENT, "%s algorithm %d: %s (%s)", names[t], a,
+                     clattn_status_string(st), msg);
+        cr_assert_null(done);
+        char want[16];
+        snprintf(want, sizeof want, "%s:", names[t]);
+        cr_assert(strstr(msg, want) && strstr(msg, "overlap itself") &&
+                      strstr(msg, bad ? "head 7" : "seq 0"),
+                  "message \"%s\" should name %s, its strides and the overlap", msg, names[t]);
+        for (int i = 0; i < 3; i++) expect_unchanged(f.ctx, grad[i], n[i], NAN, names[i]);
+      }
+  /* Inputs may overlap themselves: a broadcast d_o (every row the same) is fine. */
+  tg.stride_seq = 0;
+  f.p.algorithm = CLATTN_ALGO_AUTO;
+  clattn_tensor tgrad[3];
+  for (int i = 0; i < 3; i++) tgrad[i] = clattn_bshd(grad[i], 16, heads[i], 8);
+  cr_assert_eq(clattn_backward(f.ctx, &f.p, &f.tq, &f.tk, &f.tv, &f.to, &tg, f.lse, &tgrad[0],
+                               &tgrad[1], &tgrad[2], 0, NULL, NULL),
+               CLATTN_OK, "%s", clattn_last_error(f.ctx));
+  clReleaseMemObject(g);
+  for (int i = 0; i < 3; i++) clReleaseMemObject(grad[i]);
+  test_context_still_works(f.ctx);
   done_with(&f);
 }
