@@ -435,6 +435,7 @@ static clattn_status save_winner(bench *b, const cand *w, clattn_tune_result *r)
   char why[512];
   clattn_status st = clattn__db_save_merged(b->ctx->tuning_db, &e, 1, why, sizeof why);
   if (st != CLATTN_OK) return clattn__fail(b->ctx, st, "%s", why);
+  if (why[0]) clattn__warn(b->ctx, "tuning database: %s", why); /* a corrupt file kept aside */
   r->saved = 1;
   return CLATTN_OK;
 }

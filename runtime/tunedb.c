@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DB_FORMAT "clattn-tuning-db"
@@ -193,60 +194,70 @@ static int parse_entry(const cJSON *e, clattn__db_entry *out, char *why, size_t 
   return 1;
 }
 
+/* What a file that failed to load is to a save: KEEP (it cannot be read, or is of a version
+ * this library does not know: another program's or a later library's data, never written
+ * over) or CORRUPT (not JSON, or not a clattn database: kept aside, then replaced). */
+enum { LOAD_OK, LOAD_KEEP, LOAD_CORRUPT };
+
 static clattn_status read_text(const char *path, char **text, char *why, size_t why_len) {
   *text = NULL;
   FILE *f = fopen(path, "rb");
   if (!f) {
     if (errno == ENOENT) return CLATTN_OK;
-    snprintf(why, why_len, "cannot open %s: %s", path, strerror(errno));
+    snprintf(why, why_len, "%s cannot be read: %s", path, strerror(errno));
     return CLATTN_ERR_IO;
   }
   struct stat st;
-  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > DB_MAX_BYTES) {
-    fclose(f);
-    snprintf(why, why_len, "%s is not a regular file of at most %u bytes", path, DB_MAX_BYTES);
-    return CLATTN_ERR_IO;
+  clattn_status status = CLATTN_ERR_IO;
+  char *buf = NULL;
+  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode))
+    snprintf(why, why_len, "%s cannot be read: not a regular file", path);
+  else if (st.st_size > DB_MAX_BYTES)
+    snprintf(why, why_len, "%s cannot be read: larger than %u bytes", path, DB_MAX_BYTES);
+  else if (!(buf = malloc((size_t)st.st_size + 1)))
+    snprintf(why, why_len, "%s cannot be read: out of host memory", path);
+  else if (fread(buf, 1, (size_t)st.st_size, f) != (size_t)st.st_size)
+    snprintf(why, why_len, "%s cannot be read: %s", path, ferror(f) ? strerror(errno) : "short");
+  else {
+    buf[st.st_size] = 0;
+    *text = buf, buf = NULL;
+    status = CLATTN_OK;
   }
-  char *buf = malloc((size_t)st.st_size + 1);
-  size_t n = buf ? fread(buf, 1, (size_t)st.st_size, f) : 0;
+  free(buf);
   fclose(f);
-  if (!buf || n != (size_t)st.st_size) {
-    free(buf);
-    snprintf(why, why_len, "cannot read %s", path);
-    return CLATTN_ERR_IO;
-  }
-  buf[n] = 0;
-  *text = buf;
-  return CLATTN_OK;
+  return status;
 }
 
 static clattn_status parse_db(const char *path, const char *text, clattn__db *db, size_t *skipped,
-                              char *why, size_t why_len) {
+                              char *why, size_t why_len, int *kind) {
   cJSON *root = cJSON_Parse(text); /* cJSON limits nesting depth (CJSON_NESTING_LIMIT) */
   const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
   const cJSON *version = cJSON_GetObjectItemCaseSensitive(root, "version");
   const cJSON *entries = cJSON_GetObjectItemCaseSensitive(root, "entries");
-  clattn_status st = CLATTN_OK;
+  clattn_status st = CLATTN_ERR_IO;
+  *kind = LOAD_CORRUPT;
   if (!root) {
-    snprintf(why, why_len, "%s is not valid JSON (corrupt or truncated); ignored", path);
-    st = CLATTN_ERR_IO;
-  } else if (!cJSON_IsString(format) || strcmp(format->valuestring, DB_FORMAT) ||
-             !cJSON_IsArray(entries)) {
-    snprintf(why, why_len, "%s is not a clattn tuning database; ignored", path);
-    st = CLATTN_ERR_IO;
-  } else if (!cJSON_IsNumber(version) || version->valuedouble != DB_VERSION) {
-    snprintf(why, why_len, "%s has an unknown version; ignored", path);
-    st = CLATTN_ERR_IO;
+    snprintf(why, why_len, "%s is not valid JSON (corrupt or truncated)", path);
+  } else if (!cJSON_IsString(format) || strcmp(format->valuestring, DB_FORMAT)) {
+    snprintf(why, why_len, "%s is not a clattn tuning database", path);
+  } else if (cJSON_IsNumber(version) && version->valuedouble != DB_VERSION) {
+    /* Ours, but of a format this library cannot read: a later library's. */
+    *kind = LOAD_KEEP;
+    snprintf(why, why_len, "%s has an unknown version %g (this library reads version %d)", path,
+             version->valuedouble, DB_VERSION);
+  } else if (!cJSON_IsNumber(version) || !cJSON_IsArray(entries)) {
+    snprintf(why, why_len, "%s is not a clattn tuning database (no version or entries)", path);
   } else {
     const cJSON *e;
     char first[160] = "";
+    st = CLATTN_OK, *kind = LOAD_OK;
     cJSON_ArrayForEach(e, entries) {
       clattn__db_entry entry;
       char w[160];
       if (!parse_entry(e, &entry, w, sizeof w)) {
         if (!(*skipped)++) snprintf(first, sizeof first, "%s", w);
       } else if (!clattn__db_put(db, &entry)) {
-        st = CLATTN_ERR_OUT_OF_RESOURCES;
+        st = CLATTN_ERR_OUT_OF_RESOURCES, *kind = LOAD_KEEP;
         snprintf(why, why_len, "out of host memory reading %s", path);
         break;
       }
@@ -259,16 +270,29 @@ static clattn_status parse_db(const char *path, const char *text, clattn__db *db
   return st;
 }
 
-clattn_status clattn__db_load(const char *path, clattn__db *db, size_t *skipped, char *why,
-                              size_t why_len) {
+/* clattn__db_load, and what the file is to a save (LOAD_*). The reasons name the path but not
+ * the consequence, which differs between a load and a save. */
+static clattn_status load_kind(const char *path, clattn__db *db, size_t *skipped, char *why,
+                               size_t why_len, int *kind) {
   clattn__db_free(db);
   *skipped = 0;
   if (why_len) why[0] = 0;
   char *text;
+  *kind = LOAD_KEEP;
   clattn_status st = read_text(path, &text, why, why_len);
+  if (st == CLATTN_OK) *kind = LOAD_OK;
   if (st != CLATTN_OK || !text) return st;
-  st = parse_db(path, text, db, skipped, why, why_len);
+  st = parse_db(path, text, db, skipped, why, why_len, kind);
   free(text);
+  return st;
+}
+
+clattn_status clattn__db_load(const char *path, clattn__db *db, size_t *skipped, char *why,
+                              size_t why_len) {
+  int kind;
+  clattn_status st = load_kind(path, db, skipped, why, why_len, &kind);
+  size_t n = why_len ? strlen(why) : 0;
+  if (st == CLATTN_ERR_IO && n < why_len) snprintf(why + n, why_len - n, "; ignored");
   return st;
 }
 
@@ -352,8 +376,31 @@ static void make_parents(const char *path) {
     }
 }
 
+/* Renames the corrupt file at path to <path>.corrupt-<UTC time>[-n], never over an earlier
+ * copy (the caller holds the lock, so no other clattn writer races for the name); aside gets
+ * the new name. */
+static clattn_status keep_aside(const char *path, char *aside, size_t len, char *why,
+                                size_t why_len) {
+  char stamp[32];
+  time_t now = time(NULL);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+  struct stat st;
+  snprintf(aside, len, "%s.corrupt-%s", path, stamp);
+  for (unsigned n = 1; n < 1000 && lstat(aside, &st) == 0; n++)
+    snprintf(aside, len, "%s.corrupt-%s-%u", path, stamp, n);
+  if (lstat(aside, &st) == 0 || rename(path, aside) != 0) {
+    snprintf(why, why_len, "cannot move the corrupt %s aside to %s: %s", path, aside,
+             strerror(errno));
+    return CLATTN_ERR_IO;
+  }
+  return CLATTN_OK;
+}
+
 clattn_status clattn__db_save_merged(const char *path, const clattn__db_entry *entries, size_t n,
                                      char *why, size_t why_len) {
+  if (why_len) why[0] = 0;
   make_parents(path);
   char lock_path[4200];
   snprintf(lock_path, sizeof lock_path, "%s.lock", path);
@@ -365,12 +412,20 @@ clattn_status clattn__db_save_merged(const char *path, const clattn__db_entry *e
   }
   clattn__db db = {0};
   size_t skipped = 0;
-  char ignored[256];
-  clattn_status st = clattn__db_load(path, &db, &skipped, ignored, sizeof ignored);
-  if (st == CLATTN_ERR_IO) st = CLATTN_OK; /* a corrupt file is replaced */
+  char reason[1024], aside[4300] = "";
+  int kind = LOAD_OK;
+  clattn_status st = load_kind(path, &db, &skipped, reason, sizeof reason, &kind);
+  if (st != CLATTN_OK && kind == LOAD_CORRUPT) {
+    st = keep_aside(path, aside, sizeof aside, why, why_len);
+  } else if (st != CLATTN_OK) { /* unreadable or newer: another's data, left as it is */
+    snprintf(why, why_len, "%s; not written over", reason);
+  }
   for (size_t i = 0; st == CLATTN_OK && i < n; i++)
     if (!clattn__db_put(&db, &entries[i])) st = CLATTN_ERR_OUT_OF_RESOURCES;
   if (st == CLATTN_OK) st = write_atomic(path, &db, why, why_len);
+  /* Success with a text: the warning for the caller's diagnostics. */
+  if (st == CLATTN_OK && aside[0])
+    snprintf(why, why_len, "%s; kept as %s, a fresh database written", reason, aside);
   clattn__db_free(&db);
   flock(fd, LOCK_UN);
   close(fd);

@@ -37,9 +37,10 @@ typedef enum clattn__match {
 void clattn__db_device_of(const clattn__device *d, clattn__db_device *out);
 
 /* Reads path into db (emptied first). A missing file is an empty database (CLATTN_OK). A file
- * that cannot be read or parsed, or is not a clattn tuning database, leaves db empty and
- * returns CLATTN_ERR_IO with why; entries with bad fields are skipped and counted in
- * *skipped (why names the first). */
+ * that cannot be read or parsed, is not a clattn tuning database or is of an unknown version,
+ * leaves db empty and returns CLATTN_ERR_IO with why (naming path); entries with bad fields are
+ * skipped and counted in *skipped (why names the first). Any bytes are safe (the fuzz target's
+ * entry point). */
 clattn_status clattn__db_load(const char *path, clattn__db *db, size_t *skipped, char *why,
                               size_t why_len);
 void clattn__db_free(clattn__db *db);
@@ -47,7 +48,10 @@ void clattn__db_free(clattn__db *db);
 int clattn__db_put(clattn__db *db, const clattn__db_entry *e);
 /* Under an exclusive lock of path.lock: reads the file again, merges the entries, writes a
  * temporary file and renames it over path, so concurrent writers lose nothing and readers
- * never see a partial file. A corrupt existing file is replaced. */
+ * never see a partial file. A file that cannot be read (a folder, no permission) or is of an
+ * unknown (later) version is never written over: CLATTN_ERR_IO, why names path. A corrupt one
+ * (not JSON, not a clattn database) is renamed <path>.corrupt-<UTC time> and a fresh database
+ * written: CLATTN_OK with a warning in why for the caller's diagnostics ("" when none). */
 clattn_status clattn__db_save_merged(const char *path, const clattn__db_entry *entries, size_t n,
                                      char *why, size_t why_len);
 /* The best entry for (device, class) whose source hash is that of its variant's source
