@@ -5,10 +5,16 @@
  * driver and platform version. File <cache_dir>/programs/<hash of key>.bin holds a header with
  * the key itself (a hash collision or a stale file is detected by comparing it) and a checksum
  * of the binary. An unreadable, truncated, corrupt or stale entry is rebuilt from source and
- * rewritten, never fatal. Writes go to a temporary file renamed into place. */
+ * rewritten, never fatal. Writes go to a temporary file renamed into place.
+ *
+ * A binary is code the OpenCL driver runs and parses without defence (a planted entry made
+ * PoCL read out of bounds or abort), so the cache is trusted as ssh and pip trust theirs: the
+ * folders are created 0700, and a folder or entry not owned by this user, or writable by group
+ * or others, is neither read nor written, with one warning. */
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,66 +74,133 @@ const unsigned char *clattn__bincache_parse(const unsigned char *file, size_t fi
   return bin;
 }
 
+/* Why a cache folder or entry may not be trusted, or NULL when it may. */
+static const char *distrust(const struct stat *st, char *why, size_t len) {
+  if (st->st_uid != geteuid())
+    snprintf(why, len, "is owned by uid %u, not by this user (uid %u)", (unsigned)st->st_uid,
+             (unsigned)geteuid());
+  else if (st->st_mode & (S_IWGRP | S_IWOTH))
+    snprintf(why, len, "is writable by group or others (mode %03o; chmod go-w to use it)",
+             (unsigned)st->st_mode & 0777);
+  else
+    return NULL;
+  return why;
+}
+
+/* 1 when cache_dir and cache_dir/programs exist, are folders and may be trusted. A folder that
+ * exists but may not be trusted is warned about (once: clattn__warn drops repeats). */
+static int folders_trusted(clattn_context *ctx) {
+  const char *sub[2] = {"", "/programs"};
+  int ok = 1;
+  for (int i = 0; ok && i < 2; i++) {
+    char dir[4200], text[160];
+    snprintf(dir, sizeof dir, "%s%s", ctx->cache_dir, sub[i]);
+    struct stat st;
+    const char *why = NULL;
+    if (stat(dir, &st) != 0) /* missing: nothing to load; a store creates it first */
+      ok = 0;
+    else if (!S_ISDIR(st.st_mode))
+      why = "is not a folder";
+    else
+      why = distrust(&st, text, sizeof text);
+    if (why) {
+      clattn__warn(ctx, "program cache folder %s %s; not used, programs are compiled from source",
+                   dir, why);
+      ok = 0;
+    }
+  }
+  return ok;
+}
+
 /* The whole entry file for key (the caller frees it) and where its binary lies in it, or NULL
- * (missing, unreadable, too large, truncated, corrupt or stale). The file's size bounds the
- * allocation, never a length read from its header. */
-static unsigned char *read_entry(const char *path, const char *key, const unsigned char **bin,
-                                 size_t *len) {
+ * (missing, not a regular file, not trusted, too large, truncated, corrupt or stale). The
+ * file's size bounds the allocation, never a length read from its header. */
+static unsigned char *read_entry(clattn_context *ctx, const char *path, const char *key,
+                                 const unsigned char **bin, size_t *len) {
   unsigned char *file = NULL;
-  FILE *f = fopen(path, "rb");
+  /* No symbolic link, and no blocking on a FIFO planted where the entry should be. */
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   struct stat st;
-  if (f && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+  char text[160];
+  const char *why = NULL;
+  if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+      !(why = distrust(&st, text, sizeof text)) && st.st_size > 0 &&
       (uint64_t)st.st_size <= MAX_BINARY + HEAD_BYTES + TAIL_BYTES + strlen(key) &&
       (file = malloc((size_t)st.st_size))) {
-    size_t n = fread(file, 1, (size_t)st.st_size, f);
+    size_t n = 0;
+    ssize_t got = 1;
+    while (n < (size_t)st.st_size && got > 0)
+      if ((got = read(fd, file + n, (size_t)st.st_size - n)) > 0) n += (size_t)got;
     *bin = n == (size_t)st.st_size ? clattn__bincache_parse(file, n, key, len) : NULL;
     if (!*bin) {
       free(file);
       file = NULL;
     }
   }
-  if (f) fclose(f);
+  if (why) clattn__warn(ctx, "program cache entry %s %s; ignored, rebuilt from source", path, why);
+  if (fd >= 0) close(fd);
   return file;
 }
 
+/* Creates the folders above path, private to this user (mkdir -p of its dirname, 0700). */
 static void make_dirs(const char *path) {
   char buf[4096];
   snprintf(buf, sizeof buf, "%s", path);
   for (char *p = buf + 1; *p; p++)
     if (*p == '/') {
       *p = 0;
-      mkdir(buf, 0755);
+      mkdir(buf, 0700);
       *p = '/';
     }
 }
 
-static void write_entry(const char *path, const char *key, const unsigned char *bin, size_t len) {
-  make_dirs(path);
-  char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-  FILE *f = fopen(tmp, "wb");
-  if (!f) return; /* a read-only cache only costs time */
+static int write_all(int fd, const void *data, size_t n) {
+  const unsigned char *p = data;
+  while (n > 0) {
+    ssize_t done = write(fd, p, n);
+    if (done < 0 && errno == EINTR) continue;
+    if (done <= 0) return 0;
+    p += done, n -= (size_t)done;
+  }
+  return 1;
+}
+
+/* 1 when the entry is in place: written, flushed to disk, closed and renamed over path. The
+ * temporary name holds the process and the context, so no other writer shares it. */
+static int write_entry(clattn_context *ctx, const char *path, const char *key,
+                       const unsigned char *bin, size_t len) {
+  char tmp[4300];
+  snprintf(tmp, sizeof tmp, "%s.%ld.%p.tmp", path, (long)getpid(), (void *)ctx);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return 0; /* a read-only cache only costs time */
   uint32_t format = FORMAT, keylen = (uint32_t)strlen(key);
   uint64_t binlen = len, sum = clattn__hash(bin, len, 0);
-  int ok = fwrite(MAGIC, 1, 8, f) == 8 && fwrite(&format, sizeof format, 1, f) == 1 &&
-           fwrite(&keylen, sizeof keylen, 1, f) == 1 && fwrite(key, 1, keylen, f) == keylen &&
-           fwrite(&binlen, sizeof binlen, 1, f) == 1 && fwrite(&sum, sizeof sum, 1, f) == 1 &&
-           fwrite(bin, 1, len, f) == len;
-  ok = fclose(f) == 0 && ok;
-  if (!ok || rename(tmp, path) != 0) remove(tmp);
+  unsigned char head[HEAD_BYTES], tail[TAIL_BYTES];
+  memcpy(head, MAGIC, 8);
+  memcpy(head + 8, &format, sizeof format);
+  memcpy(head + 12, &keylen, sizeof keylen);
+  memcpy(tail, &binlen, sizeof binlen);
+  memcpy(tail + 8, &sum, sizeof sum);
+  int ok = write_all(fd, head, sizeof head) && write_all(fd, key, keylen) &&
+           write_all(fd, tail, sizeof tail) && write_all(fd, bin, len) && fsync(fd) == 0;
+  ok = close(fd) == 0 && ok;
+  ok = ok && rename(tmp, path) == 0;
+  if (!ok) unlink(tmp);
+  return ok;
 }
 
 cl_program clattn__bincache_load(clattn_context *ctx, uint64_t source_hash, const char *options) {
-  if (!ctx->cache_dir) return NULL;
+  if (!ctx->cache_dir || !folders_trusted(ctx)) return NULL;
   char *key = cache_key(ctx, source_hash, options), path[4200];
   if (!key) return NULL;
   entry_path(ctx, key, path, sizeof path);
   size_t len = 0;
   const unsigned char *bin = NULL;
-  unsigned char *file = read_entry(path, key, &bin, &len);
+  unsigned char *file = read_entry(ctx, path, key, &bin, &len);
   free(key);
+  struct stat st;
   if (!file) {
-    if (access(path, F_OK) == 0) ctx->bincache_rejected++;
+    if (lstat(path, &st) == 0) ctx->bincache_rejected++;
     return NULL;
   }
   cl_int status = CL_SUCCESS, err;
@@ -159,8 +232,9 @@ void clattn__bincache_store(clattn_context *ctx, uint64_t source_hash, const cha
   if (bin && key &&
       clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bins, bins, NULL) == CL_SUCCESS) {
     entry_path(ctx, key, path, sizeof path);
-    write_entry(path, key, bin, len);
-    ctx->bincache_stored++;
+    make_dirs(path);
+    /* Counted only when the entry is in place: a folder that cannot be written stores none. */
+    if (folders_trusted(ctx) && write_entry(ctx, path, key, bin, len)) ctx->bincache_stored++;
   }
   free(key);
   free(bin);
