@@ -12,7 +12,9 @@
  *   the caller's buffers, and leaves the context usable.
  * - Structs are zero-initialised by the caller and passed by pointer; zero means "default" in
  *   the fields documented so. Fields are only ever added, so code written against an earlier
- *   header keeps compiling. Until 1.0 the ABI may change (SOVERSION 0).
+ *   header keeps compiling. A struct that grows changes the library's soname, so a program
+ *   built against another header does not load it: until 1.0 the soname carries the minor
+ *   version (libclattn.so.0.2 for 0.2.x); clattn_version() says which library is loaded.
  * - A kernel variant that the device's compiler rejects (say, a driver that refuses inline
  *   PTX) is passed over for the next one that builds, with a line in
  *   clattn_context_diagnostics(); only an override, or every variant failing, gives
@@ -43,8 +45,10 @@
 extern "C" {
 #endif
 
+/* The version of this header (CMake checks it against the project's version at configure
+ * time); clattn_version() is the version of the library loaded. */
 #define CLATTN_VERSION_MAJOR 0
-#define CLATTN_VERSION_MINOR 1
+#define CLATTN_VERSION_MINOR 2
 #define CLATTN_VERSION_PATCH 0
 
 /* One list generates the enum and clattn_status_string(), so they never drift apart. */
@@ -159,12 +163,22 @@ CLATTN_API cl_device_id clattn_context_device(const clattn_context *ctx);
  * Owned by the context. */
 CLATTN_API const char *clattn_context_device_summary(const clattn_context *ctx);
 
+/* The library's version, "MAJOR.MINOR.PATCH" (e.g. "0.2.0"): a static string, never NULL.
+ * Thread safe. A program (or a ctypes binding) compares it with the version it was written
+ * for; until 1.0 a different minor version has a different soname and struct layouts. */
+CLATTN_API const char *clattn_version(void);
+/* The same as one number, MAJOR * 1000000 + MINOR * 1000 + PATCH (0.2.0 is 2000). */
+CLATTN_API unsigned clattn_version_number(void);
+
 /* A static string naming the status. Never NULL. */
 CLATTN_API const char *clattn_status_string(clattn_status status);
 
-/* The message of the last failed call on ctx by the calling thread, valid until that thread's
- * next call on ctx; "" when there was none. clattn_last_error(NULL) is the last failure of a
- * call that had no context (a failed create). Never NULL. */
+/* The message of the last failed call on ctx by the calling thread; "" when that thread has
+ * made no failing call on ctx (a new thread reads "", whatever thread ran before it). Owned by
+ * the library; valid in the calling thread until its next failing call on ctx, until ctx is
+ * destroyed or until the thread exits (each thread's slot is freed at its exit or at destroy,
+ * whichever comes last). clattn_last_error(NULL) is the calling thread's last failure of a call
+ * that had no context (a failed create). Never NULL. Thread safe: each thread reads its own. */
 CLATTN_API const char *clattn_last_error(const clattn_context *ctx);
 
 /* Enqueue O = attention(Q, K, V). lse is NULL or an fp32 buffer [batch][heads_q][seqlen_q],
@@ -247,8 +261,10 @@ CLATTN_API clattn_status clattn_config_check(clattn_context *ctx, const clattn_p
                                              const clattn_config *cfg);
 
 /* Warnings of the context so far, one per line (a corrupt tuning database, an entry that no
- * longer fits the device, ...); each is reported once. "" when none. Owned by ctx; valid until
- * the next call on ctx. */
+ * longer fits the device, ...); each is reported once. "" when none. Owned by ctx. Thread safe,
+ * also while calls on ctx run in other threads: the text returned is never changed or freed
+ * until clattn_context_destroy(ctx), so it may be read for that long (a warning added later
+ * appears in the text of a later call, not in this one). */
 CLATTN_API const char *clattn_context_diagnostics(const clattn_context *ctx);
 
 /* What a call with this problem would run, and why. */

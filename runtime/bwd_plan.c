@@ -201,7 +201,7 @@ clattn_status clattn__bwd_build(clattn_context *ctx, const clattn__sources *src,
            c->variant == 1 && ctx->device.mma_emulated
                ? " -DMMA_EMULATE=1 -DSCRATCH=" CLATTN__STR(CLATTN__MMA_SCRATCH)
                : "");
-  const char *extra = getenv("CLATTN_BUILD_OPTIONS"); /* experiments, as the forward's */
+  const char *extra = ctx->device.build_options; /* as the forward's: read at creation */
   size_t used = strlen(options);
   if (extra && extra[0]) snprintf(options + used, sizeof options - used, " %s", extra);
   cl_program prog;

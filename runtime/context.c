@@ -3,6 +3,7 @@
 #include "internal.h"
 #include "tunedb.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,15 +22,94 @@ const char *clattn_status_string(clattn_status status) {
   return "unknown clattn status";
 }
 
-static clattn__thread_error *thread_slot(clattn_context *ctx) {
-  pthread_t self = pthread_self();
-  for (clattn__thread_error *e = ctx->errors; e; e = e->next)
-    if (pthread_equal(e->thread, self)) return e;
-  clattn__thread_error *e = calloc(1, sizeof *e);
+/* One thread's last error on one context. Two owners hold it: the thread, in its own list
+ * (thread_slots), and the context, in ctx->errors. Either may go first (a thread exits, a
+ * context is destroyed); the one that lets go last frees it, so neither order leaves a dangling
+ * pointer or a leak, and a thread id that the system reuses finds nothing of the dead thread. */
+struct clattn__thread_error {
+  const clattn_context *ctx;         /* set once; compared, never followed, by the thread */
+  atomic_int owners;                 /* 2, then 1 when the thread or the context has let go */
+  char *message;                     /* written and read by its thread only */
+  struct clattn__thread_error *next; /* in ctx->errors, under ctx->text_lock */
+  struct clattn__thread_error *thread_next; /* in thread_slots, touched by its thread only */
+};
+
+/* The calling thread's slots, one per context it failed a call on. A pthread key exists only
+ * to run release_thread_slots when a thread exits (TLS has no destructor in C11); it is process
+ * state by necessity, created once and never deleted. */
+static _Thread_local clattn__thread_error *thread_slots;
+static pthread_once_t exit_hook_once = PTHREAD_ONCE_INIT;
+static pthread_key_t exit_hook;
+static int exit_hook_made;
+
+static void free_slot(clattn__thread_error *e) {
+  free(e->message);
+  free(e);
+}
+
+/* At thread exit: the thread lets go of its slots; those whose context is gone are freed. */
+static void release_thread_slots(void *head) {
+  clattn__thread_error **slots = head;
+  for (clattn__thread_error *e = *slots, *next; e; e = next) {
+    next = e->thread_next;
+    if (atomic_fetch_sub(&e->owners, 1) == 1) free_slot(e);
+  }
+  *slots = NULL;
+}
+
+static void make_exit_hook(void) {
+  exit_hook_made = pthread_key_create(&exit_hook, release_thread_slots) == 0;
+}
+
+/* The calling thread's slot on ctx, or NULL. Frees on the way the slots of contexts that were
+ * destroyed, before comparing: a new context may have the address of a destroyed one. */
+static clattn__thread_error *own_slot(const clattn_context *ctx) {
+  clattn__thread_error *found = NULL;
+  for (clattn__thread_error **link = &thread_slots; *link;) {
+    clattn__thread_error *e = *link;
+    if (atomic_load(&e->owners) == 1) { /* we still hold it, so its context let go */
+      *link = e->thread_next;
+      free_slot(e);
+      continue;
+    }
+    if (e->ctx == ctx) found = e;
+    link = &e->thread_next;
+  }
+  return found;
+}
+
+/* Frees, under ctx->text_lock, the slots of threads that have exited. */
+static void prune_context_slots(clattn_context *ctx) {
+  for (clattn__thread_error **link = &ctx->errors; *link;) {
+    clattn__thread_error *e = *link;
+    if (atomic_load(&e->owners) == 1) { /* the context holds it, so its thread let go */
+      *link = e->next;
+      free_slot(e);
+    } else {
+      link = &e->next;
+    }
+  }
+}
+
+/* The calling thread's slot on ctx, made on its first failure there; NULL without memory. */
+static clattn__thread_error *slot_for_write(clattn_context *ctx) {
+  clattn__thread_error *e = own_slot(ctx);
+  if (e) return e;
+  pthread_once(&exit_hook_once, make_exit_hook);
+  e = calloc(1, sizeof *e);
   if (!e) return NULL;
-  e->thread = self;
+  e->ctx = ctx;
+  atomic_init(&e->owners, 2);
+  pthread_mutex_lock(&ctx->text_lock);
+  prune_context_slots(ctx); /* so the list is as long as the live threads that failed */
   e->next = ctx->errors;
   ctx->errors = e;
+  pthread_mutex_unlock(&ctx->text_lock);
+  e->thread_next = thread_slots;
+  thread_slots = e;
+  /* Without the hook (no pthread key left) a thread's slots outlive it until destroy. */
+  if (exit_hook_made && !pthread_getspecific(exit_hook))
+    pthread_setspecific(exit_hook, &thread_slots);
   return e;
 }
 
@@ -39,7 +119,7 @@ static void set_message(clattn_context *ctx, char *msg) {
     free(msg);
     return;
   }
-  clattn__thread_error *e = thread_slot(ctx);
+  clattn__thread_error *e = slot_for_write(ctx);
   if (!e) {
     free(msg);
     return;
@@ -66,6 +146,14 @@ clattn_status clattn__fail_cl(clattn_context *ctx, cl_int err, const char *what)
   return clattn__fail(ctx, st, "%s failed: %s (%d)", what, clattn__cl_error_name(err), err);
 }
 
+/* One version of the diagnostics text. A version that was handed out is never changed or freed
+ * before destroy (a reader may hold it in another thread); a new warning makes a new version. */
+struct clattn__diag {
+  struct clattn__diag *older;
+  int handed_out;
+  char text[];
+};
+
 void clattn__warn(clattn_context *ctx, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -73,31 +161,56 @@ void clattn__warn(clattn_context *ctx, const char *fmt, ...) {
   if (vasprintf(&line, fmt, ap) < 0) line = NULL;
   va_end(ap);
   if (!line) return;
-  if (!ctx->diagnostics || !strstr(ctx->diagnostics, line)) {
-    char *all = NULL;
-    if (asprintf(&all, "%s%s\n", ctx->diagnostics ? ctx->diagnostics : "", line) >= 0) {
-      free(ctx->diagnostics);
-      ctx->diagnostics = all;
+  pthread_mutex_lock(&ctx->text_lock);
+  clattn__diag *cur = ctx->diag;
+  if (!cur || !strstr(cur->text, line)) {
+    size_t old = cur ? strlen(cur->text) : 0, add = strlen(line);
+    clattn__diag *next = malloc(sizeof *next + old + add + 2);
+    if (next) {
+      if (cur) memcpy(next->text, cur->text, old);
+      memcpy(next->text + old, line, add);
+      memcpy(next->text + old + add, "\n", 2);
+      next->handed_out = 0;
+      next->older = cur;
+      if (cur && !cur->handed_out) { /* nobody holds it: drop it */
+        next->older = cur->older;
+        free(cur);
+      }
+      ctx->diag = next;
     }
   }
+  pthread_mutex_unlock(&ctx->text_lock);
   free(line);
 }
 
+/* The current text, kept until destroy from now on; "" when there is none. */
+static const char *diagnostics_held(const clattn_context *cctx) {
+  clattn_context *ctx = (clattn_context *)cctx; /* the lock, not the text, changes */
+  const char *text = "";
+  pthread_mutex_lock(&ctx->text_lock);
+  if (ctx->diag) {
+    ctx->diag->handed_out = 1;
+    text = ctx->diag->text;
+  }
+  pthread_mutex_unlock(&ctx->text_lock);
+  return text;
+}
+
 const char *clattn__diagnostics_last(const clattn_context *ctx) {
-  if (!ctx->diagnostics) return "";
-  size_t n = strlen(ctx->diagnostics);
-  const char *p = ctx->diagnostics + n - 1; /* the final newline */
-  while (p > ctx->diagnostics && p[-1] != '\n') p--;
+  const char *all = diagnostics_held(ctx);
+  if (!all[0]) return all;
+  const char *p = all + strlen(all) - 1; /* the final newline */
+  while (p > all && p[-1] != '\n') p--;
   return p;
 }
 
 const char *clattn_context_diagnostics(const clattn_context *ctx) {
-  return ctx && ctx->diagnostics ? ctx->diagnostics : "";
+  return ctx ? diagnostics_held(ctx) : "";
 }
 
 void clattn__append_error(clattn_context *ctx, const char *text) {
   if (!ctx) return;
-  clattn__thread_error *e = thread_slot(ctx);
+  clattn__thread_error *e = slot_for_write(ctx);
   if (!e) return;
   char *msg = NULL;
   if (asprintf(&msg, "%s%s", e->message ? e->message : "", text) < 0) return;
@@ -105,24 +218,43 @@ void clattn__append_error(clattn_context *ctx, const char *text) {
   e->message = msg;
 }
 
+/* The slot is the calling thread's own, so reading it takes no lock. */
 const char *clattn__last_error_locked(const clattn_context *ctx) {
-  const char *msg = "";
-  pthread_t self = pthread_self();
-  for (const clattn__thread_error *e = ctx->errors; e; e = e->next)
-    if (pthread_equal(e->thread, self) && e->message) msg = e->message;
-  return msg;
+  const clattn__thread_error *e = own_slot(ctx);
+  return e && e->message ? e->message : "";
 }
 
-const char *clattn_last_error(const clattn_context *cctx) {
-  if (!cctx) return no_context_error;
-  clattn_context *ctx = (clattn_context *)cctx;
-  const char *msg = "";
-  pthread_mutex_lock(&ctx->lock);
-  pthread_t self = pthread_self();
-  for (clattn__thread_error *e = ctx->errors; e; e = e->next)
-    if (pthread_equal(e->thread, self) && e->message) msg = e->message;
-  pthread_mutex_unlock(&ctx->lock);
-  return msg;
+const char *clattn_last_error(const clattn_context *ctx) {
+  return ctx ? clattn__last_error_locked(ctx) : no_context_error;
+}
+
+size_t clattn__error_slots(clattn_context *ctx) {
+  size_t n = 0;
+  pthread_mutex_lock(&ctx->text_lock);
+  prune_context_slots(ctx);
+  for (const clattn__thread_error *e = ctx->errors; e; e = e->next) n++;
+  pthread_mutex_unlock(&ctx->text_lock);
+  return n;
+}
+
+/* At destroy: the calling thread lets go of its own slot at once (the main thread runs no exit
+ * hook), then the context of all; slots still held by live threads are freed by them. */
+static void release_context_text(clattn_context *ctx) {
+  for (clattn__thread_error **link = &thread_slots; *link; link = &(*link)->thread_next)
+    if ((*link)->ctx == ctx && atomic_load(&(*link)->owners) == 2) {
+      clattn__thread_error *e = *link;
+      *link = e->thread_next;
+      atomic_fetch_sub(&e->owners, 1);
+      break;
+    }
+  for (clattn__thread_error *e = ctx->errors, *next; e; e = next) {
+    next = e->next;
+    if (atomic_fetch_sub(&e->owners, 1) == 1) free_slot(e);
+  }
+  for (clattn__diag *d = ctx->diag, *older; d; d = older) {
+    older = d->older;
+    free(d);
+  }
 }
 
 static char *dup_or_null(const char *s) {
@@ -161,6 +293,11 @@ static void resolve_options(clattn_context *ctx, const clattn_options *opt) {
   ctx->workspace_limit = opt && opt->workspace_limit ? opt->workspace_limit
                          : env                       ? (size_t)env
                                                      : (size_t)(ctx->device.global_mem / 2);
+  /* Build options and logging are fixed for the context's life, as every other setting, so a
+   * program that changes its environment later (or another thread's setenv) changes nothing. */
+  const char *extra = getenv("CLATTN_BUILD_OPTIONS");
+  ctx->device.build_options = extra && extra[0] ? strdup(extra) : NULL;
+  ctx->build_log = getenv("CLATTN_BUILD_LOG") != NULL;
 }
 
 clattn_status clattn_context_create(cl_context cl_ctx, cl_device_id device, cl_command_queue queue,
@@ -173,6 +310,7 @@ clattn_status clattn_context_create(cl_context cl_ctx, cl_device_id device, cl_c
   clattn_context *ctx = calloc(1, sizeof *ctx);
   if (!ctx) return clattn__fail(NULL, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
   pthread_mutex_init(&ctx->lock, NULL);
+  pthread_mutex_init(&ctx->text_lock, NULL);
   char why[128];
   cl_int err = clattn__device_query(device, &ctx->device, why, sizeof why);
   clattn_status st = CLATTN_OK;
@@ -225,6 +363,7 @@ clattn_status clattn_context_create(cl_context cl_ctx, cl_device_id device, cl_c
   return CLATTN_OK;
 fail:
   clattn__device_release(&ctx->device);
+  pthread_mutex_destroy(&ctx->text_lock);
   pthread_mutex_destroy(&ctx->lock);
   free(ctx);
   return st;
@@ -239,25 +378,32 @@ void clattn_context_destroy(clattn_context *ctx) {
   }
   if (ctx->db) clattn__db_free(ctx->db);
   free(ctx->db);
-  free(ctx->diagnostics);
   clattn__standard_release(ctx);
   clattn__split_release(ctx);
   clattn__backward_release(ctx);
   clattn__program_cache_release(ctx);
-  for (clattn__thread_error *e = ctx->errors, *next; e; e = next) {
-    next = e->next;
-    free(e->message);
-    free(e);
-  }
+  release_context_text(ctx);
   clReleaseCommandQueue(ctx->queue);
   clReleaseDevice(ctx->device_id);
   clReleaseContext(ctx->cl);
+  free(ctx->device.build_options);
   clattn__device_release(&ctx->device);
   free(ctx->cache_dir);
   free(ctx->tuning_db);
   free(ctx->kernel_dir);
+  pthread_mutex_destroy(&ctx->text_lock);
   pthread_mutex_destroy(&ctx->lock);
   free(ctx);
+}
+
+/* CLATTN_LIBRARY_VERSION* come from CMake's project version (CMakeLists.txt): they say which
+ * library this is, whatever header a caller was compiled with. */
+const char *clattn_version(void) {
+  return CLATTN_LIBRARY_VERSION;
+}
+
+unsigned clattn_version_number(void) {
+  return CLATTN_LIBRARY_VERSION_NUMBER;
 }
 
 cl_context clattn_context_cl_context(const clattn_context *ctx) {

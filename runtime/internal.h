@@ -25,6 +25,8 @@ typedef struct clattn__device {
   int tensor_cores;      /* NVIDIA, compute capability 8.0+: the forward_mma variant can run */
   int mma_emulated;      /* CLATTN_MMA_EMULATE=1 on a device without: forward_mma emulated */
   char *extensions;      /* owned */
+  char *build_options;   /* $CLATTN_BUILD_OPTIONS as read when the context was made, NULL when
+                            unset; owned by the context (context.c), not by clattn__device_query */
   char fingerprint[768]; /* platform|version|vendor|name|driver|CUs|local mem */
 } clattn__device;
 
@@ -212,11 +214,9 @@ size_t clattn__program_cache_size(const clattn_context *ctx);
 
 /* ---- context (context.c) ---- */
 
-typedef struct clattn__thread_error {
-  pthread_t thread;
-  char *message;
-  struct clattn__thread_error *next;
-} clattn__thread_error;
+/* One thread's last error on one context, and one version of the diagnostics text (context.c). */
+typedef struct clattn__thread_error clattn__thread_error;
+typedef struct clattn__diag clattn__diag;
 
 typedef struct clattn__plan {
   clattn__class cls;
@@ -246,13 +246,17 @@ struct clattn_context {
   char *cache_dir, *tuning_db, *kernel_dir; /* resolved at creation; NULL when unset */
   size_t workspace_limit; /* bytes the standard path may hold at once (resolved at creation) */
   char summary[512];
+  int build_log;        /* $CLATTN_BUILD_LOG was set at creation: print each build's log */
+  /* A leaf lock (nothing else is taken while it is held) for the texts that threads read while
+   * a call holds lock: the error slots' list and the diagnostics. */
+  pthread_mutex_t text_lock;
+  clattn__thread_error *errors; /* one slot per live thread that failed a call (text_lock) */
+  clattn__diag *diag; /* newest diagnostics version; older ones handed out live on (text_lock) */
   pthread_mutex_t lock; /* serialises calls; guards everything below */
-  clattn__thread_error *errors;
   clattn__program *programs;
   clattn__plan *plans;
   clattn__override *overrides;
   struct clattn__db *db; /* the tuning database, read at the first plan; NULL until then */
-  char *diagnostics;     /* warnings, one per line, each once */
   unsigned bincache_loaded, bincache_stored, bincache_rejected; /* on-disk cache counters */
   unsigned compiled;                                            /* programs compiled from source */
   cl_mem workspace;               /* the standard path's S/P workspace, grown on demand */
@@ -268,19 +272,21 @@ struct clattn_context {
 };
 
 /* Records a formatted message for the calling thread on ctx (ctx may be NULL) and returns
- * status. Call with ctx->lock held, or before the context is shared. */
+ * status. Any thread (the message is the calling thread's own). */
 clattn_status clattn__fail(clattn_context *ctx, clattn_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Like clattn__fail for an OpenCL error: the message names the call and the error. */
 clattn_status clattn__fail_cl(clattn_context *ctx, cl_int err, const char *what);
-/* Records a warning once (a repeated text is not added again). */
+/* Records a warning once (a repeated text is not added again). Any thread; takes text_lock. */
 void clattn__warn(clattn_context *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* The last warning, "" when none. */
+/* The last warning, "" when none; valid until ctx is destroyed. */
 const char *clattn__diagnostics_last(const clattn_context *ctx);
-/* This thread's last error message, for code that already holds ctx->lock. */
+/* This thread's last error message (the same as clattn_last_error; takes no lock). */
 const char *clattn__last_error_locked(const clattn_context *ctx);
 /* Appends text to the calling thread's message (for build logs). */
 void clattn__append_error(clattn_context *ctx, const char *text);
+/* How many error slots (one per thread that failed a call) ctx holds now (for tests). */
+size_t clattn__error_slots(clattn_context *ctx);
 
 /* ---- validation (validate.c) ---- */
 

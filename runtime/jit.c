@@ -190,7 +190,7 @@ clattn_status clattn__build(clattn_context *ctx, const char *source, const char 
       return st;
     }
     ctx->compiled++;
-    if (getenv("CLATTN_BUILD_LOG")) print_build_log(ctx, prog, options);
+    if (ctx->build_log) print_build_log(ctx, prog, options);
     clattn__bincache_store(ctx, h, options, prog);
   }
   clattn_status st = clattn__program_cache_put(ctx, h, options, prog);

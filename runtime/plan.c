@@ -37,7 +37,7 @@ void clattn__config_options(const clattn__device *dev, const clattn__class *cls,
              c->vec ? c->vec : 1);
   /* Extra options for experiments ($CLATTN_BUILD_OPTIONS, e.g. -cl-nv-verbose) are part of the
    * options, hence of every cache key. */
-  const char *extra = getenv("CLATTN_BUILD_OPTIONS");
+  const char *extra = dev->build_options; /* read once, when the context was made */
   size_t used = strlen(out);
   if (extra && extra[0] && used < len) snprintf(out + used, len - used, " %s", extra);
 }

@@ -195,3 +195,28 @@ Test(tunedb_files, unreadable_file_is_not_written_over) {
   cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the save as nobody should fail");
   cr_assert_str_eq(buf, secret, "the file was changed");
 }
+
+/* Through clattn_tune, as `clattn tune` saves: a folder at the path fails the run with the path
+ * in the error; a corrupt file is kept aside with a warning in the context's diagnostics. */
+Test(tunedb_files, tune_saves_as_the_database_allows) {
+  clattn_context *ctx = context_with_db();
+  clattn_problem p = {0};
+  p.batch = 1, p.heads_q = 2, p.seqlen_q = p.seqlen_kv = 96, p.head_dim = 16;
+  clattn_tune_options opt = {0};
+  opt.budget_seconds = 5, opt.max_candidates = 1;
+  clattn_tune_result r;
+  cr_assert_eq(mkdir(db_path, 0700), 0);
+  cr_assert_eq(clattn_tune(ctx, &p, &opt, &r), CLATTN_ERR_IO, "a folder at %s", db_path);
+  cr_assert(strstr(clattn_last_error(ctx), db_path), "\"%s\" should name %s",
+            clattn_last_error(ctx), db_path);
+  cr_assert_eq(rmdir(db_path), 0);
+  write_file(db_path, "{ corrupt");
+  cr_assert_eq(clattn_tune(ctx, &p, &opt, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert(r.saved);
+  char aside[800] = "";
+  cr_assert_eq(corrupt_copies(aside, sizeof aside), 1);
+  const char *diag = clattn_context_diagnostics(ctx);
+  cr_assert_eq(count(diag, aside), 1, "one warning naming %s: \"%s\"", aside, diag);
+  test_context_still_works(ctx);
+  clattn_context_destroy(ctx);
+}

@@ -1,0 +1,31 @@
+# The built library's SONAME carries what its ABI depends on: until 1.0 the minor version
+# (libclattn.so.0.2 for 0.2.x), from 1.0 on the major version. Reads the ELF dynamic section.
+# cmake -DLIB=<path of libclattn.so.X.Y.Z> -DVERSION=<project version> -P soname.cmake
+string(REPLACE "." ";" parts "${VERSION}")
+list(GET parts 0 major)
+list(GET parts 1 minor)
+if(major EQUAL 0)
+  set(want "libclattn.so.0.${minor}")
+else()
+  set(want "libclattn.so.${major}")
+endif()
+find_program(READELF NAMES readelf)
+find_program(OBJDUMP NAMES objdump)
+if(READELF)
+  execute_process(COMMAND ${READELF} -d "${LIB}" RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE out)
+  string(REGEX MATCH "Library soname: \\[([^]]*)\\]" found "${out}")
+elseif(OBJDUMP)
+  execute_process(COMMAND ${OBJDUMP} -p "${LIB}" RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE out)
+  string(REGEX MATCH "SONAME[ \t]+([^ \t\r\n]+)" found "${out}")
+else()
+  message(FATAL_ERROR "neither readelf nor objdump found: cannot read the SONAME of ${LIB}")
+endif()
+if(NOT rc EQUAL 0 OR NOT found)
+  message(FATAL_ERROR "no SONAME in ${LIB} (exit ${rc}):\n${out}")
+endif()
+if(NOT CMAKE_MATCH_1 STREQUAL want)
+  message(FATAL_ERROR "SONAME of ${LIB} is ${CMAKE_MATCH_1}; version ${VERSION} needs ${want}")
+endif()
+message(STATUS "SONAME ${CMAKE_MATCH_1} (version ${VERSION})")

@@ -1,0 +1,132 @@
+/* What a context fixes when it is made: the environment (CLATTN_BUILD_OPTIONS, CLATTN_BUILD_LOG)
+ * is read then, once, so changing it later changes nothing for that context; and the library's
+ * version is the one CMake built it as. */
+#include "common.h"
+#include "internal.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* An option every OpenCL compiler rejects, so a build that receives it fails at once. */
+#define BAD_OPTION "-cl-clattn-no-such-option"
+
+/* A forward of a tiny problem on ctx: its status; the message in msg. */
+static clattn_status tiny_forward(clattn_context *ctx, char *msg, size_t len) {
+  size_t n = 1 * 8 * 2 * 8;
+  cl_mem q = test_buffer(ctx, n, 0.5f), k = test_buffer(ctx, n, 0.25f), v = test_buffer(ctx, n, 1);
+  cl_mem o = test_buffer(ctx, n, 0);
+  clattn_problem p = {0};
+  p.batch = 1, p.heads_q = 2, p.seqlen_q = p.seqlen_kv = 8, p.head_dim = 8;
+  clattn_tensor tq = clattn_bshd(q, 8, 2, 8), tk = clattn_bshd(k, 8, 2, 8);
+  clattn_tensor tv = clattn_bshd(v, 8, 2, 8), to = clattn_bshd(o, 8, 2, 8);
+  clattn_status st = clattn_forward(ctx, &p, &tq, &tk, &tv, &to, NULL, 0, NULL, NULL);
+  snprintf(msg, len, "%s", clattn_last_error(ctx));
+  clFinish(clattn_context_queue(ctx));
+  cl_mem m[] = {q, k, v, o};
+  for (int i = 0; i < 4; i++) clReleaseMemObject(m[i]);
+  return st;
+}
+
+/* The same for the backward (with LSE and gradients): only its build is of interest. */
+static clattn_status tiny_backward(clattn_context *ctx, char *msg, size_t len) {
+  size_t n = 1 * 8 * 2 * 8;
+  cl_mem b[9];
+  for (int i = 0; i < 9; i++) b[i] = test_buffer(ctx, i == 5 ? 2 * 8 : n, 0.5f);
+  clattn_problem p = {0};
+  p.batch = 1, p.heads_q = 2, p.seqlen_q = p.seqlen_kv = 8, p.head_dim = 8;
+  clattn_tensor t[9];
+  for (int i = 0; i < 9; i++) t[i] = clattn_bshd(b[i], 8, 2, 8);
+  clattn_status st = clattn_backward(ctx, &p, &t[0], &t[1], &t[2], &t[3], &t[4], b[5], &t[6], &t[7],
+                                     &t[8], 0, NULL, NULL);
+  snprintf(msg, len, "%s", clattn_last_error(ctx));
+  clFinish(clattn_context_queue(ctx));
+  for (int i = 0; i < 9; i++) clReleaseMemObject(b[i]);
+  return st;
+}
+
+/* The forward options of a config of ctx, as its builds get them. */
+static void forward_options(clattn_context *ctx, char *out, size_t len) {
+  clattn__class cls = {8, 8, 0, clattn__seqlen_bucket(8), 0};
+  clattn__config c = {16, 16, 1, 1, 0, 0, 0, 1};
+  clattn__config_options(&ctx->device, &cls, &c, out, len);
+}
+
+Test(context, build_options_read_at_creation) {
+  setenv("CLATTN_BUILD_OPTIONS", BAD_OPTION, 1);
+  clattn_context *with = test_context(NULL);
+  unsetenv("CLATTN_BUILD_OPTIONS");
+  clattn_context *without = test_context(NULL);
+  setenv("CLATTN_BUILD_OPTIONS", BAD_OPTION, 1); /* after the fact: ignored by both */
+  char opts[512], msg[4096];
+  forward_options(with, opts, sizeof opts);
+  cr_expect(strstr(opts, BAD_OPTION), "the options lack what the environment had: %s", opts);
+  forward_options(without, opts, sizeof opts);
+  cr_expect(!strstr(opts, BAD_OPTION), "the options took a later environment: %s", opts);
+  unsetenv("CLATTN_BUILD_OPTIONS");
+  /* The builds of the context made with the option get it, forward and backward. */
+  clattn_status st = tiny_forward(with, msg, sizeof msg);
+  cr_expect_eq(st, CLATTN_ERR_BUILD, "forward: %s (%s)", clattn_status_string(st), msg);
+  cr_expect(strstr(msg, BAD_OPTION), "forward message: %s", msg);
+  st = tiny_backward(with, msg, sizeof msg);
+  cr_expect_eq(st, CLATTN_ERR_BUILD, "backward: %s (%s)", clattn_status_string(st), msg);
+  cr_expect(strstr(msg, BAD_OPTION), "backward message: %s", msg);
+  /* And the other one still builds and computes, with the variable set again. */
+  setenv("CLATTN_BUILD_OPTIONS", BAD_OPTION, 1);
+  test_context_still_works(without);
+  unsetenv("CLATTN_BUILD_OPTIONS");
+  clattn_context_destroy(with);
+  clattn_context_destroy(without);
+}
+
+/* Builds a new program on ctx with stderr in a file; returns what was printed (caller frees). */
+static char *stderr_of_build(clattn_context *ctx, const char *source) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/stderr.txt", test_tmpdir());
+  fflush(stderr);
+  int saved = dup(2), fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+  cr_assert(saved >= 0 && fd >= 0, "cannot redirect stderr to %s", path);
+  dup2(fd, 2);
+  cl_program prog;
+  clattn_status st = clattn__build(ctx, source, "-DVALUE=1", &prog);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  cr_assert_eq(st, CLATTN_OK, "%s", clattn_last_error(ctx));
+  char *text = calloc(1, 65536);
+  cr_assert_not_null(text);
+  cr_assert(pread(fd, text, 65535, 0) >= 0);
+  close(fd);
+  return text;
+}
+
+Test(context, build_log_read_at_creation) {
+  setenv("CLATTN_BUILD_LOG", "1", 1);
+  clattn_context *with = test_context(NULL);
+  unsetenv("CLATTN_BUILD_LOG");
+  clattn_context *without = test_context(NULL);
+  setenv("CLATTN_BUILD_LOG", "1", 1);
+  char *a = stderr_of_build(without, "__kernel void f(__global float *x) { x[0] = VALUE; }");
+  cr_expect(!strstr(a, "clattn: built"), "a later CLATTN_BUILD_LOG printed: %s", a);
+  unsetenv("CLATTN_BUILD_LOG");
+  char *b = stderr_of_build(with, "__kernel void g(__global float *x) { x[0] = VALUE; }");
+  cr_expect(strstr(b, "clattn: built \"-DVALUE=1\""), "the build log is missing: \"%s\"", b);
+  free(a);
+  free(b);
+  clattn_context_destroy(with);
+  clattn_context_destroy(without);
+}
+
+Test(context, version_is_the_cmake_version) {
+  cr_assert_str_eq(clattn_version(), CLATTN_EXPECTED_VERSION);
+  unsigned major = 0, minor = 0, patch = 0;
+  cr_assert_eq(sscanf(CLATTN_EXPECTED_VERSION, "%u.%u.%u", &major, &minor, &patch), 3);
+  cr_assert_eq(clattn_version_number(), major * 1000000 + minor * 1000 + patch, "%u",
+               clattn_version_number());
+  /* The header this test was compiled with says the same. */
+  cr_assert_eq(major, CLATTN_VERSION_MAJOR);
+  cr_assert_eq(minor, CLATTN_VERSION_MINOR);
+  cr_assert_eq(patch, CLATTN_VERSION_PATCH);
+}
