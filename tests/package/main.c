@@ -3,6 +3,14 @@
 #include <stdio.h>
 
 int main(void) {
+  /* The library loaded is the one this header describes (the soname makes sure of it). */
+  unsigned header = CLATTN_VERSION_MAJOR * 1000000u + CLATTN_VERSION_MINOR * 1000u;
+  if (clattn_version_number() / 1000 != header / 1000) {
+    fprintf(stderr, "header %u.%u, library %s\n", CLATTN_VERSION_MAJOR, CLATTN_VERSION_MINOR,
+            clattn_version());
+    return 1;
+  }
+  printf("clattn %s\n", clattn_version());
   clattn_context *ctx = NULL;
   clattn_status st = clattn_context_create_default(NULL, &ctx);
   if (st != CLATTN_OK) {
