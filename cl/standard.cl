@@ -150,3 +150,22 @@ __kernel void bwd_rowdot(__global const float *o, const ulong o_off, const ulong
   for (uint c = 0; c < dv; c++) acc = fma(o[ob + c], d_o[gb + c], acc);
   drow[r] = acc;
 }
+
+/* The standard path's packed copy of a view whose row stride CLBlast cannot take as a leading
+ * dimension (below the row's length: a broadcast's 0, overlapping rows): the [rows][cols] matrix
+ * of each batch*heads entry from `first` on, one after another from dst_off. group: query heads
+ * per head of the view (K and V under GQA). One work-item per element; base counts work-groups. */
+__kernel void pack_rows(__global float *dst, const ulong dst_off, __global const float *src,
+                        const ulong off, const ulong sb, const ulong ss, const ulong sh,
+                        const uint heads_q, const uint group, const uint rows, const uint cols,
+                        const ulong first, const ulong n, const ulong base) {
+  const ulong g = base * get_local_size(0) + get_global_id(0);
+  if (g >= n) return;
+  const uint c = (uint)(g % cols);
+  const ulong m = g / cols;
+  const uint r = (uint)(m % rows);
+  const ulong bh = first + m / rows;
+  const ulong b = bh / heads_q;
+  const uint h = (uint)(bh % heads_q) / group;
+  dst[dst_off + g] = src[off + b * sb + (ulong)r * ss + h * sh + c];
+}

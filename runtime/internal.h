@@ -426,6 +426,11 @@ typedef struct clattn__standard_plan {
 /* matrices: N^2 matrices per head the call holds (forward 1: S/P; backward 2: P and dS). */
 void clattn__standard_plan_of(const clattn_context *ctx, const clattn__shape *s, unsigned matrices,
                               clattn__standard_plan *out);
+/* The same, with pack_bytes more per head in the workspace: packed copies of views CLBlast
+ * cannot read in place (standard_pack.c). */
+void clattn__standard_plan_packed(const clattn_context *ctx, const clattn__shape *s,
+                                  unsigned matrices, size_t pack_bytes,
+                                  clattn__standard_plan *out);
 /* D = rowsum(dO o O) per query row into ctx->bwd_ws (grown to fit), for both backward paths
  * (standard_bwd.c, with cl/standard.cl's bwd_rowdot). */
 clattn_status clattn__bwd_rowsum(clattn_context *ctx, const clattn__shape *s,
@@ -461,6 +466,33 @@ clattn_status clattn__std_launch(clattn_context *ctx, cl_kernel k, cl_uint base_
 clattn_status clattn__std_addressable(clattn_context *ctx, const clattn__shape *s,
                                       const clattn_tensor *q, const clattn_tensor *k,
                                       const clattn_tensor *v, const clattn_tensor *o);
+/* A GEMM operand of the standard path (standard_pack.c): the [rows][cols] matrix of each
+ * batch*heads entry of view t (group: query heads per head of t), read in place, or, when CLBlast
+ * cannot take t's row stride as its leading dimension (rows > 1, stride_seq < cols), from packed
+ * copies at element pack_at of the workspace. buf and ld are what CLBlast gets. */
+typedef struct clattn__std_operand {
+  const clattn_tensor *t;
+  size_t rows, cols, group;
+  int packed;
+  size_t pack_at;
+  cl_mem buf;
+  size_t ld;
+} clattn__std_operand;
+void clattn__std_operand_init(clattn__std_operand *op, const clattn_tensor *t, size_t rows,
+                              size_t cols, size_t group);
+/* Bytes per batch*heads entry of the packed copies of n operands; their places in a workspace
+ * of chunk entries, from element at on. */
+size_t clattn__std_pack_bytes(const clattn__std_operand *ops, int n);
+void clattn__std_operands_place(clattn__std_operand *ops, int n, size_t chunk, size_t at);
+/* Element offsets of entries [first, first + count) into off; enqueues their packed copies
+ * first when op is packed (op->buf becomes the workspace). */
+clattn_status clattn__std_operand_load(clattn_context *ctx, const clattn__shape *s,
+                                       clattn__std_operand *op, size_t first, size_t count,
+                                       size_t *off);
+/* UNSUPPORTED, naming it, when an output operand would need a packed copy (validation rejects
+ * such outputs as overlapping themselves first: a safety net before anything is enqueued). */
+clattn_status clattn__std_outputs_direct(clattn_context *ctx, const clattn__std_operand *ops,
+                                         const char *const *names, int n);
 void clattn__split_release(clattn_context *ctx);
 void clattn__backward_release(clattn_context *ctx);
 void clattn__standard_release(clattn_context *ctx);

@@ -40,10 +40,16 @@ static size_t add_sat(size_t a, size_t b) {
 
 void clattn__standard_plan_of(const clattn_context *ctx, const clattn__shape *s, unsigned matrices,
                               clattn__standard_plan *out) {
+  clattn__standard_plan_packed(ctx, s, matrices, 0, out);
+}
+
+void clattn__standard_plan_packed(const clattn_context *ctx, const clattn__shape *s,
+                                  unsigned matrices, size_t pack_bytes,
+                                  clattn__standard_plan *out) {
   memset(out, 0, sizeof *out);
   size_t nq = s->seqlen_q, nkv = s->seqlen_kv, f = sizeof(float);
   size_t pq = pad_up(nq), pkv = pad_up(nkv), pd = pad_up(s->d), pdv = pad_up(s->dv);
-  out->head_workspace = mul_sat(mul_sat(mul_sat(nq, nkv), f), matrices);
+  out->head_workspace = add_sat(mul_sat(mul_sat(mul_sat(nq, nkv), f), matrices), pack_bytes);
   /* The larger of the two GEMMs' padded copies: (Q, K, S) and (P, V, O). */
   size_t t1 = add_sat(add_sat(mul_sat(pq, pd), mul_sat(pkv, pd)), mul_sat(pq, pkv));
   size_t t2 = add_sat(add_sat(mul_sat(pq, pkv), mul_sat(pkv, pdv)), mul_sat(pq, pdv));
@@ -57,6 +63,9 @@ void clattn__standard_plan_of(const clattn_context *ctx, const clattn__shape *s,
   size_t chunk = heads;
   if (per_head && out->limit / per_head < chunk) chunk = out->limit / per_head;
   if (biggest && max_buf / (biggest * matrices) < chunk) chunk = max_buf / (biggest * matrices);
+  /* The workspace (scores and packed copies) is one buffer, every element of it addressable. */
+  if (out->head_workspace && max_buf / out->head_workspace < chunk)
+    chunk = max_buf / out->head_workspace;
   if (nkv == 0) chunk = heads; /* nothing to hold */
   out->chunk = chunk;
   out->bytes = mul_sat(chunk ? chunk : 1, per_head);
@@ -268,32 +277,30 @@ clattn_status clattn__std_addressable(clattn_context *ctx, const clattn__shape *
 }
 
 /* The three steps for batch*heads entries [first, first + count) of the problem. */
+/* ops: the operands q, k, v, o. */
 static clattn_status run_chunk(clattn_context *ctx, const clattn__shape *s, size_t index,
-                               size_t first, size_t count, const clattn_tensor *q,
-                               const clattn_tensor *k, const clattn_tensor *v,
-                               const clattn_tensor *o, cl_mem lse, size_t *offs, float *scalars) {
+                               size_t first, size_t count, clattn__std_operand *ops, cl_mem lse,
+                               size_t *offs, float *scalars) {
   size_t *qo = offs, *ko = qo + count, *vo = ko + count, *oo = vo + count, *so = oo + count;
-  size_t group = s->heads_q / s->heads_kv, nq = s->seqlen_q, nkv = s->seqlen_kv;
-  for (size_t i = 0; i < count; i++) {
-    size_t bh = first + i, b = bh / s->heads_q, h = bh % s->heads_q, hk = h / group;
-    qo[i] = q->offset + b * q->stride_batch + h * q->stride_head;
-    ko[i] = k->offset + b * k->stride_batch + hk * k->stride_head;
-    vo[i] = v->offset + b * v->stride_batch + hk * v->stride_head;
-    oo[i] = o->offset + b * o->stride_batch + h * o->stride_head;
-    so[i] = i * nq * nkv;
-  }
+  size_t nq = s->seqlen_q, nkv = s->seqlen_kv;
+  for (size_t i = 0; i < count; i++) so[i] = i * nq * nkv;
   float *alphas = scalars, *betas = scalars + count;
-  mark(ctx, index, 0);
-  clattn_status st = clattn__std_gemm(ctx, "GEMM S = scale * Q K^T", 0, 1, nq, nkv, s->d, s->scale,
-                                      q->buffer, qo, q->stride_seq, k->buffer, ko, k->stride_seq,
-                                      0.0f, ctx->workspace, so, nkv, count, alphas, betas);
+  clattn__std_operand *q = &ops[0], *k = &ops[1], *v = &ops[2], *o = &ops[3];
+  mark(ctx, index, 0); /* the S step includes the packed copies, if any */
+  clattn_status st = clattn__std_operand_load(ctx, s, q, first, count, qo);
+  if (st == CLATTN_OK) st = clattn__std_operand_load(ctx, s, k, first, count, ko);
+  if (st == CLATTN_OK) st = clattn__std_operand_load(ctx, s, v, first, count, vo);
+  if (st == CLATTN_OK) st = clattn__std_operand_load(ctx, s, o, first, count, oo);
+  if (st == CLATTN_OK)
+    st = clattn__std_gemm(ctx, "GEMM S = scale * Q K^T", 0, 1, nq, nkv, s->d, s->scale, q->buf, qo,
+                          q->ld, k->buf, ko, k->ld, 0.0f, ctx->workspace, so, nkv, count, alphas,
+                          betas);
   mark(ctx, index, 1);
   if (st == CLATTN_OK) st = softmax(ctx, s, count * nq, first * nq, lse);
   mark(ctx, index, 2);
   if (st == CLATTN_OK)
     st = clattn__std_gemm(ctx, "GEMM O = P V", 0, 0, nq, s->dv, nkv, 1.0f, ctx->workspace, so, nkv,
-                          v->buffer, vo, v->stride_seq, 0.0f, o->buffer, oo, o->stride_seq, count,
-                          alphas, betas);
+                          v->buf, vo, v->ld, 0.0f, o->buf, oo, o->ld, count, alphas, betas);
   mark(ctx, index, 3);
   return st;
 }
@@ -306,8 +313,17 @@ clattn_status clattn__standard_forward(clattn_context *ctx, const clattn__shape 
     return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
                         "standard attention needs an in-order queue: CLBlast enqueues its kernels "
                         "without wait lists");
+  /* Views CLBlast cannot read in place are packed per chunk, after its score matrices. */
+  clattn__std_operand ops[4];
+  size_t group = s->heads_q / s->heads_kv;
+  clattn__std_operand_init(&ops[0], q, s->seqlen_q, s->d, 1);
+  clattn__std_operand_init(&ops[1], k, s->seqlen_kv, s->d, group);
+  clattn__std_operand_init(&ops[2], v, s->seqlen_kv, s->dv, group);
+  clattn__std_operand_init(&ops[3], o, s->seqlen_q, s->dv, 1);
+  static const char *const out_name[] = {"o"};
   clattn__standard_plan plan;
-  clattn__standard_plan_of(ctx, s, 1, &plan);
+  clattn__standard_plan_packed(ctx, s, 1, clattn__std_pack_bytes(ops, 3), &plan);
+  clattn__std_operands_place(ops, 3, plan.chunk, plan.chunk * s->seqlen_q * s->seqlen_kv);
   if (plan.chunk == 0)
     return clattn__fail(
         ctx, CLATTN_ERR_OUT_OF_RESOURCES,
@@ -319,6 +335,7 @@ clattn_status clattn__standard_forward(clattn_context *ctx, const clattn__shape 
         plan.limit < ctx->device.max_alloc ? plan.limit : (size_t)ctx->device.max_alloc, plan.limit,
         (unsigned long long)ctx->device.max_alloc);
   clattn_status st = clattn__std_addressable(ctx, s, q, k, v, o);
+  if (st == CLATTN_OK) st = clattn__std_outputs_direct(ctx, &ops[3], out_name, 1);
   if (st == CLATTN_OK && s->seqlen_kv)
     st = clattn__std_workspace(ctx, plan.chunk * plan.head_workspace);
   if (st != CLATTN_OK) return st;
@@ -344,7 +361,7 @@ clattn_status clattn__standard_forward(clattn_context *ctx, const clattn__shape 
       st = clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
     for (size_t first = 0, i = 0; st == CLATTN_OK && first < heads; first += plan.chunk, i++) {
       size_t count = heads - first < plan.chunk ? heads - first : plan.chunk;
-      st = run_chunk(ctx, s, i, first, count, q, k, v, o, lse, offs, scalars);
+      st = run_chunk(ctx, s, i, first, count, ops, lse, offs, scalars);
     }
     free(offs);
     free(scalars);

@@ -52,30 +52,28 @@ clattn_status clattn__bwd_rowsum(clattn_context *ctx, const clattn__shape *s,
   return elementwise(ctx, k, 15, n);
 }
 
-/* One chunk: batch*heads entries [first, first + count). */
+/* One chunk: batch*heads entries [first, first + count). ops: the operands q, k, v, d_o, dq, dk,
+ * dv; the first four packed into the workspace first where CLBlast cannot read them in place. */
 static clattn_status chunk(clattn_context *ctx, const clattn__shape *s, size_t first, size_t count,
-                           const clattn_tensor *t[8], cl_mem lse, cl_kernel probs,
-                           cl_kernel dscores, const offsets *off, size_t *sub, float *scalars) {
-  const clattn_tensor *q = t[0], *k = t[1], *v = t[2], *d_o = t[4], *dq = t[5], *dk = t[6],
-                      *dv = t[7];
+                           clattn__std_operand *ops, cl_mem lse, cl_kernel probs, cl_kernel dscores,
+                           const offsets *off, size_t *sub, float *scalars) {
+  clattn__std_operand *q = &ops[0], *k = &ops[1], *v = &ops[2], *d_o = &ops[3], *dq = &ops[4],
+                      *dk = &ops[5], *dv = &ops[6];
   size_t G = s->heads_q / s->heads_kv, nq = s->seqlen_q, nkv = s->seqlen_kv, mat = nq * nkv;
   for (size_t i = 0; i < count; i++) {
-    size_t bh = first + i, b = bh / s->heads_q, h = bh % s->heads_q, hk = h / G;
-    off->q[i] = q->offset + b * q->stride_batch + h * q->stride_head;
-    off->g[i] = d_o->offset + b * d_o->stride_batch + h * d_o->stride_head;
-    off->dq[i] = dq->offset + b * dq->stride_batch + h * dq->stride_head;
-    off->k[i] = k->offset + b * k->stride_batch + hk * k->stride_head;
-    off->v[i] = v->offset + b * v->stride_batch + hk * v->stride_head;
-    off->dk[i] = dk->offset + b * dk->stride_batch + hk * dk->stride_head;
-    off->dv[i] = dv->offset + b * dv->stride_batch + hk * dv->stride_head;
     off->p[i] = i * mat;
     off->ds[i] = (count + i) * mat;
   }
+  size_t *const place[7] = {off->q, off->k, off->v, off->g, off->dq, off->dk, off->dv};
+  clattn_status st = CLATTN_OK;
+  for (int i = 0; i < 7 && st == CLATTN_OK; i++)
+    st = clattn__std_operand_load(ctx, s, &ops[i], first, count, place[i]);
   float *al = scalars, *be = scalars + count;
   cl_mem ws = ctx->workspace;
-  clattn_status st = clattn__std_gemm(ctx, "GEMM S = scale * Q K^T", 0, 1, nq, nkv, s->d, s->scale,
-                                      q->buffer, off->q, q->stride_seq, k->buffer, off->k,
-                                      k->stride_seq, 0.0f, ws, off->p, nkv, count, al, be);
+  if (st == CLATTN_OK)
+    st = clattn__std_gemm(ctx, "GEMM S = scale * Q K^T", 0, 1, nq, nkv, s->d, s->scale, q->buf,
+                          off->q, q->ld, k->buf, off->k, k->ld, 0.0f, ws, off->p, nkv, count, al,
+                          be);
   cl_ulong rb = first * nq, n = count * mat;
   cl_uint nq32 = (cl_uint)nq, nkv32 = (cl_uint)nkv;
   cl_int err = CL_SUCCESS;
@@ -90,9 +88,8 @@ static clattn_status chunk(clattn_context *ctx, const clattn__shape *s, size_t f
                            : clattn__fail_cl(ctx, err, "clSetKernelArg(bwd_probs)");
   }
   if (st == CLATTN_OK)
-    st = clattn__std_gemm(ctx, "GEMM dP = dO V^T", 0, 1, nq, nkv, s->dv, 1.0f, d_o->buffer, off->g,
-                          d_o->stride_seq, v->buffer, off->v, v->stride_seq, 0.0f, ws, off->ds, nkv,
-                          count, al, be);
+    st = clattn__std_gemm(ctx, "GEMM dP = dO V^T", 0, 1, nq, nkv, s->dv, 1.0f, d_o->buf, off->g,
+                          d_o->ld, v->buf, off->v, v->ld, 0.0f, ws, off->ds, nkv, count, al, be);
   if (st == CLATTN_OK) {
     cl_ulong ds_off = count * mat; /* dS sits after the chunk's P matrices */
     err = clSetKernelArg(dscores, 0, sizeof(cl_mem), &ws);
@@ -105,9 +102,9 @@ static clattn_status chunk(clattn_context *ctx, const clattn__shape *s, size_t f
                            : clattn__fail_cl(ctx, err, "clSetKernelArg(bwd_dscores)");
   }
   if (st == CLATTN_OK)
-    st = clattn__std_gemm(ctx, "GEMM dQ = scale * dS K", 0, 0, nq, s->d, nkv, s->scale, ws, off->ds,
-                          nkv, k->buffer, off->k, k->stride_seq, 0.0f, dq->buffer, off->dq,
-                          dq->stride_seq, count, al, be);
+    st =
+        clattn__std_gemm(ctx, "GEMM dQ = scale * dS K", 0, 0, nq, s->d, nkv, s->scale, ws, off->ds,
+                         nkv, k->buf, off->k, k->ld, 0.0f, dq->buf, off->dq, dq->ld, count, al, be);
   /* dK and dV: one call per position g in the GQA group; position 0 overwrites. */
   for (size_t g = 0; st == CLATTN_OK && g < G; g++) {
     size_t m = 0;
@@ -124,12 +121,10 @@ static clattn_status chunk(clattn_context *ctx, const clattn__shape *s, size_t f
      * enqueued before it (in this chunk or an earlier one): add from position 1 on. */
     float beta = g > 0 ? 1.0f : 0.0f;
     st = clattn__std_gemm(ctx, "GEMM dK = scale * dS^T Q", 1, 0, nkv, s->d, nq, s->scale, ws, sds,
-                          nkv, q->buffer, sq, q->stride_seq, beta, dk->buffer, sdk, dk->stride_seq,
-                          m, al, be);
+                          nkv, q->buf, sq, q->ld, beta, dk->buf, sdk, dk->ld, m, al, be);
     if (st == CLATTN_OK)
       st = clattn__std_gemm(ctx, "GEMM dV = P^T dO", 1, 0, nkv, s->dv, nq, 1.0f, ws, sp, nkv,
-                            d_o->buffer, sg, d_o->stride_seq, beta, dv->buffer, sdv, dv->stride_seq,
-                            m, al, be);
+                            d_o->buf, sg, d_o->ld, beta, dv->buf, sdv, dv->ld, m, al, be);
   }
   return st;
 }
@@ -140,8 +135,19 @@ clattn_status clattn__standard_backward(clattn_context *ctx, const clattn__shape
                                         const clattn_tensor *d_o, cl_mem lse,
                                         const clattn_tensor *dq, const clattn_tensor *dk,
                                         const clattn_tensor *dv) {
+  /* q k v d_o dq dk dv: the inputs CLBlast cannot read in place are packed per chunk, after its
+   * P and dS matrices; the outputs never need it (validation rejects those that would). */
+  clattn__std_operand ops[7];
+  const clattn_tensor *t[7] = {q, k, v, d_o, dq, dk, dv};
+  size_t G = s->heads_q / s->heads_kv, nq = s->seqlen_q, nkv = s->seqlen_kv;
+  const size_t rows[7] = {nq, nkv, nkv, nq, nq, nkv, nkv},
+               cols[7] = {s->d, s->d, s->dv, s->dv, s->d, s->d, s->dv},
+               group[7] = {1, G, G, 1, 1, G, G};
+  for (int i = 0; i < 7; i++) clattn__std_operand_init(&ops[i], t[i], rows[i], cols[i], group[i]);
+  static const char *const out_names[] = {"dq", "dk", "dv"};
   clattn__standard_plan plan;
-  clattn__standard_plan_of(ctx, s, 2, &plan);
+  clattn__standard_plan_packed(ctx, s, 2, clattn__std_pack_bytes(ops, 4), &plan);
+  clattn__std_operands_place(ops, 4, plan.chunk, 2 * plan.chunk * nq * nkv);
   if (plan.chunk == 0)
     return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES,
                         "standard attention backward needs %zu bytes of global memory for one "
@@ -151,6 +157,7 @@ clattn_status clattn__standard_backward(clattn_context *ctx, const clattn__shape
                         plan.limit);
   clattn_status st = clattn__std_addressable(ctx, s, q, k, v, o);
   if (st == CLATTN_OK) st = clattn__std_addressable(ctx, s, dq, dk, dv, d_o);
+  if (st == CLATTN_OK) st = clattn__std_outputs_direct(ctx, &ops[4], out_names, 3);
   if (st == CLATTN_OK) st = clattn__std_workspace(ctx, plan.chunk * plan.head_workspace);
   cl_kernel kp = NULL, kd = NULL;
   char opt[64];
@@ -169,10 +176,9 @@ clattn_status clattn__standard_backward(clattn_context *ctx, const clattn__shape
     off = (offsets){mem,         mem + c,     mem + 2 * c, mem + 3 * c, mem + 4 * c,
                     mem + 5 * c, mem + 6 * c, mem + 7 * c, mem + 8 * c};
   }
-  const clattn_tensor *t[8] = {q, k, v, o, d_o, dq, dk, dv};
   for (size_t first = 0; st == CLATTN_OK && first < heads; first += plan.chunk) {
     size_t count = heads - first < plan.chunk ? heads - first : plan.chunk;
-    st = chunk(ctx, s, first, count, t, lse, kp, kd, &off, mem + 9 * plan.chunk, scalars);
+    st = chunk(ctx, s, first, count, ops, lse, kp, kd, &off, mem + 9 * plan.chunk, scalars);
   }
   free(mem);
   free(scalars);

@@ -3,7 +3,9 @@
  * automatic choice for head dims the fused kernels cannot run, queues and wait lists. */
 #include "common.h"
 
+#include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 static clattn_problem problem(size_t b, size_t h, size_t n, size_t d, unsigned flags) {
@@ -14,12 +16,7 @@ static clattn_problem problem(size_t b, size_t h, size_t n, size_t d, unsigned f
 }
 
 static void expect_pass(clattn_context *ctx, const clattn_problem *p, int bhsd, size_t offset) {
-  check_spec sp = {0};
-  sp.problem = *p, sp.bhsd = bhsd, sp.offset = offset, sp.with_lse = 1, sp.seed = 7;
-  check_result r;
-  cr_assert_eq(check_run(ctx, &sp, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
-  cr_assert(r.pass, "O error %g (tolerance %g), LSE error %g (tolerance %g)", r.err_o, r.tol_o,
-            r.err_lse, r.tol_lse);
+  test_forward_check(ctx, p, bhsd, offset, 1, 7, "standard");
 }
 
 /* A limit that holds two heads' workspace and padded copies, but not three: six heads run in
@@ -134,7 +131,7 @@ Test(standard, out_of_order_queue_is_rejected) {
 Test(standard, waits_for_the_callers_events) {
   clattn_context *ctx = test_context(NULL);
   clattn_problem p = problem(1, 1, 16, 8, 0);
-  cl_mem q = test_buffer(ctx, 128, 1.0f), o = test_buffer(ctx, 128, 0.0f);
+  cl_mem q = test_buffer(ctx, 128, 1.0f), o = test_buffer(ctx, 128, NAN); /* NaN: unwritten */
   clattn_tensor t = clattn_bshd(q, 16, 1, 8), to = clattn_bshd(o, 16, 1, 8);
   cl_int err;
   cl_event gate = clCreateUserEvent(clattn_context_cl_context(ctx), &err);
@@ -153,4 +150,198 @@ Test(standard, waits_for_the_callers_events) {
   clReleaseEvent(done), clReleaseEvent(gate);
   clReleaseMemObject(q), clReleaseMemObject(o);
   clattn_context_destroy(ctx);
+}
+
+/* Views CLBlast cannot take as its leading dimension (a row stride below the row's length: a
+ * broadcast's 0, rows that overlap, a single row with any stride): the standard path runs them as
+ * the fused one does, forward and backward, checked against the double reference under
+ * DESIGN.md's rule (2x the naive error for O and LSE, 3x for the gradients). Outputs start NaN;
+ * a failed call must leave every one of their elements NaN. */
+typedef struct {
+  size_t offset, sb, ss, sh;
+} layout;
+
+typedef struct {
+  float *host;
+  size_t elems;
+  cl_mem buf;
+  clattn_tensor view;
+} vtensor;
+
+/* q k v o d_o dq dk dv */
+enum { NT = 8 };
+
+static void vt_make(clattn_context *ctx, vtensor *t, layout l, const size_t ext[4], int random,
+                    uint64_t *rng) {
+  t->elems = l.offset + (ext[0] - 1) * l.sb + (ext[1] - 1) * l.ss + (ext[2] - 1) * l.sh + ext[3];
+  t->host = malloc(t->elems * sizeof(float));
+  cr_assert_not_null(t->host);
+  if (random)
+    ref_fill_normal(t->host, t->elems, rng);
+  else
+    for (size_t i = 0; i < t->elems; i++) t->host[i] = NAN;
+  cl_int err;
+  t->buf = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                          t->elems * sizeof(float), t->host, &err);
+  cr_assert_eq(err, CL_SUCCESS);
+  t->view = (clattn_tensor){t->buf, l.offset, l.sb, l.ss, l.sh};
+}
+
+static void read_back(clattn_context *ctx, cl_mem buf, float *x, size_t n) {
+  cr_assert_eq(clEnqueueReadBuffer(clattn_context_queue(ctx), buf, CL_TRUE, 0, n * sizeof *x, x, 0,
+                                   NULL, NULL),
+               CL_SUCCESS);
+}
+
+/* max|x - ref| over a packed [b][h][s][dim] reference gathered from view t (NaN: infinite), and
+ * the naive error beside it. */
+static void view_err(const vtensor *t, const size_t ext[4], const double *ref, const float *naive,
+                     double *err, double *nerr) {
+  *err = 0, *nerr = 0;
+  const clattn_tensor *v = &t->view;
+  for (size_t b = 0; b < ext[0]; b++)
+    for (size_t h = 0; h < ext[2]; h++)
+      for (size_t i = 0; i < ext[1]; i++)
+        for (size_t c = 0; c < ext[3]; c++) {
+          size_t r = ((b * ext[2] + h) * ext[1] + i) * ext[3] + c;
+          double x =
+              t->host[v->offset + b * v->stride_batch + i * v->stride_seq + h * v->stride_head + c];
+          double e = fabs(x - ref[r]);
+          *err = fmax(*err, isnan(e) ? INFINITY : e);
+          *nerr = fmax(*nerr, fabs((double)naive[r] - ref[r]));
+        }
+}
+
+static int all_nan(const float *x, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!isnan(x[i])) return 0;
+  return 1;
+}
+
+/* One problem with the given layouts on one algorithm: forward, then backward from its O/LSE. */
+static void check_views(clattn_context *ctx, clattn_problem p, clattn_algorithm algo,
+                        const layout l[NT]) {
+  p.algorithm = algo;
+  size_t hkv = p.heads_kv ? p.heads_kv : p.heads_q, d = p.head_dim,
+         dv = p.head_dim_v ? p.head_dim_v : d, nq = p.seqlen_q, nkv = p.seqlen_kv, B = p.batch;
+  const size_t ext[NT][4] = {{B, nq, p.heads_q, d},  {B, nkv, hkv, d},       {B, nkv, hkv, dv},
+                             {B, nq, p.heads_q, dv}, {B, nq, p.heads_q, dv}, {B, nq, p.heads_q, d},
+                             {B, nkv, hkv, d},       {B, nkv, hkv, dv}};
+  static const int random[NT] = {1, 1, 1, 0, 1, 0, 0, 0};
+  static const char *const names[NT] = {"q", "k", "v", "o", "d_o", "dq", "dk", "dv"};
+  uint64_t rng = 0x2545F4914F6CDD1Dull;
+  vtensor t[NT];
+  for (int i = 0; i < NT; i++) vt_make(ctx, &t[i], l[i], ext[i], random[i], &rng);
+  size_t rows = B * p.heads_q * nq;
+  float *lse = malloc(rows * sizeof *lse);
+  for (size_t i = 0; i < rows; i++) lse[i] = NAN;
+  cl_int err;
+  cl_mem lse_buf =
+      clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                     rows * sizeof *lse, lse, &err);
+  cr_assert_eq(err, CL_SUCCESS);
+  ref_view rv[NT];
+  for (int i = 0; i < NT; i++)
+    rv[i] = (ref_view){t[i].host, l[i].offset, l[i].sb, l[i].ss, l[i].sh};
+  const char *path = algo == CLATTN_ALGO_STANDARD ? "standard" : "fused";
+
+  clattn_status st = clattn_forward(ctx, &p, &t[0].view, &t[1].view, &t[2].view, &t[3].view,
+                                    lse_buf, 0, NULL, NULL);
+  read_back(ctx, t[3].buf, t[3].host, t[3].elems);
+  read_back(ctx, lse_buf, lse, rows);
+  if (st != CLATTN_OK) {
+    cr_expect(all_nan(t[3].host, t[3].elems) && all_nan(lse, rows),
+              "%s forward failed after writing part of O or LSE", path);
+    cr_expect_fail("%s forward: %s", path, clattn_last_error(ctx));
+    /* The backward is checked all the same, from the fused path's O and LSE. */
+    clattn_problem fused = p;
+    fused.algorithm = CLATTN_ALGO_FUSED;
+    cr_assert_eq(clattn_forward(ctx, &fused, &t[0].view, &t[1].view, &t[2].view, &t[3].view,
+                                lse_buf, 0, NULL, NULL),
+                 CLATTN_OK, "%s", clattn_last_error(ctx));
+    read_back(ctx, t[3].buf, t[3].host, t[3].elems);
+    read_back(ctx, lse_buf, lse, rows);
+  }
+  size_t nmax = B * p.heads_q * (nq > nkv ? nq : nkv) * (d > dv ? d : dv); /* any gradient */
+  double *ref = malloc(3 * nmax * sizeof *ref), *ref_lse = malloc(rows * sizeof *ref_lse);
+  float *naive = malloc(3 * nmax * sizeof *naive), *naive_lse = malloc(rows * sizeof *naive_lse);
+  ref_forward_f64(&p, rv[0], rv[1], rv[2], ref, ref_lse);
+  ref_forward_f32(&p, rv[0], rv[1], rv[2], naive, naive_lse);
+  double e, ne;
+  view_err(&t[3], ext[3], ref, naive, &e, &ne);
+  cr_expect_leq(e, 2 * ne + 1e-6, "%s forward: O error %g, naive %g", path, e, ne);
+  double el = 0, nel = 0;
+  for (size_t i = 0; i < rows; i++) {
+    double x = fabs(lse[i] - ref_lse[i]);
+    el = fmax(el, isnan(x) ? INFINITY : x);
+    nel = fmax(nel, fabs(naive_lse[i] - ref_lse[i]));
+  }
+  cr_expect_leq(el, 2 * nel + 1e-6, "%s forward: LSE error %g, naive %g", path, el, nel);
+
+  st = clattn_backward(ctx, &p, &t[0].view, &t[1].view, &t[2].view, &t[3].view, &t[4].view, lse_buf,
+                       &t[5].view, &t[6].view, &t[7].view, 0, NULL, NULL);
+  for (int i = 5; i < NT; i++) read_back(ctx, t[i].buf, t[i].host, t[i].elems);
+  if (st != CLATTN_OK) {
+    for (int i = 5; i < NT; i++)
+      cr_expect(all_nan(t[i].host, t[i].elems), "%s backward failed after writing part of %s", path,
+                names[i]);
+    cr_expect_fail("%s backward: %s", path, clattn_last_error(ctx));
+  } else {
+    ref_backward_f64(&p, rv[0], rv[1], rv[2], rv[4], ref, ref + nmax, ref + 2 * nmax);
+    ref_backward_f32(&p, rv[0], rv[1], rv[2], rv[4], naive, naive + nmax, naive + 2 * nmax);
+    for (int g = 0; g < 3; g++) {
+      view_err(&t[5 + g], ext[5 + g], ref + g * nmax, naive + g * nmax, &e, &ne);
+      cr_expect_leq(e, 3 * ne + 1e-6, "%s backward: %s error %g, naive %g", path, names[5 + g], e,
+                    ne);
+    }
+  }
+  free(ref), free(ref_lse), free(naive), free(naive_lse), free(lse);
+  clReleaseMemObject(lse_buf);
+  for (int i = 0; i < NT; i++) clReleaseMemObject(t[i].buf), free(t[i].host);
+}
+
+static void check_both_paths(clattn_problem p, const layout l[NT]) {
+  clattn_context *ctx = test_context(NULL);
+  check_views(ctx, p, CLATTN_ALGO_FUSED, l);
+  check_views(ctx, p, CLATTN_ALGO_STANDARD, l);
+  test_context_still_works(ctx);
+  clattn_context_destroy(ctx);
+}
+
+/* A packed [B][S][H][D] layout, offset elements in. */
+static layout bshd(size_t offset, size_t seq, size_t heads, size_t dim) {
+  return (layout){offset, seq * heads * dim, heads * dim, dim};
+}
+
+/* K and V broadcast over the keys (row stride 0: every key the same row) or with rows that
+ * overlap (a row stride below the head dim): GQA over two batch entries, whose K/V offsets
+ * CLBlast gets as a list, and causal multi-head in one, whose offsets it gets as one stride (and
+ * then checks the leading dimension of). */
+Test(standard, broadcast_and_overlapping_kv_rows) {
+  clattn_problem p = problem(2, 4, 9, 8, 0);
+  p.heads_kv = 2, p.seqlen_kv = 13, p.head_dim_v = 12;
+  layout l[NT] = {bshd(0, 9, 4, 8),  {3, 2 * 8, 0, 8}, {1, 2 * 12 + 40, 3, 12}, bshd(0, 9, 4, 12),
+                  bshd(2, 9, 4, 12), bshd(0, 9, 4, 8), bshd(0, 13, 2, 8),       bshd(0, 13, 2, 12)};
+  check_both_paths(p, l);
+  p.batch = 1, p.heads_kv = 4, p.flags = CLATTN_CAUSAL;
+  /* K in place, V broadcast: the O GEMM comes after the softmax wrote LSE. */
+  l[1] = bshd(0, 13, 4, 8), l[2] = (layout){5, 4 * 12, 0, 12};
+  l[6] = bshd(0, 13, 4, 8), l[7] = bshd(0, 13, 4, 12);
+  check_both_paths(p, l);
+}
+
+/* One query row (and then one key row): the row stride of a single-row view is never used, so
+ * any value is valid, below the row's length included, for inputs and outputs alike. */
+Test(standard, single_row_views_with_any_row_stride) {
+  clattn_problem p = problem(2, 3, 1, 16, 0);
+  p.seqlen_kv = 10, p.head_dim_v = 8;
+  /* O and dq with row strides 1 and 2 (below dv = 8 and d = 16), Q and d_o with 0. */
+  layout l[NT] = {{0, 3 * 16, 0, 16}, bshd(0, 10, 3, 16), bshd(0, 10, 3, 8),  {0, 3 * 8, 1, 8},
+                  {4, 3 * 8, 0, 8},   {0, 3 * 16, 2, 16}, bshd(0, 10, 3, 16), bshd(0, 10, 3, 8)};
+  check_both_paths(p, l);
+  /* One key: K, V, dk and dv with row stride 0; causal (the query sees the key). */
+  p.seqlen_kv = 1, p.flags = CLATTN_CAUSAL;
+  l[1] = (layout){0, 3 * 16, 0, 16}, l[2] = (layout){0, 3 * 8, 0, 8};
+  l[6] = (layout){0, 3 * 16, 0, 16}, l[7] = (layout){0, 3 * 8, 0, 8};
+  check_both_paths(p, l);
 }

@@ -22,6 +22,7 @@
 #include "internal.h"
 
 #include <math.h>
+#include <signal.h>
 
 enum { BUFFERS = 7, NULL_BUFFER = BUFFERS, NULL_TENSOR = BUFFERS + 1, CHOICES = BUFFERS + 2 };
 
@@ -49,8 +50,15 @@ static cl_mem sub_buffer(cl_mem parent, size_t origin, size_t size) {
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  /* Loading PoCL loads LLVM, which installs its own crash handlers; libFuzzer, which installs
+   * its handlers after this function, then leaves those signals alone, and a broken invariant
+   * (abort) would kill the process without saving the input. So the handlers are put back. */
+  struct sigaction before[32];
+  for (int sig = 1; sig < 32; sig++) sigaction(sig, NULL, &before[sig]);
   clattn_options opt = {"", "", NULL, 0}; /* no disk cache, no tuning database */
   clattn_status st = clattn_context_create_default(&opt, &ctx);
+  for (int sig = 1; sig < 32; sig++)
+    if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &before[sig], NULL);
   FUZZ_CHECK(st == CLATTN_OK, "no context: %s", clattn_last_error(NULL));
   cl_context cl = clattn_context_cl_context(ctx);
   cl_device_id dev = clattn_context_device(ctx);
