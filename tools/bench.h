@@ -12,6 +12,8 @@ typedef struct bench_time {
   double median_ms; /* of the timed runs */
   double min_ms, max_ms;
   char why[480]; /* why the column did not run ("" when it was not asked for) */
+  int skipped;   /* 1: it does not apply here (the host column on a GPU, or with --backward)
+                    and was not named in --columns: not a failure */
 } bench_time;
 
 typedef struct bench_row {

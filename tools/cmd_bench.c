@@ -1,7 +1,6 @@
 /* `clattn bench`: fused vs standard attention (and, on CPUs, a host OpenBLAS implementation)
  * over a sweep of shapes, timed in turns in one run on one device. */
-#include "args.h"
-#include "bench.h"
+#include "bench_args.h"
 #include "bench_host.h"
 #include "check.h"
 #include "commands.h"
@@ -13,40 +12,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_LIST 32
-
-typedef struct {
-  size_t seqlens[MAX_LIST], dims[MAX_LIST], batches[MAX_LIST], heads[MAX_LIST];
-  size_t nseq, ndim, nbatch, nheads;
-  int causal[2], ncausal;
-  size_t tokens, hidden; /* when set: batch = max(1, tokens / N), heads = hidden / d */
-  int warmup, repeat;
-  int want[COLS];
-  int csv, json, bandwidth, backward, force;
-  clattn_config forced;
-  const char *plot;
-} opts;
-
-static void usage(FILE *f) {
-  fprintf(f, "usage: clattn bench [options]\n"
-             "  --seqlen LIST      sequence lengths (512,1024,2048,4096)\n"
-             "  --head-dim LIST    (64)\n"
-             "  --causal off|on|both (off)\n"
-             "  --batch LIST (1)  --heads LIST (8)\n"
-             "  --tokens T --hidden W  batch = max(1, T/N) and heads = W/d per row, as\n"
-             "                     FlashAttention's and ../shared/peers' benchmarks (16384, 2048)\n"
-             "  --warmup W (2)  --repeat R (10)\n"
-             "  --columns LIST     of fused,standard,host (all; host: CPUs, OpenBLAS)\n"
-             "  --csv | --json     machine-readable output instead of the table\n"
-             "  --plot FILE.png    time and modelled traffic against N (gnuplot)\n"
-             "  --config K/BQ/BKV/TPR/RM/STAGE/PAD[/VEC]  force the fused config (as clattn run)\n"
-             "  --backward         time forward + backward (FLOPs 3.5x the forward's; the host\n"
-             "                     column and the traffic columns stay forward-only)\n"
-             "  --bandwidth        also check the traffic model: a copy kernel's bandwidth beside\n"
-             "                     the standard path's steps and the fused kernel\n"
-             "  --device SPEC      like CLATTN_DEVICE\n");
-}
-
 static double now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -56,92 +21,6 @@ static double now_ms(void) {
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
-}
-
-static int parse_opts(int argc, char **argv, opts *o) {
-  memset(o, 0, sizeof *o);
-  size_t def_seq[] = {512, 1024, 2048, 4096};
-  memcpy(o->seqlens, def_seq, sizeof def_seq), o->nseq = 4;
-  o->dims[0] = 64, o->ndim = 1, o->batches[0] = 1, o->nbatch = 1, o->heads[0] = 8, o->nheads = 1;
-  o->causal[0] = 0, o->ncausal = 1, o->warmup = 2, o->repeat = 10;
-  for (int c = 0; c < COLS; c++) o->want[c] = 1;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-    size_t n;
-    struct {
-      const char *flag;
-      size_t *list, *count;
-    } lists[] = {{"--seqlen", o->seqlens, &o->nseq},
-                 {"--head-dim", o->dims, &o->ndim},
-                 {"--batch", o->batches, &o->nbatch},
-                 {"--heads", o->heads, &o->nheads}};
-    int matched = 0;
-    for (size_t j = 0; j < 4 && !matched; j++)
-      if (!strcmp(a, lists[j].flag)) {
-        matched = 1;
-        if (!val || !(*lists[j].count = parse_size_list(val, lists[j].list, MAX_LIST))) goto bad;
-        for (size_t k = 0; k < *lists[j].count; k++)
-          if (lists[j].list[k] == 0) goto bad;
-        i++;
-      }
-    if (matched) continue;
-    if (!strcmp(a, "--causal")) {
-      if (!val) goto bad;
-      if (!strcmp(val, "off"))
-        o->causal[0] = 0, o->ncausal = 1;
-      else if (!strcmp(val, "on"))
-        o->causal[0] = 1, o->ncausal = 1;
-      else if (!strcmp(val, "both"))
-        o->causal[0] = 0, o->causal[1] = 1, o->ncausal = 2;
-      else
-        goto bad;
-      i++;
-    } else if (!strcmp(a, "--tokens") || !strcmp(a, "--hidden")) {
-      if (!val || !parse_size(val, &n) || n == 0) goto bad;
-      *(a[2] == 't' ? &o->tokens : &o->hidden) = n, i++;
-    } else if (!strcmp(a, "--warmup") || !strcmp(a, "--repeat")) {
-      if (!val || !parse_size(val, &n) || n > 10000 || (a[2] == 'r' && n == 0)) goto bad;
-      *(a[2] == 'w' ? &o->warmup : &o->repeat) = (int)n, i++;
-    } else if (!strcmp(a, "--columns")) {
-      if (!val) goto bad;
-      for (int c = 0; c < COLS; c++) o->want[c] = strstr(val, bench_col_names[c]) != NULL;
-      if (!o->want[0] && !o->want[1] && !o->want[2]) goto bad;
-      i++;
-    } else if (!strcmp(a, "--csv")) {
-      o->csv = 1;
-    } else if (!strcmp(a, "--json")) {
-      o->json = 1;
-    } else if (!strcmp(a, "--config")) {
-      if (!parse_config(val, &o->forced)) goto bad;
-      o->force = 1, i++;
-    } else if (!strcmp(a, "--backward")) {
-      o->backward = 1;
-    } else if (!strcmp(a, "--bandwidth")) {
-      o->bandwidth = 1;
-    } else if (!strcmp(a, "--plot")) {
-      if (!val) goto bad;
-      o->plot = val, i++;
-    } else if (!strcmp(a, "--device")) {
-      if (!val) goto bad;
-      setenv("CLATTN_DEVICE", val, 1), i++;
-    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
-      return 1;
-    } else {
-      fprintf(stderr, "clattn bench: unknown option '%s'\n", a);
-      usage(stderr);
-      return -1;
-    }
-    continue;
-  bad:
-    fprintf(stderr, "clattn bench: %s needs a valid value\n", a);
-    return -1;
-  }
-  if ((o->tokens != 0) != (o->hidden != 0)) {
-    fprintf(stderr, "clattn bench: --tokens and --hidden go together\n");
-    return -1;
-  }
-  return 0;
 }
 
 /* Device buffers and host data of one row. */
@@ -253,7 +132,7 @@ static double max_diff(clattn_context *ctx, data *x, size_t n) {
 }
 
 /* Times the columns of one row in turns: fused, standard, host, fused, ... */
-static void bench_one(clattn_context *ctx, const opts *o, int host_ok, bench_row *r) {
+static void bench_one(clattn_context *ctx, const bench_opts *o, int host_ok, bench_row *r) {
   clattn_problem p = {0};
   p.batch = r->batch, p.heads_q = r->heads, p.seqlen_q = p.seqlen_kv = r->seqlen;
   p.head_dim = r->head_dim, p.flags = r->causal ? CLATTN_CAUSAL : 0;
@@ -291,6 +170,9 @@ static void bench_one(clattn_context *ctx, const opts *o, int host_ok, bench_row
     snprintf(r->t[COL_HOST].why, sizeof r->t[COL_HOST].why, "%s",
              bench_host_available() ? "GPU device: host column is for CPUs"
                                     : "built without OpenBLAS");
+  /* Where the host column does not apply, it is left out of the default columns quietly; one
+   * named in --columns has failed. */
+  r->t[COL_HOST].skipped = o->want[COL_HOST] && !run[COL_HOST] && !o->named;
   /* A standard column that cannot fit fails in its call, whose message names the bytes. */
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   if (run[COL_HOST] && pages > 0 && r->peak_bytes[COL_HOST] > 0.5 * (double)pages * page) {
@@ -310,11 +192,14 @@ static void bench_one(clattn_context *ctx, const opts *o, int host_ok, bench_row
   clGetCommandQueueInfo(clattn_context_queue(ctx), CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
   int by_events = (props & CL_QUEUE_PROFILING_ENABLE) != 0;
   double *ms[COLS], *steps[3];
-  for (int c = 0; c < COLS; c++) ms[c] = calloc(o->repeat, sizeof(double));
-  for (int i = 0; i < 3; i++) steps[i] = calloc(o->repeat, sizeof(double));
+  int have_memory = 1;
+  for (int c = 0; c < COLS; c++) have_memory &= (ms[c] = calloc(o->repeat, sizeof(double))) != 0;
+  for (int i = 0; i < 3; i++) have_memory &= (steps[i] = calloc(o->repeat, sizeof(double))) != 0;
+  for (int c = 0; c < COLS && !have_memory; c++)
+    if (run[c]) snprintf(r->t[c].why, sizeof r->t[c].why, "out of host memory"), run[c] = 0;
   int steps_ok = by_events;
   const clattn_algorithm algo[2] = {CLATTN_ALGO_FUSED, CLATTN_ALGO_STANDARD};
-  for (int it = 0; it < o->warmup + o->repeat; it++)
+  for (int it = 0; have_memory && it < o->warmup + o->repeat; it++)
     for (int c = 0; c < COLS; c++) {
       if (!run[c]) continue;
       double t;
@@ -370,53 +255,103 @@ static void progress(size_t i, size_t n, const bench_row *r) {
   fprintf(stderr, isatty(2) ? "\033[K" : "\n");
 }
 
+/* Says on stderr what of the rows failed: a column asked for that did not run, or fused and
+ * standard outputs that could not be compared; returns the exit status they make. */
+static int report_failures(const bench_opts *o, const bench_row *rows, size_t n) {
+  int rc = CLI_OK;
+  for (size_t i = 0; i < n; i++) {
+    const bench_row *r = &rows[i];
+    char row[96];
+    snprintf(row, sizeof row, "N=%zu d=%zu B=%zu H=%zu%s", r->seqlen, r->head_dim, r->batch,
+             r->heads, r->causal ? " causal" : "");
+    for (int c = 0; c < COLS; c++)
+      if (o->want[c] && !r->t[c].ran && !r->t[c].skipped) {
+        fprintf(stderr, "clattn bench: %s: the %s column failed: %s\n", row, bench_col_names[c],
+                r->t[c].why[0] ? r->t[c].why : "not run");
+        rc = CLI_ERROR;
+      }
+    /* max_diff: NaN when an output is not finite (a result that fails), < 0 when unread. */
+    if (r->t[COL_FUSED].ran && r->t[COL_STANDARD].ran && !r->backward && !(r->max_diff >= 0)) {
+      fprintf(stderr, "clattn bench: %s: %s\n", row,
+              r->max_diff != r->max_diff
+                  ? "the fused and standard outputs differ by NaN (a non-finite output)"
+                  : "the fused and standard outputs could not be read back to compare");
+      if (rc == CLI_OK) rc = r->max_diff != r->max_diff ? CLI_CHECK_FAILED : CLI_ERROR;
+    }
+  }
+  return rc;
+}
+
 int cmd_bench(int argc, char **argv) {
-  opts o;
-  int pr = parse_opts(argc, argv, &o);
-  if (pr) return pr > 0 ? CLI_OK : CLI_USAGE;
+  bench_opts o;
+  int rc = CLI_OK, parsed = bench_parse(argc, argv, &o);
+  if (parsed) rc = parsed > 0 ? CLI_OK : CLI_USAGE;
   clattn_context *ctx = NULL;
-  if (clattn_context_create_default(NULL, &ctx) != CLATTN_OK) {
+  if (!parsed && clattn_context_create_default(NULL, &ctx) != CLATTN_OK) {
     fprintf(stderr, "clattn: %s\n", clattn_last_error(NULL));
-    return CLI_ERROR;
+    rc = CLI_ERROR;
   }
-  cl_device_type type = 0;
-  clGetDeviceInfo(clattn_context_device(ctx), CL_DEVICE_TYPE, sizeof type, &type, NULL);
-  int host_ok = bench_host_available() && (type & CL_DEVICE_TYPE_CPU);
-  size_t cap = o.nseq * o.ndim * o.ncausal * o.nbatch * o.nheads, n = 0;
-  bench_row *rows = calloc(cap, sizeof *rows);
-  for (size_t di = 0; di < o.ndim; di++)
-    for (int ci = 0; ci < o.ncausal; ci++)
-      for (size_t bi = 0; bi < (o.tokens ? 1 : o.nbatch); bi++)
-        for (size_t hi = 0; hi < (o.tokens ? 1 : o.nheads); hi++)
-          for (size_t si = 0; si < o.nseq; si++) {
-            bench_row *r = &rows[n++];
-            r->seqlen = o.seqlens[si], r->head_dim = o.dims[di], r->causal = o.causal[ci];
-            r->batch = o.tokens ? (o.tokens / r->seqlen ? o.tokens / r->seqlen : 1) : o.batches[bi];
-            r->heads =
-                o.tokens ? (o.hidden / r->head_dim ? o.hidden / r->head_dim : 1) : o.heads[hi];
-            bench_one(ctx, &o, host_ok, r);
-            progress(n, cap, r);
-          }
-  if (isatty(2)) fprintf(stderr, "\n");
-  const char *device = clattn_context_device_summary(ctx);
-  if (o.json) {
-    char command[1024] = "clattn";
-    for (int i = 0; i < argc; i++)
-      strncat(command, " ", sizeof command - strlen(command) - 1),
-          strncat(command, argv[i], sizeof command - strlen(command) - 1);
-    bench_print_json(rows, n, device, command);
-  } else if (o.csv) {
-    bench_print_csv(rows, n);
-  } else {
-    bench_print_table(rows, n, device);
+  /* Rows: every combination of the lists (any length), counted without overflow. */
+  size_t cap = 1, n = 0,
+         dims[5] = {o.seqlens.n, o.dims.n, (size_t)o.ncausal, o.tokens ? 1 : o.batches.n,
+                    o.tokens ? 1 : o.heads.n};
+  for (int i = 0; i < 5; i++) cap = cap && dims[i] <= SIZE_MAX / cap ? cap * dims[i] : 0;
+  bench_row *rows = ctx && cap ? calloc(cap, sizeof *rows) : NULL;
+  if (ctx && !rows) {
+    fprintf(stderr, "clattn bench: cannot hold %s rows in host memory\n",
+            cap ? "this many" : "more than SIZE_MAX");
+    rc = CLI_ERROR;
   }
-  if (o.bandwidth && !o.json && !o.csv) {
-    double bytes = 0, gbps = bench_copy_bandwidth(ctx, &bytes);
-    if (gbps > 0) bench_print_bandwidth(rows, n, gbps, bytes);
+  if (rows) {
+    cl_device_type type = 0;
+    clGetDeviceInfo(clattn_context_device(ctx), CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    int host_ok = bench_host_available() && (type & CL_DEVICE_TYPE_CPU);
+    for (size_t di = 0; di < o.dims.n; di++)
+      for (int ci = 0; ci < o.ncausal; ci++)
+        for (size_t bi = 0; bi < dims[3]; bi++)
+          for (size_t hi = 0; hi < dims[4]; hi++)
+            for (size_t si = 0; si < o.seqlens.n; si++) {
+              bench_row *r = &rows[n++];
+              r->seqlen = o.seqlens.v[si], r->head_dim = o.dims.v[di], r->causal = o.causal[ci];
+              r->batch =
+                  o.tokens ? (o.tokens / r->seqlen ? o.tokens / r->seqlen : 1) : o.batches.v[bi];
+              r->heads =
+                  o.tokens ? (o.hidden / r->head_dim ? o.hidden / r->head_dim : 1) : o.heads.v[hi];
+              bench_one(ctx, &o, host_ok, r);
+              progress(n, cap, r);
+            }
+    if (isatty(2)) fprintf(stderr, "\n");
+    const char *device = clattn_context_device_summary(ctx);
+    if (o.json) {
+      char command[1024] = "clattn";
+      for (int i = 0; i < argc; i++)
+        strncat(command, " ", sizeof command - strlen(command) - 1),
+            strncat(command, argv[i], sizeof command - strlen(command) - 1);
+      bench_print_json(rows, n, device, command);
+    } else if (o.csv) {
+      bench_print_csv(rows, n);
+    } else {
+      bench_print_table(rows, n, device);
+    }
+    rc = report_failures(&o, rows, n);
+    if (o.bandwidth && !o.json && !o.csv) {
+      double bytes = 0, gbps = bench_copy_bandwidth(ctx, &bytes);
+      if (gbps > 0) {
+        bench_print_bandwidth(rows, n, gbps, bytes);
+      } else {
+        fprintf(stderr, "clattn bench: the bandwidth check failed\n");
+        rc = CLI_ERROR;
+      }
+    }
+    if (o.plot && bench_plot(rows, n, o.plot, device) == 0) {
+      fprintf(stderr, "clattn bench: plot written to %s\n", o.plot);
+    } else if (o.plot) {
+      fprintf(stderr, "clattn bench: the plot failed\n");
+      rc = CLI_ERROR;
+    }
   }
-  if (o.plot && bench_plot(rows, n, o.plot, device) == 0)
-    fprintf(stderr, "clattn bench: plot written to %s\n", o.plot);
   free(rows);
   clattn_context_destroy(ctx);
-  return CLI_OK;
+  bench_opts_free(&o);
+  return rc;
 }

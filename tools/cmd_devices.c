@@ -1,4 +1,5 @@
 /* `clattn devices`: platforms and devices, their memory, and the tiles sample problems get. */
+#include "args.h"
 #include "commands.h"
 
 #include "clattn.h"
@@ -40,16 +41,22 @@ static void sample_plans(cl_platform_id platform, cl_device_id dev) {
   clReleaseContext(cl);
 }
 
+static const struct option devices_options[] = {
+    {"no-plans", no_argument, NULL, 'n'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+
 int cmd_devices(int argc, char **argv) {
-  int plans = 1;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--no-plans")) {
+  int plans = 1, id, state = 0; /* 1: --help printed; -1: a usage error */
+  args a;
+  args_init(&a, "devices", argc, argv, devices_options);
+  while (!state && (id = args_next(&a)) != ARGS_END) {
+    if (id == 'n') {
       plans = 0;
     } else {
-      fprintf(stderr, "usage: clattn devices [--no-plans]\n");
-      return CLI_USAGE;
+      fprintf(id == 'h' ? stdout : stderr, "usage: clattn devices [--no-plans]\n");
+      state = id == 'h' ? 1 : -1;
     }
   }
+  if (state) return state > 0 ? CLI_OK : CLI_USAGE;
   cl_platform_id platforms[16];
   cl_uint np = 0;
   if (clGetPlatformIDs(16, platforms, &np) != CL_SUCCESS || np == 0) {

@@ -37,17 +37,24 @@ static void print_illegal_tiles(clattn_context *ctx, const clattn_problem *p,
   if (!any) printf("  none: every BQ 1..256 and BKV 8..256 fits\n");
 }
 
+static const struct option explain_options[] = {
+    PROBLEM_OPTIONS, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+
 int cmd_explain(int argc, char **argv) {
   clattn_problem p = {0};
   p.batch = 1, p.heads_q = 8, p.seqlen_q = p.seqlen_kv = 1024, p.head_dim = 64;
-  for (int i = 1; i < argc; i++) {
-    int r = parse_problem_flag(argc, argv, &i, &p);
-    if (r < 0) return CLI_USAGE;
-    if (r == 0) {
-      fprintf(stderr, "usage: clattn explain [problem options]\n%s", problem_flags_help);
-      return strcmp(argv[i], "--help") ? CLI_USAGE : CLI_OK;
+  args a;
+  args_init(&a, "explain", argc, argv, explain_options);
+  int id, state = 0; /* 1: --help printed; -1: a usage error */
+  while (!state && (id = args_next(&a)) != ARGS_END) {
+    if (id == 'h') {
+      printf("usage: clattn explain [problem options]\n%s", problem_flags_help);
+      state = 1;
+    } else if (id == ARGS_BAD || !args_problem(&a, id, &p)) {
+      state = -1;
     }
   }
+  if (state) return state > 0 ? CLI_OK : CLI_USAGE;
   clattn_context *ctx = NULL;
   if (clattn_context_create_default(NULL, &ctx) != CLATTN_OK) {
     fprintf(stderr, "clattn: %s\n", clattn_last_error(NULL));

@@ -3,6 +3,8 @@
 #include "args.h"
 #include "check.h"
 
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,59 +28,102 @@ static void usage(FILE *f) {
           problem_flags_help);
 }
 
+enum {
+  OPT_LAYOUT = OPT_COMMAND,
+  OPT_OFFSET,
+  OPT_LSE,
+  OPT_BACKWARD,
+  OPT_NO_CHECK,
+  OPT_WARMUP,
+  OPT_REPEAT,
+  OPT_SEED,
+  OPT_CONFIG,
+  OPT_COMPARE
+};
+static const struct option run_options[] = {PROBLEM_OPTIONS,
+                                            {"layout", required_argument, NULL, OPT_LAYOUT},
+                                            {"offset", required_argument, NULL, OPT_OFFSET},
+                                            {"lse", no_argument, NULL, OPT_LSE},
+                                            {"backward", no_argument, NULL, OPT_BACKWARD},
+                                            {"no-check", no_argument, NULL, OPT_NO_CHECK},
+                                            {"warmup", required_argument, NULL, OPT_WARMUP},
+                                            {"repeat", required_argument, NULL, OPT_REPEAT},
+                                            {"seed", required_argument, NULL, OPT_SEED},
+                                            {"config", required_argument, NULL, OPT_CONFIG},
+                                            {"compare", no_argument, NULL, OPT_COMPARE},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {NULL, 0, NULL, 0}};
+static const char *const layouts[] = {"bshd", "bhsd"};
+
+typedef struct {
+  int compare, force, backward;
+  clattn_config forced;
+} run_opts;
+
+/* 0: run; 1: --help was printed; -1: a usage error (a message was printed). */
+static int parse(int argc, char **argv, check_spec *sp, run_opts *o) {
+  args a;
+  args_init(&a, "run", argc, argv, run_options);
+  int id, state = 0;
+  while (!state && (id = args_next(&a)) != ARGS_END) {
+    size_t n = 0;
+    int ok = 1;
+    switch (id) {
+    case ARGS_BAD:
+      ok = 0;
+      break;
+    case 'h':
+      usage(stdout);
+      state = 1;
+      break;
+    case OPT_LSE:
+      sp->with_lse = 1;
+      break;
+    case OPT_BACKWARD:
+      o->backward = 1;
+      break;
+    case OPT_NO_CHECK:
+      sp->skip_check = 1;
+      break;
+    case OPT_COMPARE:
+      o->compare = 1;
+      break;
+    case OPT_CONFIG:
+      ok = o->force = args_config(&a, &o->forced);
+      break;
+    case OPT_OFFSET:
+      ok = args_size(&a, 0, SIZE_MAX, &sp->offset);
+      break;
+    case OPT_LAYOUT:
+      ok = args_choice(&a, layouts, 2, &sp->bhsd);
+      break;
+    case OPT_WARMUP:
+    case OPT_REPEAT:
+      if ((ok = args_size(&a, 0, 100000, &n)))
+        *(id == OPT_WARMUP ? &sp->warmup : &sp->repeat) = (int)n;
+      break;
+    case OPT_SEED:
+      if ((ok = args_size(&a, 0, UINT_MAX, &n))) sp->seed = (unsigned)n;
+      break;
+    default:
+      ok = args_problem(&a, id, &sp->problem);
+      break;
+    }
+    if (!ok) state = -1;
+  }
+  return state;
+}
+
 int cmd_run(int argc, char **argv) {
   check_spec sp = {0};
   clattn_problem *p = &sp.problem;
   p->batch = 1, p->heads_q = 8, p->seqlen_q = p->seqlen_kv = 1024, p->head_dim = 64;
   sp.warmup = 3, sp.repeat = 10, sp.seed = 1;
-  int compare = 0, force = 0, backward = 0;
-  clattn_config forced;
-  memset(&forced, 0, sizeof forced);
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-    size_t n = 0;
-    int r = parse_problem_flag(argc, argv, &i, p);
-    if (r < 0) return CLI_USAGE;
-    if (r > 0) continue;
-    if (!strcmp(a, "--lse")) {
-      sp.with_lse = 1;
-    } else if (!strcmp(a, "--backward")) {
-      backward = 1;
-    } else if (!strcmp(a, "--no-check")) {
-      sp.skip_check = 1;
-    } else if (!strcmp(a, "--config")) {
-      if (!parse_config(val, &forced)) goto bad_value;
-      force = 1, i++;
-    } else if (!strcmp(a, "--compare")) {
-      compare = 1;
-    } else if (!strcmp(a, "--offset")) {
-      if (!val || !parse_size(val, &sp.offset)) goto bad_value;
-      i++;
-    } else if (!strcmp(a, "--layout")) {
-      if (!val || (strcmp(val, "bshd") && strcmp(val, "bhsd"))) goto bad_value;
-      sp.bhsd = !strcmp(val, "bhsd"), i++;
-    } else if (!strcmp(a, "--warmup") || !strcmp(a, "--repeat") || !strcmp(a, "--seed")) {
-      if (!val || !parse_size(val, &n) || n > 100000) goto bad_value;
-      if (a[2] == 'w')
-        sp.warmup = (int)n;
-      else if (a[2] == 'r')
-        sp.repeat = (int)n;
-      else
-        sp.seed = (unsigned)n;
-      i++;
-    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
-      return CLI_OK;
-    } else {
-      fprintf(stderr, "clattn run: unknown option '%s'\n", a);
-      usage(stderr);
-      return CLI_USAGE;
-    }
-    continue;
-  bad_value:
-    fprintf(stderr, "clattn run: %s needs a valid value\n", a);
-    return CLI_USAGE;
-  }
+  run_opts o = {0};
+  int parsed = parse(argc, argv, &sp, &o);
+  if (parsed) return parsed > 0 ? CLI_OK : CLI_USAGE;
+  int compare = o.compare, force = o.force, backward = o.backward;
+  clattn_config forced = o.forced;
 
   clattn_context *ctx = NULL;
   if (clattn_context_create_default(NULL, &ctx) != CLATTN_OK) {

@@ -2,6 +2,8 @@
 #include "args.h"
 #include "commands.h"
 
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,162 +83,312 @@ static void on_progress(void *user, const clattn_tune_progress *p) {
   fflush(stderr);
 }
 
+enum {
+  OPT_HEAD_DIMS = OPT_COMMAND,
+  OPT_CAUSAL_LIST,
+  OPT_SEQLENS,
+  OPT_MAX_CANDIDATES,
+  OPT_BUDGET,
+  OPT_DB,
+  OPT_DRY_RUN,
+  OPT_BACKWARD,
+  OPT_JSON,
+  OPT_QUIET,
+  OPT_FORCE,
+  OPT_VERBOSE
+};
+static const struct option tune_options[] = {
+    {"head-dims", required_argument, NULL, OPT_HEAD_DIMS},
+    {"causal-list", required_argument, NULL, OPT_CAUSAL_LIST},
+    {"seqlens", required_argument, NULL, OPT_SEQLENS},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"heads", required_argument, NULL, OPT_HEADS},
+    {"head-dim-v", required_argument, NULL, OPT_HEAD_DIM_V},
+    {"dtype", required_argument, NULL, OPT_DTYPE},
+    {"device", required_argument, NULL, OPT_DEVICE},
+    {"max-candidates", required_argument, NULL, OPT_MAX_CANDIDATES},
+    {"budget", required_argument, NULL, OPT_BUDGET},
+    {"db", required_argument, NULL, OPT_DB},
+    {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+    {"backward", no_argument, NULL, OPT_BACKWARD},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"quiet", no_argument, NULL, OPT_QUIET},
+    {"force", no_argument, NULL, OPT_FORCE},
+    {"verbose", no_argument, NULL, OPT_VERBOSE},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0}};
+static const char *const tune_dtypes[] = {"f32"};
+static const size_t def_dims[] = {64, 128}, def_causal[] = {0, 1}, def_seqs[] = {1024};
+
+typedef struct {
+  size_list dims, causal, seqs;
+  size_t batch, heads, dv, max_cand;
+  double budget;
+  const char *db;
+  int json, force;
+} tune_opts;
+
+/* 0: tune; 1: --help was printed; -1: a usage error (a message was printed). */
+static int parse(int argc, char **argv, tune_opts *o, clattn_tune_options *opt,
+                 progress_state *ps) {
+  args a;
+  args_init(&a, "tune", argc, argv, tune_options);
+  int id, state = 0, k;
+  while (!state && (id = args_next(&a)) != ARGS_END) {
+    int ok = 1;
+    switch (id) {
+    case ARGS_BAD:
+      ok = 0;
+      break;
+    case 'h':
+      tune_usage(stdout);
+      state = 1;
+      break;
+    case OPT_HEAD_DIMS:
+      ok = args_size_list(&a, 1, SIZE_MAX, &o->dims);
+      break;
+    case OPT_CAUSAL_LIST:
+      ok = args_size_list(&a, 0, 1, &o->causal);
+      break;
+    case OPT_SEQLENS:
+      ok = args_size_list(&a, 1, SIZE_MAX, &o->seqs);
+      break;
+    case OPT_BATCH:
+      ok = args_size(&a, 1, SIZE_MAX, &o->batch);
+      break;
+    case OPT_HEADS:
+      ok = args_size(&a, 1, SIZE_MAX, &o->heads);
+      break;
+    case OPT_HEAD_DIM_V:
+      ok = args_size(&a, 0, SIZE_MAX, &o->dv);
+      break;
+    case OPT_MAX_CANDIDATES:
+      ok = args_size(&a, 0, UINT_MAX, &o->max_cand);
+      break;
+    case OPT_DTYPE:
+      ok = args_choice(&a, tune_dtypes, 1, &k);
+      break;
+    case OPT_DEVICE:
+      setenv("CLATTN_DEVICE", a.val, 1);
+      break;
+    case OPT_DB:
+      o->db = a.val;
+      break;
+    case OPT_BUDGET:
+      if ((ok = args_number(&a, &o->budget)) && !(o->budget > 0))
+        ok = args_bad(&a, "out of range (seconds, more than 0)");
+      break;
+    case OPT_DRY_RUN:
+      opt->dry_run = 1;
+      break;
+    case OPT_BACKWARD:
+      opt->backward = 1;
+      break;
+    case OPT_JSON:
+      o->json = 1;
+      break;
+    case OPT_QUIET:
+      ps->quiet = 1;
+      break;
+    case OPT_FORCE:
+      o->force = 1;
+      break;
+    case OPT_VERBOSE:
+      ps->verbose = 1;
+      break;
+    default:
+      ok = 0;
+      break;
+    }
+    if (!ok) state = -1;
+  }
+  return state;
+}
+
+static void json_string(const char *s) {
+  putchar('"');
+  for (; *s; s++)
+    if (*s == '"' || *s == '\\')
+      printf("\\%c", *s);
+    else if ((unsigned char)*s < 0x20)
+      printf("\\u%04x", *s);
+    else
+      putchar(*s);
+  putchar('"');
+}
+
+/* The classes that failed, for the summary at the end (a class's own message is printed when
+ * it fails); grows as needed. */
+typedef struct {
+  char *text;
+  size_t len, count;
+} failures;
+
+static void failures_add(failures *f, const char *cls, const char *why) {
+  size_t add = strlen(cls) + strlen(why) + 8;
+  char *t = realloc(f->text, f->len + add);
+  if (t) {
+    f->text = t;
+    f->len += (size_t)snprintf(t + f->len, add, "  %s: %s\n", cls, why);
+  }
+  f->count++;
+}
+
+/* The exit status of the whole run: an error outranks a class without a correct candidate. */
+static int worse(int rc, int other) {
+  return rc == CLI_ERROR || other == CLI_ERROR ? CLI_ERROR : rc > other ? rc : other;
+}
+
+/* One tuned class: a JSON object or a table row (after the header when header is set); error:
+ * the result is valid but was not saved, and why. */
+static void print_result(const tune_opts *o, const clattn_tune_options *opt,
+                         const clattn_tune_result *r, size_t d, int causal, size_t n, int first,
+                         int header, const char *error) {
+  char best[80];
+  config_text(&r->best, best, sizeof best);
+  double speedup = r->heuristic_ms > 0 && r->best_ms > 0 ? r->heuristic_ms / r->best_ms : 0;
+  if (o->json) {
+    printf("%s\n {\"pass\": \"%s\", \"head_dim\": %zu, \"causal\": %s, \"seqlen\": %zu, "
+           "\"seqlen_bucket\": %u, "
+           "\"heuristic_ms\": %.6g, \"tuned_ms\": %.6g, \"speedup\": %.4g, "
+           "\"config\": {\"kernel\": \"%s\", \"block_q\": %u, \"block_kv\": %u, "
+           "\"threads_per_row\": %u, \"rows_per_item\": %u, \"stage_kv\": %u, \"pad\": %u}, "
+           "\"local_mem\": %zu, \"local_mem_available\": "
+           "%zu, \"private_mem\": %zu, \"margin\": %.4g, \"tried\": %u, "
+           "\"disqualified\": %u, \"pruned\": %u, \"elapsed_s\": %.3g, \"saved\": %s",
+           first ? "" : ",", opt->backward ? "backward" : "forward", d, causal ? "true" : "false",
+           n, r->seqlen_bucket, r->heuristic_ms, r->best_ms, speedup, r->best.kernel,
+           r->best.block_q, r->best.block_kv, r->best.threads_per_row, r->best.rows_per_item,
+           r->best.stage_kv, r->best.pad, r->local_mem_bytes, r->local_mem_available,
+           r->private_mem_bytes, r->margin, r->tried, r->disqualified, r->pruned, r->elapsed_s,
+           r->saved ? "true" : "false");
+    if (error) printf(", \"error\": "), json_string(error);
+    printf("}");
+  } else {
+    if (header)
+      printf("%-32s %10s %10s %8s  %-34s %-16s %8s %s\n", "class", "heuristic", "tuned", "speedup",
+             "config", "local memory", "margin", "tried/disq./pruned");
+    char cls[48], mem[32];
+    snprintf(cls, sizeof cls, "d=%zu %s N=%zu (bucket %u)%s", d, causal ? "causal" : "full", n,
+             r->seqlen_bucket, opt->backward ? " bwd" : "");
+    snprintf(mem, sizeof mem, "%.1f/%.0f KiB", r->local_mem_bytes / 1024.0,
+             r->local_mem_available / 1024.0);
+    char heur_ms[24] = "n/a", gain[16] = "n/a"; /* disqualified or not reached */
+    if (r->heuristic_ms > 0) {
+      snprintf(heur_ms, sizeof heur_ms, "%.3fms", r->heuristic_ms);
+      snprintf(gain, sizeof gain, "%.2fx", speedup);
+    }
+    printf("%-32s %10s %8.3fms %8s  %-34s %-16s %7.1f%% %u/%u/%u\n", cls, heur_ms, r->best_ms, gain,
+           best, mem, 100 * r->margin, r->tried, r->disqualified, r->pruned);
+    if (r->report[0]) printf("  disqualified:\n%.*s", (int)sizeof r->report, r->report);
+  }
+}
+
+/* The state of a run over the classes. */
+typedef struct {
+  clattn_context *ctx;
+  const tune_opts *o;
+  clattn_tune_options *opt;
+  progress_state *ps;
+  double started;
+  int first, header; /* no JSON object yet; the table's header not printed yet */
+  failures failed;
+} tune_run;
+
+/* Tunes one class and prints its result or failure; returns its exit status. */
+static int tune_class(tune_run *t, size_t d, int causal, size_t n) {
+  const tune_opts *o = t->o;
+  clattn_tune_options *opt = t->opt;
+  int rc = CLI_OK;
+  t->ps->cls++;
+  clattn_problem p = {0};
+  p.batch = o->batch, p.heads_q = o->heads, p.seqlen_q = p.seqlen_kv = n;
+  p.head_dim = d, p.head_dim_v = o->dv, p.flags = causal ? CLATTN_CAUSAL : 0;
+  char cls[64];
+  snprintf(cls, sizeof cls, "d=%zu %s N=%zu%s", d, causal ? "causal" : "full", n,
+           opt->backward ? " backward" : "");
+  clattn_plan_info have;
+  if (!o->force && clattn_explain(t->ctx, &p, &have) == CLATTN_OK &&
+      !strcmp(opt->backward ? have.backward_origin : have.origin, "tuned")) {
+    /* A rerun after an interruption resumes: finished classes are kept. */
+    fprintf(stderr, "clattn tune: %s already tuned (--force tunes it again)\n", cls);
+  } else {
+    clattn_tune_result r;
+    memset(&r, 0, sizeof r);
+    double left = o->budget - (now_s() - t->started);
+    opt->budget_seconds = left / (t->ps->classes - t->ps->cls + 1);
+    if (opt->budget_seconds < 1) opt->budget_seconds = 1;
+    clattn_status st = clattn_tune(t->ctx, &p, opt, &r);
+    if (!t->ps->quiet) fprintf(stderr, "\r%120s\r", "");
+    char why[600] = "";
+    if (st != CLATTN_OK) {
+      snprintf(why, sizeof why, "%s", clattn_last_error(t->ctx));
+      fprintf(stderr, "clattn tune: %s: %s\n", cls, why);
+      failures_add(&t->failed, cls, why);
+      rc = st == CLATTN_ERR_UNSUPPORTED ? CLI_CHECK_FAILED : CLI_ERROR;
+    }
+    /* Only a database that could not be written leaves a result (still used in this context):
+     * it is shown with the error; every other failure leaves none to read. */
+    if (st == CLATTN_OK || st == CLATTN_ERR_IO) {
+      print_result(o, opt, &r, d, causal, n, t->first, t->header, st ? why : NULL);
+      t->first = 0, t->header = 0;
+    } else if (o->json) {
+      printf("%s\n {\"pass\": \"%s\", \"head_dim\": %zu, \"causal\": %s, \"seqlen\": %zu, "
+             "\"error\": ",
+             t->first ? "" : ",", opt->backward ? "backward" : "forward", d,
+             causal ? "true" : "false", n);
+      json_string(why);
+      printf("}");
+      t->first = 0;
+    }
+  }
+  return rc;
+}
+
 int cmd_tune(int argc, char **argv) {
-  size_t dims[8] = {64, 128}, nd = 2, causal[2] = {0, 1}, nc = 2, seqs[8] = {1024}, ns = 1;
-  size_t batch = 1, heads = 8, dv = 0, max_cand = 0;
-  double budget = 120;
-  const char *db = NULL;
-  int json = 0, force = 0;
+  tune_opts o = {0};
+  o.batch = 1, o.heads = 8, o.budget = 120;
   clattn_tune_options opt = {0};
   progress_state ps = {0};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-    int ok = 1;
-    if (!strcmp(a, "--head-dims"))
-      ok = val && (nd = parse_size_list(val, dims, 8)), i++;
-    else if (!strcmp(a, "--causal-list"))
-      ok = val && (nc = parse_size_list(val, causal, 2)), i++;
-    else if (!strcmp(a, "--seqlens"))
-      ok = val && (ns = parse_size_list(val, seqs, 8)), i++;
-    else if (!strcmp(a, "--batch"))
-      ok = val && parse_size(val, &batch), i++;
-    else if (!strcmp(a, "--heads"))
-      ok = val && parse_size(val, &heads), i++;
-    else if (!strcmp(a, "--head-dim-v"))
-      ok = val && parse_size(val, &dv), i++;
-    else if (!strcmp(a, "--max-candidates"))
-      ok = val && parse_size(val, &max_cand), i++;
-    else if (!strcmp(a, "--budget"))
-      ok = val && (budget = atof(val)) > 0, i++;
-    else if (!strcmp(a, "--db"))
-      ok = (db = val) != NULL, i++;
-    else if (!strcmp(a, "--device"))
-      ok = val && !setenv("CLATTN_DEVICE", val, 1), i++;
-    else if (!strcmp(a, "--dtype"))
-      ok = val && !strcmp(val, "f32"), i++;
-    else if (!strcmp(a, "--dry-run"))
-      opt.dry_run = 1;
-    else if (!strcmp(a, "--backward"))
-      opt.backward = 1;
-    else if (!strcmp(a, "--json"))
-      json = 1;
-    else if (!strcmp(a, "--quiet"))
-      ps.quiet = 1;
-    else if (!strcmp(a, "--force"))
-      force = 1;
-    else if (!strcmp(a, "--verbose"))
-      ps.verbose = 1;
-    else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      tune_usage(stdout);
-      return CLI_OK;
-    } else {
-      fprintf(stderr, "clattn tune: unknown option '%s'\n", a);
-      tune_usage(stderr);
-      return CLI_USAGE;
-    }
-    if (!ok) {
-      fprintf(stderr, "clattn tune: %s needs a valid value\n", a);
-      return CLI_USAGE;
-    }
+  int rc = CLI_OK;
+  if (!size_list_set(&o.dims, def_dims, 2) || !size_list_set(&o.causal, def_causal, 2) ||
+      !size_list_set(&o.seqs, def_seqs, 1)) {
+    fprintf(stderr, "clattn tune: out of memory\n");
+    rc = CLI_ERROR;
   }
-  for (size_t c = 0; c < nc; c++)
-    if (causal[c] > 1) {
-      fprintf(stderr, "clattn tune: --causal-list takes 0 and 1\n");
-      return CLI_USAGE;
-    }
+  int parsed = rc == CLI_OK ? parse(argc, argv, &o, &opt, &ps) : 0;
+  if (parsed) rc = parsed > 0 ? CLI_OK : CLI_USAGE;
   clattn_options copt = {0};
-  copt.tuning_db = db;
-  clattn_context *ctx = NULL;
-  if (clattn_context_create_default(&copt, &ctx) != CLATTN_OK) {
+  copt.tuning_db = o.db;
+  tune_run t = {NULL, &o, &opt, &ps, now_s(), 1, 1, {NULL, 0, 0}};
+  if (rc == CLI_OK && !parsed && clattn_context_create_default(&copt, &t.ctx) != CLATTN_OK) {
     fprintf(stderr, "clattn: %s\n", clattn_last_error(NULL));
-    return CLI_ERROR;
+    rc = CLI_ERROR;
   }
-  ps.classes = (unsigned)(nd * nc * ns);
-  double started = now_s();
-  opt.max_candidates = (unsigned)max_cand;
-  opt.progress = on_progress, opt.user = &ps;
-  if (!json) {
-    printf("device: %s\n", clattn_context_device_summary(ctx));
-    printf("database: %s%s\n", clattn_context_tuning_db(ctx), opt.dry_run ? " (dry run)" : "");
-    printf("budget: %.0f s for %u classes\n\n", budget, ps.classes);
-  } else {
-    printf("[");
+  if (t.ctx) {
+    ps.classes = (unsigned)(o.dims.n * o.causal.n * o.seqs.n);
+    opt.max_candidates = (unsigned)o.max_cand;
+    opt.progress = on_progress, opt.user = &ps;
+    if (!o.json) {
+      printf("device: %s\n", clattn_context_device_summary(t.ctx));
+      printf("database: %s%s\n", clattn_context_tuning_db(t.ctx), opt.dry_run ? " (dry run)" : "");
+      printf("budget: %.0f s for %u classes\n\n", o.budget, ps.classes);
+    } else {
+      printf("[");
+    }
+    for (size_t a = 0; a < o.dims.n; a++)
+      for (size_t c = 0; c < o.causal.n; c++)
+        for (size_t s = 0; s < o.seqs.n; s++)
+          rc = worse(rc, tune_class(&t, o.dims.v[a], o.causal.v[c] != 0, o.seqs.v[s]));
+    if (o.json) printf("\n]\n");
+    if (t.failed.count)
+      fprintf(stderr, "clattn tune: %zu of %u classes failed:\n%s", t.failed.count, ps.classes,
+              t.failed.text ? t.failed.text : "");
+    const char *diag = clattn_context_diagnostics(t.ctx);
+    if (diag[0]) fprintf(stderr, "warnings:\n%s", diag);
   }
-  int rc = CLI_OK, first = 1;
-  for (size_t a = 0; a < nd; a++)
-    for (size_t c = 0; c < nc; c++)
-      for (size_t s = 0; s < ns; s++) {
-        ps.cls++;
-        clattn_problem p = {0};
-        p.batch = batch, p.heads_q = heads, p.seqlen_q = p.seqlen_kv = seqs[s];
-        p.head_dim = dims[a], p.head_dim_v = dv, p.flags = causal[c] ? CLATTN_CAUSAL : 0;
-        clattn_plan_info have;
-        if (!force && clattn_explain(ctx, &p, &have) == CLATTN_OK &&
-            !strcmp(opt.backward ? have.backward_origin : have.origin, "tuned")) {
-          /* A rerun after an interruption resumes: finished classes are kept. */
-          fprintf(stderr, "clattn tune: d=%zu %s N=%zu%s already tuned (--force tunes it again)\n",
-                  dims[a], causal[c] ? "causal" : "full", seqs[s], opt.backward ? " backward" : "");
-          continue;
-        }
-        clattn_tune_result r;
-        double left = budget - (now_s() - started);
-        opt.budget_seconds = left / (ps.classes - ps.cls + 1);
-        if (opt.budget_seconds < 1) opt.budget_seconds = 1;
-        clattn_status st = clattn_tune(ctx, &p, &opt, &r);
-        if (!ps.quiet) fprintf(stderr, "\r%120s\r", "");
-        char best[80], heur[80];
-        config_text(&r.best, best, sizeof best);
-        config_text(&r.heuristic, heur, sizeof heur);
-        if (st != CLATTN_OK && st != CLATTN_ERR_IO) {
-          fprintf(stderr, "clattn tune: d=%zu causal=%zu seqlen=%zu: %s\n", dims[a], causal[c],
-                  seqs[s], clattn_last_error(ctx));
-          rc = st == CLATTN_ERR_UNSUPPORTED ? CLI_CHECK_FAILED : CLI_ERROR;
-          continue;
-        }
-        if (st == CLATTN_ERR_IO) {
-          fprintf(stderr, "clattn tune: %s\n", clattn_last_error(ctx));
-          rc = CLI_ERROR;
-        }
-        double speedup = r.heuristic_ms > 0 ? r.heuristic_ms / r.best_ms : 0;
-        if (json) {
-          printf("%s\n {\"pass\": \"%s\", \"head_dim\": %zu, \"causal\": %s, \"seqlen\": %zu, "
-                 "\"seqlen_bucket\": %u, "
-                 "\"heuristic_ms\": %.6g, \"tuned_ms\": %.6g, \"speedup\": %.4g, "
-                 "\"config\": {\"kernel\": \"%s\", \"block_q\": %u, \"block_kv\": %u, "
-                 "\"threads_per_row\": %u, \"rows_per_item\": %u, \"stage_kv\": %u, \"pad\": %u}, "
-                 "\"local_mem\": %zu, \"local_mem_available\": "
-                 "%zu, \"private_mem\": %zu, \"margin\": %.4g, \"tried\": %u, "
-                 "\"disqualified\": %u, \"pruned\": %u, \"elapsed_s\": %.3g, \"saved\": %s}",
-                 first ? "" : ",", opt.backward ? "backward" : "forward", dims[a],
-                 causal[c] ? "true" : "false", seqs[s], r.seqlen_bucket, r.heuristic_ms, r.best_ms,
-                 speedup, r.best.kernel, r.best.block_q, r.best.block_kv, r.best.threads_per_row,
-                 r.best.rows_per_item, r.best.stage_kv, r.best.pad, r.local_mem_bytes,
-                 r.local_mem_available, r.private_mem_bytes, r.margin, r.tried, r.disqualified,
-                 r.pruned, r.elapsed_s, r.saved ? "true" : "false");
-        } else {
-          if (first)
-            printf("%-32s %10s %10s %8s  %-34s %-16s %8s %s\n", "class", "heuristic", "tuned",
-                   "speedup", "config", "local memory", "margin", "tried/disq./pruned");
-          char cls[48], mem[32];
-          snprintf(cls, sizeof cls, "d=%zu %s N=%zu (bucket %u)%s", dims[a],
-                   causal[c] ? "causal" : "full", seqs[s], r.seqlen_bucket,
-                   opt.backward ? " bwd" : "");
-          snprintf(mem, sizeof mem, "%.1f/%.0f KiB", r.local_mem_bytes / 1024.0,
-                   r.local_mem_available / 1024.0);
-          char heur_ms[24] = "n/a", gain[16] = "n/a"; /* disqualified or not reached */
-          if (r.heuristic_ms > 0) {
-            snprintf(heur_ms, sizeof heur_ms, "%.3fms", r.heuristic_ms);
-            snprintf(gain, sizeof gain, "%.2fx", speedup);
-          }
-          printf("%-32s %10s %8.3fms %8s  %-34s %-16s %7.1f%% %u/%u/%u\n", cls, heur_ms, r.best_ms,
-                 gain, best, mem, 100 * r.margin, r.tried, r.disqualified, r.pruned);
-          if (r.report[0]) printf("  disqualified:\n%s", r.report);
-        }
-        first = 0;
-      }
-  if (json) printf("\n]\n");
-  const char *diag = clattn_context_diagnostics(ctx);
-  if (diag[0]) fprintf(stderr, "warnings:\n%s", diag);
-  clattn_context_destroy(ctx);
+  free(t.failed.text);
+  clattn_context_destroy(t.ctx);
+  size_list_free(&o.dims), size_list_free(&o.causal), size_list_free(&o.seqs);
   return rc;
 }

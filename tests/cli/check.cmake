@@ -1,21 +1,26 @@
 # The `clattn` command end to end: devices, run, tune (writes the database; forward and
-# backward classes), explain (reads it, origin "tuned"), bench (table, CSV, JSON, plot, bandwidth check, a standard column that runs out
-# of memory), the standard algorithm, a corrupt database (warning, still works), usage errors (exit code 2).
+# backward classes; classes that fail), explain (reads it, origin "tuned"), bench (table, CSV,
+# JSON, plot, bandwidth check, a long list; columns and a plot that fail), the standard
+# algorithm, a corrupt database (warning, still works). Usage errors: args.cmake.
 # cmake -DCLATTN=... -DWORK=... -P check.cmake
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
 set(ENV{CLATTN_CACHE_DIR} "${WORK}/cache")
 set(ENV{CLATTN_TUNING_DB} "${WORK}/tuning.json")
-function(expect want_rc needle)
+# expect(exit-status needles args...): needles is one string or a list ("a;b"), each of which
+# the output (stdout and stderr) must contain.
+function(expect want_rc needles)
   execute_process(COMMAND "${CLATTN}" ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out
                   ERROR_VARIABLE err)
   if(NOT rc EQUAL want_rc)
     message(FATAL_ERROR "clattn ${ARGN}: exit ${rc}, want ${want_rc}\n${out}\n${err}")
   endif()
-  string(FIND "${out}${err}" "${needle}" at)
-  if(at EQUAL -1)
-    message(FATAL_ERROR "clattn ${ARGN}: output lacks \"${needle}\"\n${out}\n${err}")
-  endif()
+  foreach(needle IN LISTS needles)
+    string(FIND "${out}${err}" "${needle}" at)
+    if(at EQUAL -1)
+      message(FATAL_ERROR "clattn ${ARGN}: output lacks \"${needle}\"\n${out}\n${err}")
+    endif()
+  endforeach()
   message(STATUS "ok: clattn ${ARGN}")
 endfunction()
 expect(0 "local memory" devices)
@@ -53,13 +58,22 @@ expect(0 "forward + backward" bench --backward --seqlen 64 --head-dim 8 --heads 
        --columns fused,standard)
 expect(0 "(override)" bench --seqlen 64 --head-dim 8 --heads 1 --repeat 1 --columns fused
        --config forward_rows/32/32/1/1/1/0)
-expect(0 "fused: override rejected" bench --seqlen 64 --head-dim 8 --heads 1 --repeat 1
-       --columns fused,standard --config forward_mma/64/32/1/1/1/1)
+# A column that cannot run fails the command (exit 3), named on stderr; the table still shows
+# the rest.
+expect(3 "fused: override rejected;the fused column failed: override rejected" bench --seqlen 64
+       --head-dim 8 --heads 1 --repeat 1 --columns fused,standard --config forward_mma/64/32/1/1/1/1)
 expect(0 "seqlen,head_dim,causal" bench --seqlen 64 --head-dim 8 --heads 1 --repeat 1 --csv)
 expect(0 "\"standard\": {\"peak_bytes\"" bench --seqlen 64 --head-dim 8 --heads 1 --repeat 1
        --json --columns fused,standard)
 expect(0 "bandwidth check: copy kernel" bench --seqlen 64 --head-dim 8 --heads 1 --repeat 1
        --bandwidth --columns fused,standard)
+# A plot that cannot be written fails the command, with or without gnuplot.
+expect(3 "cannot write the plot to ${WORK}/no-such-dir/bench.png;the plot failed" bench --seqlen 64
+       --head-dim 8 --heads 1 --repeat 1 --columns fused --plot "${WORK}/no-such-dir/bench.png")
+# A list of any length is read whole: 101 sequence lengths (302 characters), the last one 96.
+string(REPEAT "64," 100 long)
+expect(0 "\n96,8,0,1,1," bench --seqlen "${long}96" --head-dim 8 --heads 1 --warmup 0 --repeat 1
+       --columns fused --csv)
 find_program(GNUPLOT gnuplot)
 if(GNUPLOT)
   expect(0 "plot written" bench --seqlen 64,128 --head-dim 8 --heads 1 --repeat 1 --plot
@@ -68,14 +82,21 @@ if(GNUPLOT)
     message(FATAL_ERROR "bench --plot wrote no ${WORK}/bench.png")
   endif()
 endif()
+# Every class that fails is reported (stderr, and an "error" object in the JSON), and the exit
+# status is the worst of them: two classes the fused tuner cannot take (head dims above 256)...
+set(failed_json "\"head_dim\": 300, \"causal\": false, \"seqlen\": 64, \"error\": \"the tuner")
+expect(1 "2 of 2 classes failed;  d=300 full N=64: ;  d=400 full N=64: ;${failed_json}"
+       tune --head-dims 300,400 --causal-list 0 --seqlens 64 --budget 2 --quiet --dry-run --json)
+# ... and a class that cannot allocate its problem (an error, 3) before one without a fused
+# kernel (1): the error is not lost.
+expect(3 "2 of 2 classes failed;  d=64 full N=100000000: ;  d=300 full N=100000000: " tune
+       --head-dims 64,300 --causal-list 0 --seqlens 100000000 --batch 100000 --budget 2 --quiet
+       --dry-run)
 set(ENV{CLATTN_WORKSPACE_LIMIT} 100000)
-expect(0 "standard attention needs" bench --seqlen 256 --head-dim 8 --heads 1 --repeat 1
-       --columns fused,standard)
+expect(3 "the standard column failed: standard attention needs" bench --seqlen 256 --head-dim 8
+       --heads 1 --repeat 1 --columns fused,standard)
 expect(3 "available: 100000" run --algorithm standard --seqlen 256 --head-dim 8 --repeat 0)
 unset(ENV{CLATTN_WORKSPACE_LIMIT})
 expect(3 "compute capability 8.0" run --config forward_mma/64/32/1/1/1/1 --repeat 0)
-expect(2 "needs a valid value" bench --causal sometimes)
-expect(2 "unknown option" run --bogus)
-expect(2 "needs a valid value" tune --budget nope)
-expect(2 "unknown command" frobnicate)
+# Usage errors: tests/cli/args.cmake.
 expect(3 "matches no device" run --device no-such-device)

@@ -1,0 +1,25 @@
+/* `clattn bench`'s options. */
+#ifndef CLATTN_BENCH_ARGS_H
+#define CLATTN_BENCH_ARGS_H
+
+#include "args.h"
+#include "bench.h"
+
+typedef struct bench_opts {
+  size_list seqlens, dims, batches, heads;
+  int causal[2], ncausal;
+  size_t tokens, hidden; /* when set: batch = max(1, tokens / N), heads = hidden / d */
+  int warmup, repeat;
+  int want[COLS];
+  int named; /* --columns was given: a named column that cannot run here is a failure */
+  int csv, json, bandwidth, backward, force;
+  clattn_config forced;
+  const char *plot;
+} bench_opts;
+
+/* 0: run; 1: --help was printed; -1: a usage error (a message was printed). Either way
+ * bench_opts_free(o) releases the lists. */
+int bench_parse(int argc, char **argv, bench_opts *o);
+void bench_opts_free(bench_opts *o);
+
+#endif
