@@ -31,16 +31,11 @@ static inline uint64_t fuzz_bytes(fuzz_input *in, unsigned n) {
  * reachable: tag >> 6 is 0: tag & 63; 1: 14 bits; 2: 32 bits; 3: 64 bits. */
 static inline size_t fuzz_size(fuzz_input *in) {
   uint8_t tag = fuzz_u8(in);
-  switch (tag >> 6) {
-  case 0:
-    return tag & 63;
-  case 1:
-    return ((size_t)(tag & 63) << 8) | fuzz_u8(in);
-  case 2:
-    return (size_t)fuzz_bytes(in, 4);
-  default:
-    return (size_t)fuzz_bytes(in, 8);
-  }
+  size_t v = tag & 63;
+  if (tag >> 6 == 1) v = (v << 8) | fuzz_u8(in);
+  if (tag >> 6 == 2) v = (size_t)fuzz_bytes(in, 4);
+  if (tag >> 6 == 3) v = (size_t)fuzz_bytes(in, 8);
+  return v;
 }
 
 /* $TMPDIR/clattn-fuzz-<name>-<pid><suffix>: one file per process, rewritten by every input. */

@@ -155,39 +155,39 @@ static cl_mem root_of(cl_mem m, size_t *origin) {
 
 /* Every element inside the buffer, the buffer in the context; fills root, lo and hi. */
 static void check_in_bounds(view *w) {
+  const clattn_tensor *t = w->t;
   w->root = NULL;
   w->lo = w->hi = 0;
-  if (!w->n[0] || !w->n[1] || !w->n[2] || !w->n[3]) return;
-  const clattn_tensor *t = w->t;
-  FUZZ_CHECK(t && t->buffer, "%s: an accepted non-empty view has no buffer", w->name);
-  cl_context owner = NULL;
-  cl_int err = clGetMemObjectInfo(t->buffer, CL_MEM_CONTEXT, sizeof owner, &owner, NULL);
-  FUZZ_CHECK(err == CL_SUCCESS && owner == clattn_context_cl_context(ctx),
-             "%s: a buffer of another context was accepted", w->name);
-  u128 last = (u128)t->offset + (u128)(w->n[0] - 1) * t->stride_batch +
-              (u128)(w->n[1] - 1) * t->stride_seq + (u128)(w->n[2] - 1) * t->stride_head +
-              (w->n[3] - 1);
-  u128 end = (last + 1) * sizeof(float);
-  size_t size = mem_info(t->buffer, CL_MEM_SIZE), origin;
-  FUZZ_CHECK(end <= size, "%s: the view ends at byte %llu of a %zu-byte buffer", w->name,
-             (unsigned long long)end, size);
-  w->root = root_of(t->buffer, &origin);
-  w->lo = origin + (u128)t->offset * sizeof(float);
-  w->hi = origin + end;
-}
-
-static int next_index(size_t *i, const size_t *n) {
-  for (int a = 3; a >= 0; a--) {
-    if (++i[a] < n[a]) return 1;
-    i[a] = 0;
+  if (w->n[0] && w->n[1] && w->n[2] && w->n[3]) { /* else it touches nothing */
+    FUZZ_CHECK(t && t->buffer, "%s: an accepted non-empty view has no buffer", w->name);
+    cl_context owner = NULL;
+    cl_int err = clGetMemObjectInfo(t->buffer, CL_MEM_CONTEXT, sizeof owner, &owner, NULL);
+    FUZZ_CHECK(err == CL_SUCCESS && owner == clattn_context_cl_context(ctx),
+               "%s: a buffer of another context was accepted", w->name);
+    u128 last = (u128)t->offset + (u128)(w->n[0] - 1) * t->stride_batch +
+                (u128)(w->n[1] - 1) * t->stride_seq + (u128)(w->n[2] - 1) * t->stride_head +
+                (w->n[3] - 1);
+    u128 end = (last + 1) * sizeof(float);
+    size_t size = mem_info(t->buffer, CL_MEM_SIZE), origin;
+    FUZZ_CHECK(end <= size, "%s: the view ends at byte %llu of a %zu-byte buffer", w->name,
+               (unsigned long long)end, size);
+    w->root = root_of(t->buffer, &origin);
+    w->lo = origin + (u128)t->offset * sizeof(float);
+    w->hi = origin + end;
   }
-  return 0;
 }
 
-/* No two elements of an output at one address. The view lies in a root of at most ROOT_BYTES,
- * so a collision shows up within ROOT_BYTES / 4 + 1 elements: the walk is bounded. */
+/* The next index of a [n0][n1][n2][n3] walk, the last axis fastest; 0 after the last. */
+static int next_index(size_t *i, const size_t *n) {
+  int a = 3;
+  while (a >= 0 && ++i[a] == n[a]) i[a--] = 0;
+  return a >= 0;
+}
+
+/* No two elements of an output (in bounds, non-empty) at one address. The view lies in a root
+ * of at most ROOT_BYTES, so a collision shows within ROOT_BYTES / 4 + 1 elements: the walk is
+ * bounded. */
 static void check_no_self_overlap(const view *w) {
-  if (!w->root || !w->output) return;
   size_t origin_elems = (size_t)(w->lo / sizeof(float)) - w->t->offset;
   memset(seen, 0, sizeof seen);
   size_t i[4] = {0, 0, 0, 0};
@@ -232,7 +232,7 @@ static void check_accepted(const clattn__shape *s, int backward, view *views, in
   }
   for (int i = 0; i < nviews; i++) {
     if (!views[i].output) continue;
-    check_no_self_overlap(&views[i]);
+    if (views[i].root) check_no_self_overlap(&views[i]);
     FUZZ_CHECK(!overlap(&views[i], &l), "%s overlaps lse", views[i].name);
     for (int j = 0; j < nviews; j++)
       FUZZ_CHECK(j == i || !overlap(&views[i], &views[j]), "%s overlaps %s", views[i].name,
@@ -241,6 +241,28 @@ static void check_accepted(const clattn__shape *s, int backward, view *views, in
   /* In the forward, lse is an output too. */
   for (int j = 0; !backward && j < nviews; j++)
     FUZZ_CHECK(!overlap(&l, &views[j]), "lse overlaps %s", views[j].name);
+}
+
+/* An accepted call: the views as the kernels will touch them, checked. */
+static void check_call(const clattn__shape *s, int backward, const clattn_tensor *q,
+                       const clattn_tensor *k, const clattn_tensor *v, const clattn_tensor *o,
+                       const clattn_tensor *d_o, const clattn_tensor *dq, const clattn_tensor *dk,
+                       const clattn_tensor *dvt, cl_mem lse) {
+  /* The extents the kernels touch: nothing when the problem is empty, except that the backward
+   * writes dk and dv (zeros) for keys that no query sees. */
+  size_t b = s->batch, nq = s->empty ? 0 : s->seqlen_q, nkv = s->empty ? 0 : s->seqlen_kv;
+  size_t hq = s->heads_q, bk = s->heads_q ? s->heads_kv : 0;
+  view views[8] = {
+      {"q", q, {b, nq, hq, s->d}, 0, NULL, 0, 0},
+      {"k", k, {b, nkv, s->heads_kv, s->d}, 0, NULL, 0, 0},
+      {"v", v, {b, nkv, s->heads_kv, s->dv}, 0, NULL, 0, 0},
+      {"o", o, {b, nq, hq, s->dv}, !backward, NULL, 0, 0},
+      {"d_o", d_o, {b, nq, hq, s->dv}, 0, NULL, 0, 0},
+      {"dq", dq, {b, nq, hq, s->d}, 1, NULL, 0, 0},
+      {"dk", dk, {b, s->seqlen_kv, bk, s->d}, 1, NULL, 0, 0},
+      {"dv", dvt, {b, s->seqlen_kv, bk, s->dv}, 1, NULL, 0, 0},
+  };
+  check_accepted(s, backward, views, backward ? 8 : 4, lse);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -281,22 +303,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(st == CLATTN_ERR_INVALID_ARGUMENT || st == CLATTN_ERR_UNSUPPORTED, "status %d",
                (int)st);
     FUZZ_CHECK(clattn_last_error(ctx)[0] != 0, "status %d without a message", (int)st);
-    return 0;
+  } else {
+    check_call(&s, backward, q, k, v, o, d_o, dq, dk, dvt, lse);
   }
-  /* The extents the kernels touch: nothing when the problem is empty, except that the backward
-   * writes dk and dv (zeros) for keys that no query sees. */
-  size_t b = s.batch, nq = s.empty ? 0 : s.seqlen_q, nkv = s.empty ? 0 : s.seqlen_kv;
-  size_t hq = s.heads_q, bk = s.heads_q ? s.heads_kv : 0;
-  view views[8] = {
-      {"q", q, {b, nq, hq, s.d}, 0, NULL, 0, 0},
-      {"k", k, {b, nkv, s.heads_kv, s.d}, 0, NULL, 0, 0},
-      {"v", v, {b, nkv, s.heads_kv, s.dv}, 0, NULL, 0, 0},
-      {"o", o, {b, nq, hq, s.dv}, !backward, NULL, 0, 0},
-      {"d_o", d_o, {b, nq, hq, s.dv}, 0, NULL, 0, 0},
-      {"dq", dq, {b, nq, hq, s.d}, 1, NULL, 0, 0},
-      {"dk", dk, {b, s.seqlen_kv, bk, s.d}, 1, NULL, 0, 0},
-      {"dv", dvt, {b, s.seqlen_kv, bk, s.dv}, 1, NULL, 0, 0},
-  };
-  check_accepted(&s, backward, views, backward ? 8 : 4, lse);
   return 0;
 }

@@ -50,11 +50,9 @@ static unsigned char *slurp(const char *path, size_t *len) {
 static void tunedb_seeds(clattn_context *ctx, const char *dir) {
   clattn__db_entry e[3];
   memset(e, 0, sizeof e);
-  clattn__sources src, bwd;
-  if (clattn__sources_load(ctx, &src) != CLATTN_OK || clattn__bwd_sources_load(ctx, &bwd)) {
+  clattn__sources src = {0}, bwd = {0};
+  if (clattn__sources_load(ctx, &src) != CLATTN_OK || clattn__bwd_sources_load(ctx, &bwd))
     fprintf(stderr, "kernel sources: %s\n", clattn_last_error(ctx)), failed = 1;
-    return;
-  }
   for (int i = 0; i < 3; i++) {
     clattn__db_device_of(&ctx->device, &e[i].dev);
     e[i].median_ms = 1.5 + i, e[i].spread = 0.01;
@@ -96,68 +94,71 @@ static void tunedb_seeds(clattn_context *ctx, const char *dir) {
 
 /* ---- bincache ---- */
 
-static void bincache_seeds(clattn_context *ctx, const char *dir, const char *cache) {
+/* The entry file clattn__bincache_store writes for a tiny program built on this device (the
+ * caller frees it), or NULL. */
+static unsigned char *real_entry(clattn_context *ctx, const char *cache, size_t *len) {
   const char *text = "kernel void k(global float *x) { x[get_global_id(0)] = 1.0f; }\n";
   cl_int err;
   cl_program prog = clCreateProgramWithSource(ctx->cl, 1, &text, NULL, &err);
   if (err == CL_SUCCESS) err = clBuildProgram(prog, 1, &ctx->device_id, "", NULL, NULL);
-  if (err != CL_SUCCESS) {
-    fprintf(stderr, "building the seed program: %d\n", err), failed = 1;
-    return;
-  }
-  clattn__bincache_store(ctx, 0x0123456789abcdefull, "-DSEED=1", prog);
-  clReleaseProgram(prog);
+  if (err == CL_SUCCESS) clattn__bincache_store(ctx, 0x0123456789abcdefull, "-DSEED=1", prog);
+  if (prog) clReleaseProgram(prog);
   char programs[4200], path[8400];
   snprintf(programs, sizeof programs, "%s/programs", cache);
-  DIR *d = opendir(programs);
+  DIR *d = err == CL_SUCCESS ? opendir(programs) : NULL;
   struct dirent *de;
-  size_t len = 0;
   unsigned char *entry = NULL;
   while (d && !entry && (de = readdir(d)))
     if (strstr(de->d_name, ".bin") && !strstr(de->d_name, ".tmp")) {
       snprintf(path, sizeof path, "%s/%s", programs, de->d_name);
-      entry = slurp(path, &len);
+      entry = slurp(path, len);
       remove(path);
     }
   if (d) closedir(d);
-  if (!entry || len < 64) {
-    fprintf(stderr, "no cache entry was written in %s\n", programs), failed = 1;
-    free(entry);
-    return;
-  }
-  put_file(dir, "real.bin", entry, len);
-  /* The damaged copies are of a small entry with the real one's header and key and a binary of
-   * a few bytes (laid out as write_entry does), so that mutating them is cheap. */
+  if (!entry) fprintf(stderr, "no cache entry in %s (build: %d)\n", programs, err), failed = 1;
+  return entry;
+}
+
+/* The damaged copies are of a small entry with the real one's header and key and a binary of a
+ * few bytes (laid out as write_entry does), so that mutating them is cheap. */
+static void damaged_seeds(const char *dir, const unsigned char *entry, size_t len) {
   uint32_t keylen = 0;
   memcpy(&keylen, entry + 12, sizeof keylen);
   const char bin[] = "tiny binary";
   uint64_t binlen = sizeof bin, sum = clattn__hash(bin, sizeof bin, 0);
   size_t head = 16 + (size_t)keylen, small_len = head + 16 + sizeof bin;
-  unsigned char *small = keylen < len ? malloc(small_len + 1) : NULL;
-  if (!small) {
-    fprintf(stderr, "the entry's key length %u is not plausible\n", keylen), failed = 1;
-    free(entry);
-    return;
+  unsigned char *small = len > 16 && keylen < len ? malloc(small_len + 1) : NULL;
+  if (!small) fprintf(stderr, "the entry's key length %u is not plausible\n", keylen), failed = 1;
+  if (small) {
+    memcpy(small, entry, head);
+    memcpy(small + head, &binlen, 8), memcpy(small + head + 8, &sum, 8);
+    memcpy(small + head + 16, bin, sizeof bin);
+    put_file(dir, "small.bin", small, small_len);
+    put_file(dir, "truncated.bin", small, small_len - 1);
+    put_file(dir, "header_only.bin", small, 16);
+    small[small_len] = 0;
+    put_file(dir, "trailing_byte.bin", small, small_len + 1);
+    small[small_len - 1] ^= 1; /* the checksum no longer matches */
+    put_file(dir, "corrupt.bin", small, small_len);
+    small[small_len - 1] ^= 1;
+    uint32_t huge_key = 0xfffffff0u; /* a key longer than the file */
+    memcpy(small + 12, &huge_key, sizeof huge_key);
+    put_file(dir, "huge_key.bin", small, small_len);
+    memcpy(small + 12, &keylen, sizeof keylen);
+    uint64_t huge_bin = (uint64_t)1 << 40; /* a binary longer than the file */
+    memcpy(small + head, &huge_bin, sizeof huge_bin);
+    put_file(dir, "huge_binary.bin", small, small_len);
   }
-  memcpy(small, entry, head);
-  memcpy(small + head, &binlen, 8), memcpy(small + head + 8, &sum, 8);
-  memcpy(small + head + 16, bin, sizeof bin);
-  put_file(dir, "small.bin", small, small_len);
-  put_file(dir, "truncated.bin", small, small_len - 1);
-  put_file(dir, "header_only.bin", small, 16);
-  small[small_len] = 0;
-  put_file(dir, "trailing_byte.bin", small, small_len + 1);
-  small[small_len - 1] ^= 1; /* the checksum no longer matches */
-  put_file(dir, "corrupt.bin", small, small_len);
-  small[small_len - 1] ^= 1;
-  uint32_t huge_key = 0xfffffff0u; /* a key longer than the file */
-  memcpy(small + 12, &huge_key, sizeof huge_key);
-  put_file(dir, "huge_key.bin", small, small_len);
-  memcpy(small + 12, &keylen, sizeof keylen);
-  uint64_t huge_bin = (uint64_t)1 << 40; /* a binary longer than the file */
-  memcpy(small + head, &huge_bin, sizeof huge_bin);
-  put_file(dir, "huge_binary.bin", small, small_len);
   free(small);
+}
+
+static void bincache_seeds(clattn_context *ctx, const char *dir, const char *cache) {
+  size_t len = 0;
+  unsigned char *entry = real_entry(ctx, cache, &len);
+  if (entry) {
+    put_file(dir, "real.bin", entry, len);
+    damaged_seeds(dir, entry, len);
+  }
   free(entry);
 }
 
@@ -261,7 +262,7 @@ static void validate_seeds(const char *dir) {
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s DIR (writes DIR/tunedb, DIR/bincache, DIR/validate)\n", argv[0]);
-    return 2;
+    exit(2);
   }
   char tunedb[4200], bincache[4200], validate[4200], cache[4200];
   snprintf(tunedb, sizeof tunedb, "%s/tunedb", argv[1]);
@@ -271,13 +272,13 @@ int main(int argc, char **argv) {
   mkdir(argv[1], 0755), mkdir(tunedb, 0755), mkdir(bincache, 0755), mkdir(validate, 0755);
   clattn_options opt = {cache, "", NULL, 0};
   clattn_context *ctx = NULL;
-  if (clattn_context_create_default(&opt, &ctx) != CLATTN_OK) {
-    fprintf(stderr, "no context: %s\n", clattn_last_error(NULL));
-    return 1;
+  if (clattn_context_create_default(&opt, &ctx) != CLATTN_OK)
+    fprintf(stderr, "no context: %s\n", clattn_last_error(NULL)), failed = 1;
+  if (ctx) {
+    tunedb_seeds(ctx, tunedb);
+    bincache_seeds(ctx, bincache, cache);
+    validate_seeds(validate);
   }
-  tunedb_seeds(ctx, tunedb);
-  bincache_seeds(ctx, bincache, cache);
-  validate_seeds(validate);
   clattn_context_destroy(ctx);
   char programs[4300];
   snprintf(programs, sizeof programs, "%s/programs", cache);
