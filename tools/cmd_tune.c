@@ -35,7 +35,8 @@ static void tune_usage(FILE *f) {
              "  --verbose          a line per candidate on stderr: config, local and private\n"
              "                     memory (spills), time or why it was disqualified\n"
              "exit codes: 0 every class tuned, 1 a class had no correct candidate, 2 usage error,\n"
-             "            3 a clattn error (device, database not writable)\n");
+             "            3 a clattn error (device, database not writable); the worst over the\n"
+             "            classes, each failed class listed on stderr at the end\n");
 }
 
 typedef struct {
