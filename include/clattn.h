@@ -111,7 +111,9 @@ typedef struct clattn_problem {
 
 /* A strided 4-D view [batch][seq][head][dim] of a buffer; the dim axis is contiguous. Offset and
  * strides are in elements and may be any values for which every element lies inside the buffer
- * (checked against CL_MEM_SIZE). */
+ * (checked against CL_MEM_SIZE). Inputs may overlap themselves (a stride of 0 broadcasts); no two
+ * elements of an output (o, dq, dk, dv) may share an address (INVALID_ARGUMENT, naming it). Both
+ * algorithms accept the same views. */
 typedef struct clattn_tensor {
   cl_mem buffer;
   size_t offset;

@@ -328,8 +328,8 @@ clattn_status clattn__standard_forward(clattn_context *ctx, const clattn__shape 
     return clattn__fail(
         ctx, CLATTN_ERR_OUT_OF_RESOURCES,
         "standard attention needs %zu bytes of global memory for one head (its %zu x %zu score "
-        "matrix: %zu, CLBlast's padded copies: %zu); available: %zu (workspace limit %zu, largest "
-        "allocation %llu)",
+        "matrix and any packed copies: %zu, CLBlast's padded copies: %zu); available: %zu "
+        "(workspace limit %zu, largest allocation %llu)",
         add_sat(plan.head_workspace, plan.head_temp), s->seqlen_q, s->seqlen_kv,
         plan.head_workspace, plan.head_temp,
         plan.limit < ctx->device.max_alloc ? plan.limit : (size_t)ctx->device.max_alloc, plan.limit,

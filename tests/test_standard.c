@@ -323,6 +323,16 @@ Test(standard, broadcast_and_overlapping_kv_rows) {
   layout l[NT] = {bshd(0, 9, 4, 8),  {3, 2 * 8, 0, 8}, {1, 2 * 12 + 40, 3, 12}, bshd(0, 9, 4, 12),
                   bshd(2, 9, 4, 12), bshd(0, 9, 4, 8), bshd(0, 13, 2, 8),       bshd(0, 13, 2, 12)};
   check_both_paths(p, l);
+  /* Split over batch*heads (each head's padded copies take ~200 kB): each chunk packs its own. */
+  clattn_context *small = test_context_limited(NULL, 600000);
+  clattn_problem ps = p;
+  ps.algorithm = CLATTN_ALGO_STANDARD;
+  clattn_plan_info info;
+  cr_assert_eq(clattn_explain(small, &ps, &info), CLATTN_OK, "%s", clattn_last_error(small));
+  cr_assert(info.standard_heads_per_chunk > 0 && info.standard_heads_per_chunk < 8, "%zu",
+            (size_t)info.standard_heads_per_chunk);
+  check_views(small, p, CLATTN_ALGO_STANDARD, l);
+  clattn_context_destroy(small);
   p.batch = 1, p.heads_kv = 4, p.flags = CLATTN_CAUSAL;
   /* K in place, V broadcast: the O GEMM comes after the softmax wrote LSE. */
   l[1] = bshd(0, 13, 4, 8), l[2] = (layout){5, 4 * 12, 0, 12};
