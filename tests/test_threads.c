@@ -212,3 +212,36 @@ Test(threads, context_destroyed_before_its_threads_exit) {
   pthread_barrier_destroy(&destroyed);
   clattn_context_destroy(next);
 }
+
+typedef struct {
+  worker w;
+  pthread_barrier_t *made_call;
+} racing;
+
+static void *fail_then_exit_at_once(void *arg) {
+  racing *r = arg;
+  fail_own_call(&r->w);
+  pthread_barrier_wait(r->made_call);
+  return NULL; /* exits while the main thread destroys the context */
+}
+
+/* Threads exit while the context they used is being destroyed: whichever lets go of a slot last
+ * frees it (the sanitizer builds check that nothing is freed twice, leaked or raced on). */
+Test(threads, threads_exit_while_context_is_destroyed) {
+  for (int round = 0; round < 10; round++) {
+    clattn_context *ctx = test_context(NULL);
+    pthread_barrier_t made_call;
+    pthread_barrier_init(&made_call, NULL, WRITERS + 1);
+    pthread_t t[WRITERS];
+    racing r[WRITERS];
+    for (int i = 0; i < WRITERS; i++) {
+      r[i] = (racing){{ctx, i, ""}, &made_call};
+      cr_assert_eq(pthread_create(&t[i], NULL, fail_then_exit_at_once, &r[i]), 0);
+    }
+    pthread_barrier_wait(&made_call);
+    clattn_context_destroy(ctx);
+    for (int i = 0; i < WRITERS; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < WRITERS; i++) cr_expect_str_empty(r[i].w.problem, "%s", r[i].w.problem);
+    pthread_barrier_destroy(&made_call);
+  }
+}
