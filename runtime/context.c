@@ -94,22 +94,22 @@ static void prune_context_slots(clattn_context *ctx) {
 /* The calling thread's slot on ctx, made on its first failure there; NULL without memory. */
 static clattn__thread_error *slot_for_write(clattn_context *ctx) {
   clattn__thread_error *e = own_slot(ctx);
-  if (e) return e;
-  pthread_once(&exit_hook_once, make_exit_hook);
-  e = calloc(1, sizeof *e);
-  if (!e) return NULL;
-  e->ctx = ctx;
-  atomic_init(&e->owners, 2);
-  pthread_mutex_lock(&ctx->text_lock);
-  prune_context_slots(ctx); /* so the list is as long as the live threads that failed */
-  e->next = ctx->errors;
-  ctx->errors = e;
-  pthread_mutex_unlock(&ctx->text_lock);
-  e->thread_next = thread_slots;
-  thread_slots = e;
-  /* Without the hook (no pthread key left) a thread's slots outlive it until destroy. */
-  if (exit_hook_made && !pthread_getspecific(exit_hook))
-    pthread_setspecific(exit_hook, &thread_slots);
+  if (!e && (e = calloc(1, sizeof *e)) != NULL) {
+    pthread_once(&exit_hook_once, make_exit_hook);
+    e->ctx = ctx;
+    atomic_init(&e->owners, 2);
+    pthread_mutex_lock(&ctx->text_lock);
+    prune_context_slots(ctx); /* so the list is as long as the live threads that failed */
+    e->next = ctx->errors;
+    ctx->errors = e;
+    pthread_mutex_unlock(&ctx->text_lock);
+    e->thread_next = thread_slots;
+    thread_slots = e;
+    /* Without the hook (the process ran out of pthread keys) an exited thread's slots are never
+     * freed, as before this scheme; messages still work. */
+    if (exit_hook_made && !pthread_getspecific(exit_hook))
+      pthread_setspecific(exit_hook, &thread_slots);
+  }
   return e;
 }
 
