@@ -384,8 +384,9 @@ typedef struct clattn_tune_result {
 } clattn_tune_result;
 
 /* Finds the fastest config for the problem's class (head dims, causal, sequence-length bucket)
- * by measurement on random data of the problem's sizes: every candidate's output is checked
- * against a double-precision host reference on sampled rows before it can win; candidates are
+ * by measurement on random data of the problem's sizes: every candidate's outputs are filled with
+ * NaN, then checked against a double-precision host reference on every row of a small problem
+ * of the class and on sampled rows of the timed one, before it can win; candidates are
  * timed with OpenCL event profiling (warm-up, repeats until the spread is small), and the best
  * few are timed again interleaved with the heuristic's config. The winner is written to the
  * tuning database (unless dry_run) and used by later calls of this context; other processes

@@ -148,19 +148,7 @@ clattn_status clattn__bwd_enqueue(clattn_context *ctx, cl_command_queue queue,
                                   cl_mem drow, const clattn_tensor *dq, const clattn_tensor *dk,
                                   const clattn_tensor *dv, cl_event *first, cl_event *last);
 
-/* ---- the tuner's backward problems (tune_bwd.c) ---- */
-
-/* Random Q, K, V, dO of a shape on the device, with O and LSE from the forward and D, and (for a
- * checked instance) the double reference gradients and DESIGN.md's tolerances. */
-typedef struct clattn__bwd_bench clattn__bwd_bench;
-clattn_status clattn__bwd_bench_new(clattn_context *ctx, cl_command_queue queue,
-                                    const struct clattn__shape *s, int reference,
-                                    clattn__bwd_bench **out);
-/* One run of p's kernels on queue, timed by its events: milliseconds, < 0 on failure. */
-double clattn__bwd_bench_run(clattn__bwd_bench *b, const clattn__bwd_plan *p);
-/* After a run: "" when every gradient is finite and (with a reference) within tolerance. */
-void clattn__bwd_bench_check(clattn__bwd_bench *b, char *why, size_t len);
-void clattn__bwd_bench_free(clattn__bwd_bench *b);
+/* (The tuner's problems, forward and backward: tune_bench.h.) */
 
 /* ---- JIT (jit.c) ---- */
 

@@ -2,13 +2,14 @@
  *
  * Candidates come from the local-memory model (illegal configs are pruned before anything is
  * compiled). Each candidate is built, run once (a warm-up: PoCL compiles per local size at the
- * first enqueue) and checked against a double-precision host reference on sampled rows
- * (DESIGN.md's rule; NaN/Inf anywhere disqualifies), then timed by OpenCL event profiling until
+ * first enqueue) with its outputs poisoned with NaN, and checked against a double-precision host
+ * reference on every row of a small problem of the class and sampled rows of the timed one
+ * (DESIGN.md's rule; an unwritten element, NaN or Inf anywhere disqualifies; tune_fwd.c,
+ * tune_bwd.c), then timed by OpenCL event profiling until
  * the spread is small or a cap. Exhaustive when the space is small; otherwise the heuristic and
  * a few diverse configs seed a local search around the best. The best few and the heuristic's
  * config are timed again interleaved at the end, so noise cannot crown a config. */
-#include "internal.h"
-#include "reference.h"
+#include "tune_bench.h"
 #include "tunedb.h"
 
 #include <math.h>
@@ -17,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { MAX_SPACE = 8192, SAMPLE_ROWS = 48, FINALISTS = 3, FINAL_ROUNDS = 7, MAX_RUNS = 15 };
+enum { MAX_SPACE = 8192, FINALISTS = 3, FINAL_ROUNDS = 7, MAX_RUNS = 15 };
 
 typedef struct {
   clattn__config cfg;
@@ -33,19 +34,12 @@ typedef struct {
   cl_command_queue queue; /* with profiling */
   clattn__shape s;
   clattn__class cls;
-  clattn_problem problem;
   clattn__sources src;
-  cl_mem buf[5]; /* q k v o lse */
-  clattn_tensor t[4];
-  float *host[3];
-  size_t o_elems, rows;
-  float *o_out, *lse_out;
-  size_t sample[SAMPLE_ROWS][3]; /* (b, h, i) */
-  size_t nsample;
-  double *ref_o, ref_lse[SAMPLE_ROWS], tol_o, tol_lse;
   double t0, deadline;
-  /* Tuning the backward kernels: their source, and a small checked instance of the class beside
-   * the timed one (the double reference of the timed problem would take minutes at large N). */
+  /* A small problem of the class, checked on every row, beside the timed one, checked on
+   * sampled rows (the double reference of the timed problem would take minutes at large N);
+   * for the backward kernels, their source too. */
+  clattn__fwd_bench *fwd_check, *fwd_timed;
   int backward;
   clattn__sources bwd_src;
   clattn__bwd_bench *bwd_check, *bwd_timed;
@@ -62,96 +56,17 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static ref_view view_of(const bench *b, int i) {
-  ref_view v = {b->host[i], 0, b->t[i].stride_batch, b->t[i].stride_seq, b->t[i].stride_head};
-  return v;
-}
-
-/* Rows whose reference is computed once: the first and last rows of the first and last heads
- * (the causal edges, the partial last block) and rows spread over the rest. */
-static void choose_samples(bench *b) {
-  const clattn__shape *s = &b->s;
-  size_t total = s->batch * s->heads_q * s->seqlen_q;
-  b->nsample = total < SAMPLE_ROWS ? total : SAMPLE_ROWS;
-  for (size_t n = 0; n < b->nsample; n++) {
-    size_t r = n == 0 ? 0 : n == 1 ? total - 1 : (size_t)((double)(n - 1) * total / b->nsample);
-    if (n == 2) r = s->seqlen_q - 1; /* last row of the first head */
-    b->sample[n][2] = r % s->seqlen_q;
-    b->sample[n][1] = (r / s->seqlen_q) % s->heads_q;
-    b->sample[n][0] = r / s->seqlen_q / s->heads_q;
-  }
-}
-
+/* The two problems of the tuner (tune_bench.h). */
 static clattn_status setup(bench *b) {
-  const clattn__shape *s = &b->s;
-  clattn_context *ctx = b->ctx;
-  size_t n[4], dims[4] = {s->d, s->d, s->dv, s->dv};
-  size_t seq[4] = {s->seqlen_q, s->seqlen_kv, s->seqlen_kv, s->seqlen_q};
-  size_t heads[4] = {s->heads_q, s->heads_kv, s->heads_kv, s->heads_q};
-  uint64_t rng = 0x243F6A8885A308D3ull;
-  cl_int err = CL_SUCCESS;
-  for (int i = 0; i < 4; i++) {
-    if (__builtin_mul_overflow(s->batch, seq[i], &n[i]) ||
-        __builtin_mul_overflow(n[i], heads[i], &n[i]) ||
-        __builtin_mul_overflow(n[i], dims[i], &n[i]) || n[i] > SIZE_MAX / 8)
-      return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "tuning problem too large");
-    b->t[i] = clattn_bhsd(NULL, seq[i], heads[i], dims[i]);
-    size_t bytes = (n[i] ? n[i] : 1) * sizeof(float);
-    if (i < 3) {
-      b->host[i] = malloc(bytes);
-      if (!b->host[i]) return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
-      ref_fill_normal(b->host[i], n[i], &rng);
-    }
-    b->buf[i] = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE | (i < 3 ? CL_MEM_COPY_HOST_PTR : 0),
-                               bytes, i < 3 ? b->host[i] : NULL, &err);
-    if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clCreateBuffer (tuning data)");
-    b->t[i].buffer = b->buf[i];
+  clattn__shape small = clattn__tune_small_shape(&b->s);
+  clattn_status st;
+  if (b->backward) {
+    st = clattn__bwd_bench_new(b->ctx, b->queue, &small, 1, &b->bwd_check);
+    if (st == CLATTN_OK) st = clattn__bwd_bench_new(b->ctx, b->queue, &b->s, 0, &b->bwd_timed);
+  } else {
+    st = clattn__fwd_bench_new(b->ctx, b->queue, &small, 1, &b->fwd_check);
+    if (st == CLATTN_OK) st = clattn__fwd_bench_new(b->ctx, b->queue, &b->s, 0, &b->fwd_timed);
   }
-  b->o_elems = n[3];
-  b->rows = s->batch * s->heads_q * s->seqlen_q;
-  b->buf[4] = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, (b->rows ? b->rows : 1) * sizeof(float),
-                             NULL, &err);
-  if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clCreateBuffer (tuning LSE)");
-  b->o_out = malloc((n[3] ? n[3] : 1) * sizeof(float));
-  b->lse_out = malloc((b->rows ? b->rows : 1) * sizeof(float));
-  choose_samples(b);
-  b->ref_o = malloc((b->nsample * s->dv + 1) * sizeof(double));
-  float *naive = malloc((s->dv + 1) * sizeof(float));
-  if (!b->o_out || !b->lse_out || !b->ref_o || !naive) {
-    free(naive);
-    return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
-  }
-  /* The tolerance: twice the naive fp32 loop's error on the same rows, plus 1e-6. */
-  double naive_o = 0, naive_lse = 0;
-  for (size_t r = 0; r < b->nsample; r++) {
-    size_t bb = b->sample[r][0], h = b->sample[r][1], i = b->sample[r][2];
-    float lse32;
-    double *ref = b->ref_o + r * s->dv;
-    ref_row_f64(&b->problem, view_of(b, 0), view_of(b, 1), view_of(b, 2), bb, h, i, ref,
-                &b->ref_lse[r]);
-    ref_row_f32(&b->problem, view_of(b, 0), view_of(b, 1), view_of(b, 2), bb, h, i, naive, &lse32);
-    for (size_t c = 0; c < s->dv; c++) naive_o = fmax(naive_o, fabs(naive[c] - ref[c]));
-    if (isfinite(b->ref_lse[r])) naive_lse = fmax(naive_lse, fabs(lse32 - b->ref_lse[r]));
-  }
-  free(naive);
-  b->tol_o = 2 * naive_o + 1e-6;
-  b->tol_lse = 2 * naive_lse + 1e-6;
-  return CLATTN_OK;
-}
-
-/* The timed backward problem, and a checked one of the same class: at most 2 batches, 2 K/V
- * heads with their query heads, and 203 x 211 rows and keys (partial blocks), so its double
- * reference is quick whatever the timed problem's size. */
-static clattn_status setup_backward(bench *b) {
-  clattn__shape small = b->s;
-  size_t group = b->s.heads_q / b->s.heads_kv;
-  small.batch = b->s.batch < 2 ? b->s.batch : 2;
-  small.heads_kv = b->s.heads_kv < 2 ? b->s.heads_kv : 2;
-  small.heads_q = small.heads_kv * group;
-  small.seqlen_q = b->s.seqlen_q < 203 ? b->s.seqlen_q : 203;
-  small.seqlen_kv = b->s.seqlen_kv < 211 ? b->s.seqlen_kv : 211;
-  clattn_status st = clattn__bwd_bench_new(b->ctx, b->queue, &small, 1, &b->bwd_check);
-  if (st == CLATTN_OK) st = clattn__bwd_bench_new(b->ctx, b->queue, &b->s, 0, &b->bwd_timed);
   return st;
 }
 
@@ -159,61 +74,9 @@ static void teardown(bench *b) {
   clattn__sources_free(&b->bwd_src);
   clattn__bwd_bench_free(b->bwd_check);
   clattn__bwd_bench_free(b->bwd_timed);
-  for (int i = 0; i < 5; i++)
-    if (b->buf[i]) clReleaseMemObject(b->buf[i]);
-  for (int i = 0; i < 3; i++) free(b->host[i]);
-  free(b->o_out), free(b->lse_out), free(b->ref_o);
+  clattn__fwd_bench_free(b->fwd_check);
+  clattn__fwd_bench_free(b->fwd_timed);
   clattn__sources_free(&b->src);
-}
-
-/* One timed run; < 0 on failure. */
-static double run_once(bench *b, const clattn__plan *p) {
-  cl_event ev = NULL;
-  clattn_status st = clattn__enqueue_forward(b->ctx, b->queue, 1, &b->s, p, NULL, &b->t[0],
-                                             &b->t[1], &b->t[2], &b->t[3], b->buf[4], 0, NULL, &ev);
-  if (st != CLATTN_OK || !ev) return -1.0;
-  cl_ulong t0 = 0, t1 = 0;
-  cl_int err = clWaitForEvents(1, &ev);
-  if (err == CL_SUCCESS)
-    err = clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL);
-  if (err == CL_SUCCESS)
-    err = clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
-  clReleaseEvent(ev);
-  if (err != CL_SUCCESS) clattn__fail_cl(b->ctx, err, "running the candidate");
-  return err == CL_SUCCESS ? (double)(t1 - t0) * 1e-6 : -1.0;
-}
-
-/* Reads the output and compares the sampled rows; "" when correct. */
-static void check_output(bench *b, char *why, size_t len) {
-  why[0] = 0;
-  cl_int err = clEnqueueReadBuffer(b->queue, b->buf[3], CL_TRUE, 0, b->o_elems * sizeof(float),
-                                   b->o_out, 0, NULL, NULL);
-  if (err == CL_SUCCESS)
-    err = clEnqueueReadBuffer(b->queue, b->buf[4], CL_TRUE, 0, b->rows * sizeof(float), b->lse_out,
-                              0, NULL, NULL);
-  if (err != CL_SUCCESS) {
-    snprintf(why, len, "reading the output failed: %s", clattn__cl_error_name(err));
-    return;
-  }
-  for (size_t i = 0; i < b->o_elems; i++)
-    if (!isfinite(b->o_out[i])) {
-      snprintf(why, len, "non-finite output at element %zu", i);
-      return;
-    }
-  const clattn__shape *s = &b->s;
-  double err_o = 0, err_lse = 0;
-  for (size_t r = 0; r < b->nsample; r++) {
-    size_t bb = b->sample[r][0], h = b->sample[r][1], i = b->sample[r][2];
-    const float *o = b->o_out + ((bb * s->heads_q + h) * s->seqlen_q + i) * s->dv;
-    for (size_t c = 0; c < s->dv; c++) err_o = fmax(err_o, fabs(o[c] - b->ref_o[r * s->dv + c]));
-    float l = b->lse_out[(bb * s->heads_q + h) * s->seqlen_q + i];
-    double e = isinf(b->ref_lse[r]) ? (l == b->ref_lse[r] ? 0 : INFINITY) : fabs(l - b->ref_lse[r]);
-    if (!(e <= err_lse)) err_lse = e;
-  }
-  if (!(err_o <= b->tol_o) || !(err_lse <= b->tol_lse))
-    snprintf(why, len,
-             "wrong result: max|o - ref| %.3g (tolerance %.3g), max|lse - ref| %.3g (%.3g)", err_o,
-             b->tol_o, err_lse, b->tol_lse);
 }
 
 /* Builds a candidate; c->kernel is NULL when it does not fit (note says why). */
@@ -243,11 +106,13 @@ static void release_cand(bench *b, cand *c) {
   c->kernel = NULL;
 }
 
-/* One timed run of a built candidate on the timed problem; < 0 on failure. */
-static double run_cand(bench *b, const cand *c) {
-  if (b->backward) return clattn__bwd_bench_run(b->bwd_timed, &c->bp);
+/* One timed run of a built candidate on the timed problem (poison: its outputs filled with NaN
+ * first, for a checked run), or on the small one (small); < 0 on failure. */
+static double run_cand(bench *b, const cand *c, int small, int poison) {
+  if (b->backward)
+    return clattn__bwd_bench_run(small ? b->bwd_check : b->bwd_timed, &c->bp, poison);
   clattn__plan p = {.cls = b->cls, .cfg = c->cfg, .kernel = c->kernel, .kernel_local_mem = c->lmem};
-  return run_once(b, &p);
+  return clattn__fwd_bench_run(small ? b->fwd_check : b->fwd_timed, &p, poison);
 }
 
 static void to_public(const bench *b, const clattn__config *c, clattn_config *out) {
@@ -276,27 +141,26 @@ static clattn_status evaluate(bench *b, cand *c, double cap_s, double best_ms, c
   if (st != CLATTN_OK) return st;
   c->state = -1;
   if (!c->kernel) return CLATTN_OK;
-  if (b->backward) { /* checked on the small instance, then run once on the timed one */
-    if (clattn__bwd_bench_run(b->bwd_check, &c->bp) < 0 || run_cand(b, c) < 0) {
-      snprintf(note, note_len, "the kernels failed to run: %.200s",
-               clattn__last_error_locked(b->ctx));
-      return CLATTN_OK;
-    }
+  /* Checked on the small problem, every row, and on the timed one, sampled rows; both runs
+   * with the outputs poisoned first, so what another candidate wrote cannot pass for this
+   * one's. */
+  if (run_cand(b, c, 1, 1) < 0 || run_cand(b, c, 0, 1) < 0) {
+    snprintf(note, note_len, "the %s failed to run: %.200s", b->backward ? "kernels" : "kernel",
+             clattn__last_error_locked(b->ctx));
+    return CLATTN_OK;
+  }
+  if (b->backward) {
     clattn__bwd_bench_check(b->bwd_check, note, note_len);
     if (!note[0]) clattn__bwd_bench_check(b->bwd_timed, note, note_len);
   } else {
-    if (run_cand(b, c) < 0) {
-      snprintf(note, note_len, "the kernel failed to run: %.200s",
-               clattn__last_error_locked(b->ctx));
-      return CLATTN_OK;
-    }
-    check_output(b, note, note_len);
+    clattn__fwd_bench_check(b->fwd_check, note, note_len);
+    if (!note[0]) clattn__fwd_bench_check(b->fwd_timed, note, note_len);
   }
   if (note[0]) return CLATTN_OK;
   double ms[MAX_RUNS], start = now_s();
   int n = 0;
   while (n < MAX_RUNS) {
-    double t = run_cand(b, c);
+    double t = run_cand(b, c, 0, 0);
     if (t < 0) break;
     ms[n++] = t;
     if (n == 1 && best_ms > 0 && t > 1.5 * best_ms) break; /* cannot win: save the budget */
@@ -407,7 +271,7 @@ static void retime_interleaved(bench *b, cand *all, long *fin, int nfin) {
   rounds = rounds < 3 ? 3 : rounds > FINAL_ROUNDS ? FINAL_ROUNDS : rounds;
   for (int round = 0; round < rounds; round++)
     for (int f = 0; f < nfin; f++) {
-      double t = run_cand(b, &all[fin[f]]);
+      double t = run_cand(b, &all[fin[f]], 0, 0);
       if (t >= 0) ms[f][got[f]++] = t;
     }
   for (int f = 0; f < nfin; f++)
@@ -479,7 +343,7 @@ static clattn_status search(bench *b, const clattn_tune_options *opt, clattn_tun
       r->tried++;
       if (best < 0 || all[i].median < all[best].median) best = i;
     } else if (all[i].kernel || strstr(note, "wrong") || strstr(note, "non-finite") ||
-               strstr(note, "failed")) {
+               strstr(note, "unwritten") || strstr(note, "failed")) {
       r->tried++, r->disqualified++;
       report_line(b, r, &all[i].cfg, note);
     } else {
@@ -574,7 +438,6 @@ clattn_status clattn_tune(clattn_context *ctx, const clattn_problem *problem,
                       b.s.d, b.s.dv);
   if (st == CLATTN_OK) {
     memset(out, 0, sizeof *out);
-    b.problem = *problem;
     b.cls = clattn__class_of(&b.s);
     b.cls.backward = (unsigned)b.backward;
     out->seqlen_bucket = b.cls.bucket;
@@ -587,8 +450,7 @@ clattn_status clattn_tune(clattn_context *ctx, const clattn_problem *problem,
     b.queue = clCreateCommandQueue(ctx->cl, ctx->device_id, CL_QUEUE_PROFILING_ENABLE, &err);
     if (err != CL_SUCCESS) st = clattn__fail_cl(ctx, err, "clCreateCommandQueue (tuning)");
   }
-  if (st == CLATTN_OK && !b.backward) st = setup(&b);
-  if (st == CLATTN_OK && b.backward) st = setup_backward(&b);
+  if (st == CLATTN_OK) st = setup(&b);
   if (st == CLATTN_OK) st = search(&b, opt, out);
   if (out && st != CLATTN_ERR_INVALID_ARGUMENT) out->elapsed_s = now_s() - b.t0;
   if (b.queue) {

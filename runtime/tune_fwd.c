@@ -1,0 +1,229 @@
+/* The forward tuner's problems: random Q, K, V in bhsd layout on the device, O and LSE buffers
+ * the candidates write, and the double-precision reference of the rows that are checked (every
+ * row of the small problem, sampled rows of the timed one) with DESIGN.md's tolerance: twice the
+ * naive fp32 loop's error on the same rows, plus 1e-6. Also the helpers both tuners' problems
+ * share. */
+#include "tune_bench.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { SAMPLE_ROWS = 48 };
+
+struct clattn__fwd_bench {
+  clattn_context *ctx;
+  cl_command_queue queue; /* the tuner's, in order, with profiling */
+  clattn__shape s;
+  cl_mem buf[5]; /* q k v o lse */
+  clattn_tensor t[4];
+  float *host[3];
+  size_t o_elems, rows;
+  float *o_out, *lse_out;
+  size_t *checked, nchecked; /* rows (flat: (b * heads_q + h) * seqlen_q + i) with a reference */
+  double *ref_o, *ref_lse, tol_o, tol_lse;
+};
+
+clattn__shape clattn__tune_small_shape(const clattn__shape *s) {
+  clattn__shape small = *s;
+  size_t group = s->heads_q / s->heads_kv;
+  small.batch = s->batch < 2 ? s->batch : 2;
+  small.heads_kv = s->heads_kv < 2 ? s->heads_kv : 2;
+  small.heads_q = small.heads_kv * group;
+  small.seqlen_q = s->seqlen_q < 203 ? s->seqlen_q : 203;
+  small.seqlen_kv = s->seqlen_kv < 211 ? s->seqlen_kv : 211;
+  return small;
+}
+
+clattn_problem clattn__tune_problem_of(const clattn__shape *s) {
+  clattn_problem p = {0};
+  p.batch = s->batch, p.heads_q = s->heads_q, p.heads_kv = s->heads_kv;
+  p.seqlen_q = s->seqlen_q, p.seqlen_kv = s->seqlen_kv;
+  p.head_dim = s->d, p.head_dim_v = s->dv, p.scale = s->scale;
+  p.flags = s->causal ? CLATTN_CAUSAL : 0;
+  return p;
+}
+
+size_t clattn__tune_visible(const clattn__shape *s, size_t i) {
+  if (!s->causal) return s->seqlen_kv;
+  long long n = (long long)i + (long long)s->seqlen_kv - (long long)s->seqlen_q + 1;
+  return n <= 0 ? 0 : (size_t)n;
+}
+
+cl_int clattn__tune_poison(cl_command_queue queue, cl_mem buf, size_t n) {
+  cl_float nan = NAN;
+  return n ? clEnqueueFillBuffer(queue, buf, &nan, sizeof nan, 0, n * sizeof nan, 0, NULL, NULL)
+           : CL_SUCCESS;
+}
+
+static ref_view view_of(const clattn__fwd_bench *b, int i) {
+  ref_view v = {b->host[i], 0, b->t[i].stride_batch, b->t[i].stride_seq, b->t[i].stride_head};
+  return v;
+}
+
+/* Every row, or the first and last rows of the first and last heads (the causal edges, the
+ * partial last block) and rows spread over the rest. */
+static void choose_rows(clattn__fwd_bench *b) {
+  size_t total = b->rows, n = b->nchecked;
+  for (size_t k = 0; k < n; k++) {
+    size_t r = n == total ? k
+               : k == 0   ? 0
+               : k == 1   ? total - 1
+                          : (size_t)((double)(k - 1) * total / n);
+    if (n != total && k == 2) r = b->s.seqlen_q - 1; /* last row of the first head */
+    b->checked[k] = r;
+  }
+}
+
+/* The reference of the checked rows and, from the naive fp32 loop's error on them, the
+ * tolerances. */
+static clattn_status reference(clattn__fwd_bench *b) {
+  const clattn__shape *s = &b->s;
+  clattn_problem p = clattn__tune_problem_of(s);
+  float *naive = malloc((s->dv + 1) * sizeof(float));
+  if (!naive) return clattn__fail(b->ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
+  double naive_o = 0, naive_lse = 0;
+  for (size_t k = 0; k < b->nchecked; k++) {
+    size_t r = b->checked[k], i = r % s->seqlen_q, h = (r / s->seqlen_q) % s->heads_q,
+           bb = r / s->seqlen_q / s->heads_q;
+    double *ref = b->ref_o + k * s->dv;
+    float lse32;
+    ref_row_f64(&p, view_of(b, 0), view_of(b, 1), view_of(b, 2), bb, h, i, ref, &b->ref_lse[k]);
+    ref_row_f32(&p, view_of(b, 0), view_of(b, 1), view_of(b, 2), bb, h, i, naive, &lse32);
+    for (size_t c = 0; c < s->dv; c++) naive_o = fmax(naive_o, fabs(naive[c] - ref[c]));
+    if (isfinite(b->ref_lse[k])) naive_lse = fmax(naive_lse, fabs(lse32 - b->ref_lse[k]));
+  }
+  free(naive);
+  b->tol_o = 2 * naive_o + 1e-6;
+  b->tol_lse = 2 * naive_lse + 1e-6;
+  return CLATTN_OK;
+}
+
+clattn_status clattn__fwd_bench_new(clattn_context *ctx, cl_command_queue queue,
+                                    const clattn__shape *s, int every_row,
+                                    clattn__fwd_bench **out) {
+  clattn__fwd_bench *b = calloc(1, sizeof *b);
+  *out = b;
+  if (!b) return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
+  b->ctx = ctx, b->queue = queue, b->s = *s;
+  size_t n[4], dims[4] = {s->d, s->d, s->dv, s->dv};
+  size_t seq[4] = {s->seqlen_q, s->seqlen_kv, s->seqlen_kv, s->seqlen_q};
+  size_t heads[4] = {s->heads_q, s->heads_kv, s->heads_kv, s->heads_q};
+  uint64_t rng = 0x243F6A8885A308D3ull;
+  cl_int err = CL_SUCCESS;
+  for (int i = 0; i < 4; i++) {
+    if (__builtin_mul_overflow(s->batch, seq[i], &n[i]) ||
+        __builtin_mul_overflow(n[i], heads[i], &n[i]) ||
+        __builtin_mul_overflow(n[i], dims[i], &n[i]) || n[i] > SIZE_MAX / 8)
+      return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "tuning problem too large");
+    b->t[i] = clattn_bhsd(NULL, seq[i], heads[i], dims[i]);
+    size_t bytes = (n[i] ? n[i] : 1) * sizeof(float);
+    if (i < 3) {
+      b->host[i] = malloc(bytes);
+      if (!b->host[i]) return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
+      ref_fill_normal(b->host[i], n[i], &rng);
+    }
+    b->buf[i] = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE | (i < 3 ? CL_MEM_COPY_HOST_PTR : 0),
+                               bytes, i < 3 ? b->host[i] : NULL, &err);
+    if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clCreateBuffer (tuning data)");
+    b->t[i].buffer = b->buf[i];
+  }
+  b->o_elems = n[3];
+  b->rows = s->batch * s->heads_q * s->seqlen_q;
+  b->buf[4] = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, (b->rows ? b->rows : 1) * sizeof(float),
+                             NULL, &err);
+  if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clCreateBuffer (tuning LSE)");
+  b->o_out = malloc((n[3] ? n[3] : 1) * sizeof(float));
+  b->lse_out = malloc((b->rows ? b->rows : 1) * sizeof(float));
+  b->nchecked = every_row || b->rows < SAMPLE_ROWS ? b->rows : SAMPLE_ROWS;
+  b->checked = malloc((b->nchecked + 1) * sizeof *b->checked);
+  if (!b->o_out || !b->lse_out || !b->checked)
+    return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
+  choose_rows(b);
+  b->ref_o = malloc((b->nchecked * s->dv + 1) * sizeof(double));
+  b->ref_lse = malloc((b->nchecked + 1) * sizeof(double));
+  if (!b->ref_o || !b->ref_lse)
+    return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
+  return reference(b);
+}
+
+double clattn__fwd_bench_run(clattn__fwd_bench *b, const clattn__plan *p, int poison) {
+  cl_event ev = NULL;
+  cl_int err = CL_SUCCESS;
+  if (poison) err = clattn__tune_poison(b->queue, b->buf[3], b->o_elems);
+  if (poison && err == CL_SUCCESS) err = clattn__tune_poison(b->queue, b->buf[4], b->rows);
+  if (err != CL_SUCCESS) {
+    clattn__fail_cl(b->ctx, err, "clEnqueueFillBuffer (poisoning the candidate's outputs)");
+    return -1.0;
+  }
+  clattn_status st = clattn__enqueue_forward(b->ctx, b->queue, 1, &b->s, p, NULL, &b->t[0],
+                                             &b->t[1], &b->t[2], &b->t[3], b->buf[4], 0, NULL, &ev);
+  if (st != CLATTN_OK || !ev) return -1.0;
+  cl_ulong t0 = 0, t1 = 0;
+  err = clWaitForEvents(1, &ev);
+  if (err == CL_SUCCESS)
+    err = clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL);
+  if (err == CL_SUCCESS)
+    err = clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
+  clReleaseEvent(ev);
+  if (err != CL_SUCCESS) clattn__fail_cl(b->ctx, err, "running the candidate");
+  return err == CL_SUCCESS ? (double)(t1 - t0) * 1e-6 : -1.0;
+}
+
+/* Every element of O and LSE: written (not the NaN poison), finite, and LSE -inf exactly where
+ * the row sees no key. */
+static void check_written(const clattn__fwd_bench *b, char *why, size_t len) {
+  const clattn__shape *s = &b->s;
+  for (size_t e = 0; e < b->o_elems && !why[0]; e++)
+    if (!isfinite(b->o_out[e]))
+      snprintf(why, len, "%s o at element %zu of %zu (row %zu)",
+               isnan(b->o_out[e]) ? "unwritten or NaN" : "non-finite", e, b->o_elems, e / s->dv);
+  for (size_t r = 0; r < b->rows && !why[0]; r++) {
+    float l = b->lse_out[r];
+    int sees = clattn__tune_visible(s, r % s->seqlen_q) > 0;
+    if (isnan(l))
+      snprintf(why, len, "unwritten or NaN lse at row %zu of %zu", r, b->rows);
+    else if (sees ? !isfinite(l) : l != -INFINITY)
+      snprintf(why, len, "wrong lse %g at row %zu, which sees %s key", l, r, sees ? "a" : "no");
+  }
+}
+
+void clattn__fwd_bench_check(clattn__fwd_bench *b, char *why, size_t len) {
+  why[0] = 0;
+  cl_int err = clEnqueueReadBuffer(b->queue, b->buf[3], CL_TRUE, 0, b->o_elems * sizeof(float),
+                                   b->o_out, 0, NULL, NULL);
+  if (err == CL_SUCCESS)
+    err = clEnqueueReadBuffer(b->queue, b->buf[4], CL_TRUE, 0, b->rows * sizeof(float), b->lse_out,
+                              0, NULL, NULL);
+  if (err != CL_SUCCESS) {
+    snprintf(why, len, "reading the output failed: %s", clattn__cl_error_name(err));
+    return;
+  }
+  check_written(b, why, len);
+  if (why[0]) return;
+  const clattn__shape *s = &b->s;
+  double err_o = 0, err_lse = 0;
+  for (size_t k = 0; k < b->nchecked; k++) {
+    size_t r = b->checked[k];
+    const float *o = b->o_out + r * s->dv;
+    for (size_t c = 0; c < s->dv; c++) err_o = fmax(err_o, fabs(o[c] - b->ref_o[k * s->dv + c]));
+    float l = b->lse_out[r];
+    double e = isinf(b->ref_lse[k]) ? (l == b->ref_lse[k] ? 0 : INFINITY) : fabs(l - b->ref_lse[k]);
+    if (!(e <= err_lse)) err_lse = e;
+  }
+  if (!(err_o <= b->tol_o) || !(err_lse <= b->tol_lse))
+    snprintf(why, len,
+             "wrong result: max|o - ref| %.3g (tolerance %.3g), max|lse - ref| %.3g (%.3g) on %s",
+             err_o, b->tol_o, err_lse, b->tol_lse,
+             b->nchecked == b->rows ? "every row" : "sampled rows");
+}
+
+void clattn__fwd_bench_free(clattn__fwd_bench *b) {
+  if (!b) return;
+  for (int i = 0; i < 5; i++)
+    if (b->buf[i]) clReleaseMemObject(b->buf[i]);
+  for (int i = 0; i < 3; i++) free(b->host[i]);
+  free(b->o_out), free(b->lse_out), free(b->checked), free(b->ref_o), free(b->ref_lse);
+  free(b);
+}
