@@ -1,6 +1,7 @@
 #include "common.h"
 
 #include <ftw.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,14 +59,97 @@ cl_mem test_buffer(clattn_context *ctx, size_t n, float value) {
 }
 
 void test_context_still_works(clattn_context *ctx) {
+  clattn_problem p = {0};
+  p.batch = 1, p.heads_q = 2, p.seqlen_q = 9, p.seqlen_kv = 13, p.head_dim = 8;
+  test_forward_check(ctx, &p, 0, 0, 1, 0, "after a failure");
+}
+
+double test_err(double err, double x, double ref) {
+  if (x == ref) return err; /* also the -inf LSE of a row that sees no key */
+  double d = fabs(x - ref);
+  return isfinite(d) ? fmax(err, d) : INFINITY;
+}
+
+/* NaN elements after each output buffer, which must stay NaN. */
+enum { GUARD = 16 };
+
+/* Checks that the elements of host[0, n) outside the view's in-mask are still NaN. */
+static void expect_untouched(const float *host, const char *in, size_t n, const char *what) {
+  for (size_t i = 0; i < n; i++)
+    if (!in[i] && !isnan(host[i])) {
+      cr_expect_fail("%s: element %zu, outside the output, was written (%g)", what, i, host[i]);
+      break;
+    }
+}
+
+void test_forward_check(clattn_context *ctx, const clattn_problem *p, int bhsd, size_t offset,
+                        int with_lse, unsigned seed, const char *what) {
   check_spec sp = {0};
-  sp.problem.batch = 1, sp.problem.heads_q = 2, sp.problem.seqlen_q = 9;
-  sp.problem.seqlen_kv = 13, sp.problem.head_dim = 8;
-  sp.with_lse = 1;
-  check_result r;
-  clattn_status st = check_run(ctx, &sp, &r);
-  cr_assert_eq(st, CLATTN_OK, "context unusable after a failure: %s", clattn_last_error(ctx));
-  cr_assert(r.pass, "wrong result after a failure: err %g > tol %g", r.err_o, r.tol_o);
+  sp.problem = *p, sp.bhsd = bhsd, sp.offset = offset;
+  size_t hkv = p->heads_kv ? p->heads_kv : p->heads_q,
+         dv = p->head_dim_v ? p->head_dim_v : p->head_dim,
+         rows = p->batch * p->heads_q * p->seqlen_q;
+  uint64_t rng = 0x9E3779B97F4A7C15ull ^ ((uint64_t)seed << 1 | 1);
+  cl_context cl = clattn_context_cl_context(ctx);
+  check_tensor t[3] = {{0}};
+  cr_assert_eq(check_make_tensor(cl, &t[0], &sp, p->seqlen_q, p->heads_q, p->head_dim, &rng), 0);
+  cr_assert_eq(check_make_tensor(cl, &t[1], &sp, p->seqlen_kv, hkv, p->head_dim, &rng), 0);
+  cr_assert_eq(check_make_tensor(cl, &t[2], &sp, p->seqlen_kv, hkv, dv, &rng), 0);
+  /* O and LSE start NaN, guards after them too: an element the call does not write fails. */
+  size_t no = offset + rows * dv + GUARD, nl = rows + GUARD;
+  cl_mem o = test_buffer(ctx, no, NAN), lse = test_buffer(ctx, nl, NAN);
+  clattn_tensor to = bhsd ? clattn_bhsd(o, p->seqlen_q, p->heads_q, dv)
+                          : clattn_bshd(o, p->seqlen_q, p->heads_q, dv);
+  to.offset = offset;
+  cl_event done = NULL;
+  cr_assert_eq(clattn_forward(ctx, p, &t[0].view, &t[1].view, &t[2].view, &to,
+                              with_lse ? lse : NULL, 0, NULL, &done),
+               CLATTN_OK, "forward %s failed: %s", what, clattn_last_error(ctx));
+  float *got = malloc(no * sizeof *got), *got_lse = malloc(nl * sizeof *got_lse);
+  cl_command_queue queue = clattn_context_queue(ctx);
+  cr_assert_eq(clEnqueueReadBuffer(queue, o, CL_TRUE, 0, no * sizeof *got, got, done ? 1 : 0,
+                                   done ? &done : NULL, NULL),
+               CL_SUCCESS);
+  cr_assert_eq(
+      clEnqueueReadBuffer(queue, lse, CL_TRUE, 0, nl * sizeof *got, got_lse, 0, NULL, NULL),
+      CL_SUCCESS);
+  if (done) clReleaseEvent(done);
+  double *ref = malloc((rows * dv + 1) * sizeof *ref), *ref_lse = malloc((rows + 1) * 8);
+  float *naive = malloc((rows * dv + 1) * sizeof *naive), *naive_lse = malloc((rows + 1) * 4);
+  ref_view vq = check_host_view(&t[0]), vk = check_host_view(&t[1]), vv = check_host_view(&t[2]);
+  ref_forward_f64(p, vq, vk, vv, ref, ref_lse);
+  ref_forward_f32(p, vq, vk, vv, naive, naive_lse);
+  char *in = calloc(no, 1);
+  double err = 0, nerr = 0, err_l = 0, nerr_l = 0;
+  for (size_t b = 0; b < p->batch; b++)
+    for (size_t h = 0; h < p->heads_q; h++)
+      for (size_t i = 0; i < p->seqlen_q; i++) {
+        size_t r = (b * p->heads_q + h) * p->seqlen_q + i;
+        size_t at = to.offset + b * to.stride_batch + i * to.stride_seq + h * to.stride_head;
+        for (size_t c = 0; c < dv; c++) {
+          in[at + c] = 1;
+          err = test_err(err, got[at + c], ref[r * dv + c]);
+          nerr = test_err(nerr, naive[r * dv + c], ref[r * dv + c]);
+        }
+        err_l = test_err(err_l, got_lse[r], ref_lse[r]);
+        nerr_l = test_err(nerr_l, naive_lse[r], ref_lse[r]);
+      }
+  cr_log_info("max|o-ref| %.3g (tol %.3g), max|lse-ref| %.3g (tol %.3g)", err, 2 * nerr + 1e-6,
+              err_l, 2 * nerr_l + 1e-6);
+  cr_expect_leq(err, 2 * nerr + 1e-6, "%s: O error %.3g exceeds tolerance %.3g", what, err,
+                2 * nerr + 1e-6);
+  expect_untouched(got, in, no, "O");
+  if (with_lse)
+    cr_expect_leq(err_l, 2 * nerr_l + 1e-6, "%s: LSE error %.3g exceeds %.3g", what, err_l,
+                  2 * nerr_l + 1e-6);
+  for (size_t i = with_lse ? rows : 0; i < nl; i++)
+    if (!isnan(got_lse[i])) {
+      cr_expect_fail("%s: LSE element %zu written (past its end, or not asked for)", what, i);
+      break;
+    }
+  free(in), free(got), free(got_lse), free(ref), free(ref_lse), free(naive), free(naive_lse);
+  for (int i = 0; i < 3; i++) clReleaseMemObject(t[i].buf), free(t[i].host);
+  clReleaseMemObject(o), clReleaseMemObject(lse);
 }
 
 static const char *const kernel_files[] = {"forward.cl", "forward_tiles.cl", "forward_mma.cl",
@@ -115,10 +199,6 @@ clattn_config test_mma_config(unsigned block_q, unsigned block_kv) {
 void test_forward_shape(const clattn_problem *p, int bhsd, size_t offset, int with_lse,
                         const clattn_config *cfg) {
   clattn_context *ctx = test_context(NULL);
-  check_spec sp = {0};
-  sp.problem = *p;
-  sp.bhsd = bhsd, sp.offset = offset, sp.with_lse = with_lse;
-  sp.seed = (unsigned)(p->seqlen_q * 31 + p->head_dim);
   if (cfg) {
     cr_assert_eq(clattn_override_config(ctx, p, cfg), CLATTN_OK, "%s", clattn_last_error(ctx));
     clattn_plan_info info;
@@ -131,13 +211,8 @@ void test_forward_shape(const clattn_problem *p, int bhsd, size_t offset, int wi
                      ? (size_t)(cfg->block_q / cfg->rows_per_item) * cfg->threads_per_row
                      : (size_t)cfg->block_q * 2 /* a warp of 32 per 16 rows */);
   }
-  check_result r;
-  cr_assert_eq(check_run(ctx, &sp, &r), CLATTN_OK, "forward failed: %s", clattn_last_error(ctx));
-  cr_log_info("max|o-ref| %.3g (tol %.3g), max|lse-ref| %.3g (tol %.3g)", r.err_o, r.tol_o,
-              r.err_lse, r.tol_lse);
-  cr_expect_leq(r.err_o, r.tol_o, "O error %.3g exceeds tolerance %.3g", r.err_o, r.tol_o);
-  if (with_lse)
-    cr_expect_leq(r.err_lse, r.tol_lse, "LSE error %.3g exceeds %.3g", r.err_lse, r.tol_lse);
+  test_forward_check(ctx, p, bhsd, offset, with_lse, (unsigned)(p->seqlen_q * 31 + p->head_dim),
+                     "forward");
   /* A kernel that stopped building would be passed over for another: say so here. */
   cr_expect_str_empty(clattn_context_diagnostics(ctx), "diagnostics: %s",
                       clattn_context_diagnostics(ctx));

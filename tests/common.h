@@ -24,8 +24,21 @@ cl_mem test_buffer(clattn_context *ctx, size_t n, float value);
  * failure (the result is compared against the reference). */
 void test_context_still_works(clattn_context *ctx);
 
-/* One problem on random data, checked against the reference under DESIGN.md's rule (O, and LSE
- * when with_lse), in a fresh context. With cfg, the config is forced by an override first and
+/* max(err, |x - ref|), where an x that is NaN or infinite (and not exactly ref, as the -inf LSE
+ * of a row that sees no key is) counts as infinitely wrong: fmax(err, NaN) is err, so a
+ * comparison written with fmax alone passes outputs that were never written. */
+double test_err(double err, double x, double ref);
+
+/* One forward on random data (seeded by seed) in ctx, checked against the references under
+ * DESIGN.md's rule: O (bhsd or bshd, offset elements before it) and, with with_lse, LSE start
+ * NaN, with NaN guards after them; every element of the outputs must be written and right, and
+ * no other (the offset, the guards, LSE when not asked for) written. what names the call in
+ * messages. */
+void test_forward_check(clattn_context *ctx, const clattn_problem *p, int bhsd, size_t offset,
+                        int with_lse, unsigned seed, const char *what);
+
+/* One problem on random data, checked by test_forward_check (O, and LSE when with_lse), in a
+ * fresh context. With cfg, the config is forced by an override first and
  * explain must report it. Layout: bhsd or bshd views, offset elements before each tensor. */
 void test_forward_shape(const clattn_problem *p, int bhsd, size_t offset, int with_lse,
                         const clattn_config *cfg);

@@ -28,13 +28,25 @@ __attribute__((constructor)) static void emulate_mma(void) {
 
 typedef struct {
   clattn_problem p;
-  size_t hkv, dv, n[8]; /* element counts: q k v o do dq dk dv */
+  size_t hkv, dv, n[8]; /* element counts: q k v o do dq dk dv (each buffer has GUARD more) */
   float *host[5];       /* q k v o(unused) d_o */
   cl_mem buf[8], lse;   /* q k v o d_o dq dk dv */
   clattn_tensor view[8];
 } grads;
 
 enum { Q, K, V, O, DO, DQ, DK, DV };
+/* NaN elements after each buffer, which no call may write. */
+enum { GUARD = 16 };
+
+/* The outputs (O, LSE, the gradients) start NaN, so that an element a call leaves unwritten
+ * fails the comparison instead of passing on what the buffer held. */
+static void fill_nan(clattn_context *ctx, cl_mem buf, size_t n) {
+  float nan = NAN;
+  cr_assert_eq(clEnqueueFillBuffer(clattn_context_queue(ctx), buf, &nan, sizeof nan, 0,
+                                   n * sizeof nan, 0, NULL, NULL),
+               CL_SUCCESS);
+  clFinish(clattn_context_queue(ctx));
+}
 
 /* Packed tensors (bshd, or bhsd), offset elements before each; forward, then backward. */
 static void setup(grads *g, clattn_context *ctx, const clattn_problem *p, int bhsd, size_t offset) {
@@ -52,10 +64,13 @@ static void setup(grads *g, clattn_context *ctx, const clattn_problem *p, int bh
   for (int t = 0; t < 8; t++) {
     size_t n = offset + p->batch * seq[t] * heads[t] * dim[t];
     g->n[t] = n;
-    float *host = malloc((n ? n : 1) * sizeof *host);
+    float *host = malloc((n + GUARD) * sizeof *host);
     ref_fill_normal(host, n, &rng);
+    if (t == O || t >= DQ)
+      for (size_t i = 0; i < n; i++) host[i] = NAN;
+    for (size_t i = n; i < n + GUARD; i++) host[i] = NAN;
     g->buf[t] = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_COPY_HOST_PTR,
-                               (n ? n : 1) * sizeof *host, host, &err);
+                               (n + GUARD) * sizeof *host, host, &err);
     cr_assert_eq(err, CL_SUCCESS);
     g->view[t] = bhsd ? clattn_bhsd(g->buf[t], seq[t], heads[t], dim[t])
                       : clattn_bshd(g->buf[t], seq[t], heads[t], dim[t]);
@@ -66,7 +81,7 @@ static void setup(grads *g, clattn_context *ctx, const clattn_problem *p, int bh
       free(host);
   }
   size_t rows = p->batch * p->heads_q * p->seqlen_q;
-  g->lse = test_buffer(ctx, rows ? rows : 1, 0.0f);
+  g->lse = test_buffer(ctx, rows + GUARD, NAN);
   cr_assert_eq(clattn_forward(ctx, p, &g->view[Q], &g->view[K], &g->view[V], &g->view[O], g->lse, 0,
                               NULL, NULL),
                CLATTN_OK, "%s", clattn_last_error(ctx));
@@ -102,21 +117,58 @@ static ref_view hv(const grads *g, int t) {
   return r;
 }
 
-/* max |device - ref| and |naive - ref| over a gradient, gathering the device's strided view. */
-static void compare(const grads *g, const float *dev, const clattn_tensor *view, size_t heads,
-                    size_t seq, size_t dim, const double *ref, const float *naive, double *err,
-                    double *nerr) {
+/* max |device - ref| and |naive - ref| over a gradient, gathering the device's strided view of
+ * its n elements (and GUARD after them); *untouched: every element outside the view is still
+ * NaN. */
+static void compare(const grads *g, const float *dev, size_t n, const clattn_tensor *view,
+                    size_t heads, size_t seq, size_t dim, const double *ref, const float *naive,
+                    double *err, double *nerr, int *untouched) {
   *err = 0, *nerr = 0;
+  char *in = calloc(n + GUARD, 1);
   for (size_t b = 0; b < g->p.batch; b++)
     for (size_t h = 0; h < heads; h++)
       for (size_t i = 0; i < seq; i++)
         for (size_t c = 0; c < dim; c++) {
           size_t r = ((b * heads + h) * seq + i) * dim + c;
-          double x = dev[view->offset + b * view->stride_batch + i * view->stride_seq +
-                         h * view->stride_head + c];
-          *err = fmax(*err, isfinite(x) ? fabs(x - ref[r]) : INFINITY);
-          *nerr = fmax(*nerr, fabs(naive[r] - ref[r]));
+          size_t at = view->offset + b * view->stride_batch + i * view->stride_seq +
+                      h * view->stride_head + c;
+          in[at] = 1;
+          *err = test_err(*err, dev[at], ref[r]);
+          *nerr = test_err(*nerr, naive[r], ref[r]);
         }
+  *untouched = 1;
+  for (size_t i = 0; i < n + GUARD; i++) *untouched &= in[i] || isnan(dev[i]);
+  free(in);
+}
+
+/* The gradients the last backward wrote against the references. */
+static void expect_right(const grads *g, clattn_context *ctx) {
+  const clattn_problem *p = &g->p;
+  size_t nq = p->batch * p->heads_q * p->seqlen_q * p->head_dim;
+  size_t nk = p->batch * g->hkv * p->seqlen_kv * p->head_dim,
+         nv = p->batch * g->hkv * p->seqlen_kv * g->dv;
+  double *rq = malloc((nq + 1) * 8), *rk = malloc((nk + 1) * 8), *rv = malloc((nv + 1) * 8);
+  float *fq = malloc((nq + 1) * 4), *fk = malloc((nk + 1) * 4), *fv = malloc((nv + 1) * 4);
+  ref_backward_f64(p, hv(g, Q), hv(g, K), hv(g, V), hv(g, DO), rq, rk, rv);
+  ref_backward_f32(p, hv(g, Q), hv(g, K), hv(g, V), hv(g, DO), fq, fk, fv);
+  const char *names[] = {"dq", "dk", "dv"};
+  int outs[] = {DQ, DK, DV};
+  size_t heads[] = {p->heads_q, g->hkv, g->hkv}, seqs[] = {p->seqlen_q, p->seqlen_kv, p->seqlen_kv},
+         dims[] = {p->head_dim, p->head_dim, g->dv};
+  double *refs[] = {rq, rk, rv};
+  float *naive[] = {fq, fk, fv};
+  for (int i = 0; i < 3; i++) {
+    float *dev = read(ctx, g->buf[outs[i]], g->n[outs[i]] + GUARD);
+    double err, nerr;
+    int untouched;
+    compare(g, dev, g->n[outs[i]], &g->view[outs[i]], heads[i], seqs[i], dims[i], refs[i], naive[i],
+            &err, &nerr, &untouched);
+    cr_expect_leq(err, 3 * nerr + 1e-6, "%s: error %g, naive fp32 %g", names[i], err, nerr);
+    cr_expect(untouched, "%s: an element outside the gradient (offset, guard) was written",
+              names[i]);
+    free(dev);
+  }
+  free(rq), free(rk), free(rv), free(fq), free(fk), free(fv);
 }
 
 /* With cfg, the backward's blocks are forced by an override first. */
@@ -133,27 +185,7 @@ static void check_shape(const clattn_problem *p, int bhsd, size_t offset,
   grads g;
   setup(&g, ctx, p, bhsd, offset);
   backward(&g, ctx);
-  size_t nq = p->batch * p->heads_q * p->seqlen_q * p->head_dim;
-  size_t nk = p->batch * g.hkv * p->seqlen_kv * p->head_dim,
-         nv = p->batch * g.hkv * p->seqlen_kv * g.dv;
-  double *rq = malloc((nq + 1) * 8), *rk = malloc((nk + 1) * 8), *rv = malloc((nv + 1) * 8);
-  float *fq = malloc((nq + 1) * 4), *fk = malloc((nk + 1) * 4), *fv = malloc((nv + 1) * 4);
-  ref_backward_f64(p, hv(&g, Q), hv(&g, K), hv(&g, V), hv(&g, DO), rq, rk, rv);
-  ref_backward_f32(p, hv(&g, Q), hv(&g, K), hv(&g, V), hv(&g, DO), fq, fk, fv);
-  const char *names[] = {"dq", "dk", "dv"};
-  int outs[] = {DQ, DK, DV};
-  size_t heads[] = {p->heads_q, g.hkv, g.hkv}, seqs[] = {p->seqlen_q, p->seqlen_kv, p->seqlen_kv},
-         dims[] = {p->head_dim, p->head_dim, g.dv};
-  double *refs[] = {rq, rk, rv};
-  float *naive[] = {fq, fk, fv};
-  for (int i = 0; i < 3; i++) {
-    float *dev = read(ctx, g.buf[outs[i]], g.n[outs[i]]);
-    double err, nerr;
-    compare(&g, dev, &g.view[outs[i]], heads[i], seqs[i], dims[i], refs[i], naive[i], &err, &nerr);
-    cr_expect_leq(err, 3 * nerr + 1e-6, "%s: error %g, naive fp32 %g", names[i], err, nerr);
-    free(dev);
-  }
-  free(rq), free(rk), free(rv), free(fq), free(fk), free(fv);
+  expect_right(&g, ctx);
   release(&g);
   clattn_context_destroy(ctx);
 }
@@ -241,7 +273,8 @@ Test(SUITE, forced_blocks) {
 }
 #endif
 
-/* Bitwise identical gradients over 20 runs. */
+/* Bitwise identical gradients over 20 runs, each into buffers that start NaN, written whole;
+ * the first against the references (identical wrong gradients would pass otherwise). */
 Test(SUITE, deterministic) {
   clattn_context *ctx = test_context(NULL);
   clattn_problem p = {2, 4, 2, 97, 131, 48, 40, CLATTN_F32, 0.0f, C, ALGORITHM};
@@ -249,9 +282,13 @@ Test(SUITE, deterministic) {
   setup(&g, ctx, &p, 0, 0);
   float *first[3] = {0};
   for (int run = 0; run < 20; run++) {
+    for (int i = 0; i < 3; i++) fill_nan(ctx, g.buf[DQ + i], g.n[DQ + i]);
     backward(&g, ctx);
+    if (run == 0) expect_right(&g, ctx);
     for (int i = 0; i < 3; i++) {
       float *x = read(ctx, g.buf[DQ + i], g.n[DQ + i]);
+      for (size_t e = 0; e < g.n[DQ + i]; e++)
+        cr_assert(isfinite(x[e]), "run %d: gradient %d element %zu is %g", run, i, e, x[e]);
       if (!first[i])
         first[i] = x;
       else {
@@ -335,7 +372,7 @@ Test(SUITE, bad_input) {
   cr_assert_eq(st, CLATTN_ERR_INVALID_ARGUMENT);
   cr_assert(strstr(clattn_last_error(ctx), "lse"), "%s", clattn_last_error(ctx));
   clattn_tensor short_do = g.view[DO];
-  short_do.offset = 10;
+  short_do.offset = GUARD + 10; /* past the guard too */
   st = clattn_backward(ctx, &p, &g.view[Q], &g.view[K], &g.view[V], &g.view[O], &short_do, g.lse,
                        &g.view[DQ], &g.view[DK], &g.view[DV], 0, NULL, NULL);
   cr_assert_eq(st, CLATTN_ERR_INVALID_ARGUMENT);

@@ -7,10 +7,13 @@
 
 #include <math.h>
 
-/* tests/CMakeLists.txt builds this file three times: as the fused path's tests (suite
- * "forward"); with TEST_STANDARD, as the standard path's (suite "standard"); with TEST_MMA, as
- * the tensor-core kernel forward_mma's, forced on every shape and run with mma.sync emulated
- * (CLATTN_MMA_EMULATE) where the device has no tensor cores. All meet the same bar on the same
+/* tests/CMakeLists.txt builds this file four times: as the fused path's tests (suite
+ * "forward", whatever variant the device's plan picks: forward_tiles on PoCL); with
+ * TEST_STANDARD, as the standard path's (suite "standard"); with TEST_MMA, as the tensor-core
+ * kernel forward_mma's, forced on every shape and run with mma.sync emulated
+ * (CLATTN_MMA_EMULATE) where the device has no tensor cores; with TEST_ROWS, as forward_rows'
+ * (the default on GPUs without tensor cores), forced on every shape with configs that vary by
+ * shape. test_tiles.c forces forward_tiles on the same list. All meet the same bar on the same
  * shapes. */
 #ifdef TEST_STANDARD
 #define SUITE standard
@@ -22,9 +25,28 @@
 __attribute__((constructor)) static void emulate_mma(void) {
   setenv("CLATTN_MMA_EMULATE", "1", 1);
 }
+#elif defined(TEST_ROWS)
+#define SUITE forward_rows
+#define ALGORITHM CLATTN_ALGO_FUSED
 #else
 #define SUITE forward
 #define ALGORITHM CLATTN_ALGO_FUSED
+#endif
+
+#ifdef TEST_ROWS
+/* A forward_rows config for a shape, picked by pick from a few that cover its paths: rows
+ * shared by 1, 2 or 4 work-items, K/V staged in local memory or read from global memory,
+ * padded local rows, and the widest vector loads both head dims allow. */
+static clattn_config rows_config(size_t d, size_t dv, size_t pick) {
+  static const unsigned shapes[6][5] = {/* BQ BKV TPR STAGE PAD */
+                                        {64, 32, 1, 1, 0}, {32, 16, 2, 1, 1}, {16, 64, 4, 0, 0},
+                                        {32, 32, 1, 0, 1}, {16, 16, 2, 0, 0}, {8, 128, 4, 1, 0}};
+  const unsigned *s = shapes[pick % 6];
+  dv = dv ? dv : d;
+  clattn_config c = {"forward_rows", s[0], s[1], s[2], s[3], s[4], 1, 1};
+  c.vector_width = d % 4 == 0 && dv % 4 == 0 ? 4 : d % 2 == 0 && dv % 2 == 0 ? 2 : 1;
+  return c;
+}
 #endif
 
 static void run(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d, size_t dv,
@@ -37,6 +59,9 @@ static void run(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d
   clattn_config mma = test_mma_config(64, d > 64 && d <= 128 ? 16 : 32);
   mma.stage_kv = d <= 128 ? 2 : 1;
   test_forward_shape(&p, bhsd, offset, lse, &mma);
+#elif defined(TEST_ROWS)
+  clattn_config rows = rows_config(d, dv, nq * 7 + nkv + d);
+  test_forward_shape(&p, bhsd, offset, lse, &rows);
 #else
   test_forward_shape(&p, bhsd, offset, lse, NULL);
 #endif
@@ -147,6 +172,9 @@ Test(SUITE, interleaved_qkv_padded_output) {
 #ifdef TEST_MMA
   clattn_config mma = test_mma_config(32, 16);
   cr_assert_eq(clattn_override_config(ctx, &p, &mma), CLATTN_OK, "%s", clattn_last_error(ctx));
+#elif defined(TEST_ROWS)
+  clattn_config rows = rows_config(D, D, 1);
+  cr_assert_eq(clattn_override_config(ctx, &p, &rows), CLATTN_OK, "%s", clattn_last_error(ctx));
 #endif
   cr_assert_eq(clattn_forward(ctx, &p, &tq, &tk, &tv, &to, NULL, 0, NULL, NULL), CLATTN_OK, "%s",
                clattn_last_error(ctx));
@@ -165,8 +193,8 @@ Test(SUITE, interleaved_qkv_padded_output) {
       for (size_t s = 0; s < S; s++)
         for (size_t c = 0; c < D; c++) {
           size_t i = ((b * H + h) * S + s) * D + c;
-          err_o = fmax(err_o, fabs(got[b * S * OS + s * OS + h * D + c] - ref[i]));
-          err_naive = fmax(err_naive, fabs(naive[i] - ref[i]));
+          err_o = test_err(err_o, got[b * S * OS + s * OS + h * D + c], ref[i]);
+          err_naive = test_err(err_naive, naive[i], ref[i]);
         }
   cr_expect_leq(err_o, 2 * err_naive + 1e-6, "error %g, naive %g", err_o, err_naive);
   for (size_t b = 0; b < B; b++)
