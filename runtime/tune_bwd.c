@@ -164,12 +164,13 @@ static clattn_status check_written(clattn__bwd_bench *b, const clattn__plan *fp,
     else if (!isfinite(b->drow_host[r]))
       bad = r, what = "D of row";
   }
-  if (bad == SIZE_MAX) return CLATTN_OK;
-  return clattn__fail(b->ctx, CLATTN_ERR_UNSUPPORTED,
-                      "the forward plan (%s BQ=%u BKV=%u, %s) that makes the backward tuner's "
-                      "inputs left %s %zu unwritten or non-finite",
-                      clattn__variant_name(fp->cfg.variant), fp->cfg.bq, fp->cfg.bkv, fp->origin,
-                      what, bad);
+  return bad == SIZE_MAX
+             ? CLATTN_OK
+             : clattn__fail(b->ctx, CLATTN_ERR_UNSUPPORTED,
+                            "the forward plan (%s BQ=%u BKV=%u, %s) that makes the backward "
+                            "tuner's inputs left %s %zu unwritten or non-finite",
+                            clattn__variant_name(fp->cfg.variant), fp->cfg.bq, fp->cfg.bkv,
+                            fp->origin, what, bad);
 }
 
 /* O and LSE from the context's forward plan, then D, on the context's queue. That queue may be
@@ -227,47 +228,66 @@ static clattn_status prepare(clattn__bwd_bench *b) {
   return st;
 }
 
-clattn_status clattn__bwd_bench_new(clattn_context *ctx, cl_command_queue queue,
-                                    const clattn__shape *s, int with_reference,
-                                    clattn__bwd_bench **out) {
-
-  clattn__bwd_bench *b = calloc(1, sizeof *b);
-  *out = b;
-  if (!b) return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
-  b->ctx = ctx, b->queue = queue, b->s = *s;
+/* The device buffers and host copies of a shape; the caller frees b whatever happens. */
+static clattn_status alloc(clattn__bwd_bench *b) {
+  const clattn__shape *s = &b->s;
   size_t seq[TENSORS] = {s->seqlen_q, s->seqlen_kv, s->seqlen_kv, s->seqlen_q,
                          s->seqlen_q, s->seqlen_q,  s->seqlen_kv, s->seqlen_kv};
   size_t heads[TENSORS] = {s->heads_q, s->heads_kv, s->heads_kv, s->heads_q,
                            s->heads_q, s->heads_q,  s->heads_kv, s->heads_kv};
   size_t dims[TENSORS] = {s->d, s->d, s->dv, s->dv, s->dv, s->d, s->d, s->dv};
   uint64_t rng = 0x3C6EF372FE94F82Bull;
-  cl_int err = CL_SUCCESS;
-  for (int i = 0; i < TENSORS; i++) {
+  clattn_status st = CLATTN_OK;
+  for (int i = 0; i < TENSORS && st == CLATTN_OK; i++) {
     size_t n;
-    if (__builtin_mul_overflow(s->batch * heads[i], seq[i], &n) ||
-        __builtin_mul_overflow(n, dims[i], &n) || n > SIZE_MAX / 8)
-      return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "tuning problem too large");
+    cl_int err = CL_SUCCESS;
+    if (__builtin_mul_overflow(s->batch, heads[i], &n) || __builtin_mul_overflow(n, seq[i], &n) ||
+        __builtin_mul_overflow(n, dims[i], &n) || n > SIZE_MAX / 8) {
+      st = clattn__fail(b->ctx, CLATTN_ERR_INVALID_ARGUMENT, "tuning problem too large");
+      break;
+    }
     b->elems[i] = n;
     b->t[i] = clattn_bhsd(NULL, seq[i], heads[i], dims[i]);
     int input = i == Q || i == K || i == V || i == DO, output = i >= DQ;
-    if (input || output) {
-      b->host[i] = malloc((n ? n : 1) * sizeof(float));
-      if (!b->host[i]) return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
-      if (input) ref_fill_normal(b->host[i], n, &rng);
-    }
-    b->t[i].buffer = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE | (input ? CL_MEM_COPY_HOST_PTR : 0),
-                                    (n ? n : 1) * sizeof(float), input ? b->host[i] : NULL, &err);
-    if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clCreateBuffer (tuning data)");
+    if ((input || output) && (b->host[i] = malloc((n ? n : 1) * sizeof(float))) == NULL)
+      st = clattn__fail(b->ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
+    if (st == CLATTN_OK && input) ref_fill_normal(b->host[i], n, &rng);
+    if (st == CLATTN_OK)
+      b->t[i].buffer =
+          clCreateBuffer(b->ctx->cl, CL_MEM_READ_WRITE | (input ? CL_MEM_COPY_HOST_PTR : 0),
+                         (n ? n : 1) * sizeof(float), input ? b->host[i] : NULL, &err);
+    if (st == CLATTN_OK && err != CL_SUCCESS)
+      st = clattn__fail_cl(b->ctx, err, "clCreateBuffer (tuning data)");
   }
   size_t rows = s->batch * s->heads_q * s->seqlen_q, bytes = (rows ? rows : 1) * sizeof(float);
-  b->lse = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, bytes, NULL, &err);
-  if (err == CL_SUCCESS) b->drow = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, bytes, NULL, &err);
-  if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clCreateBuffer (tuning rows)");
-  b->lse_host = malloc(bytes);
-  b->drow_host = malloc(bytes);
-  if (!b->lse_host || !b->drow_host)
-    return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
-  clattn_status st = with_reference ? reference(b) : CLATTN_OK;
+  if (st == CLATTN_OK) {
+    cl_int err = CL_SUCCESS;
+    b->lse = clCreateBuffer(b->ctx->cl, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    if (err == CL_SUCCESS)
+      b->drow = clCreateBuffer(b->ctx->cl, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    if (err != CL_SUCCESS) st = clattn__fail_cl(b->ctx, err, "clCreateBuffer (tuning rows)");
+  }
+  if (st == CLATTN_OK) {
+    b->lse_host = malloc(bytes);
+    b->drow_host = malloc(bytes);
+    if (!b->lse_host || !b->drow_host)
+      st = clattn__fail(b->ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
+  }
+  return st;
+}
+
+clattn_status clattn__bwd_bench_new(clattn_context *ctx, cl_command_queue queue,
+                                    const clattn__shape *s, int with_reference,
+                                    clattn__bwd_bench **out) {
+  clattn__bwd_bench *b = calloc(1, sizeof *b);
+  *out = b;
+  clattn_status st =
+      b ? CLATTN_OK : clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
+  if (st == CLATTN_OK) {
+    b->ctx = ctx, b->queue = queue, b->s = *s;
+    st = alloc(b);
+  }
+  if (st == CLATTN_OK && with_reference) st = reference(b);
   if (st == CLATTN_OK) st = prepare(b);
   return st;
 }
@@ -277,13 +297,13 @@ double clattn__bwd_bench_run(clattn__bwd_bench *b, const clattn__bwd_plan *p, in
   cl_int err = CL_SUCCESS;
   for (int g = DQ; poison && g <= DV && err == CL_SUCCESS; g++)
     err = clattn__tune_poison(b->queue, b->t[g].buffer, b->elems[g]);
-  if (err != CL_SUCCESS) {
+  if (err != CL_SUCCESS)
     clattn__fail_cl(b->ctx, err, "clEnqueueFillBuffer (poisoning the candidate's gradients)");
-    return -1.0;
-  }
   clattn_status st =
-      clattn__bwd_enqueue(b->ctx, b->queue, &b->s, p, &b->t[Q], &b->t[K], &b->t[V], &b->t[DO],
-                          b->lse, b->drow, &b->t[DQ], &b->t[DK], &b->t[DV], &first, &last);
+      err != CL_SUCCESS
+          ? CLATTN_ERR_OPENCL
+          : clattn__bwd_enqueue(b->ctx, b->queue, &b->s, p, &b->t[Q], &b->t[K], &b->t[V], &b->t[DO],
+                                b->lse, b->drow, &b->t[DQ], &b->t[DK], &b->t[DV], &first, &last);
   double ms = -1.0;
   cl_ulong t0 = 0, t1 = 0;
   if (st == CLATTN_OK && first && last) {
@@ -324,35 +344,30 @@ static double sampled_error(const clattn__bwd_bench *b, int g) {
 void clattn__bwd_bench_check(clattn__bwd_bench *b, char *why, size_t len) {
   static const char *const names[3] = {"dq", "dk", "dv"};
   why[0] = 0;
-  for (int g = 0; g < 3; g++) {
-    size_t n = b->elems[DQ + g];
+  for (int g = 0; g < 3 && !why[0]; g++) {
+    size_t n = b->elems[DQ + g], bad = SIZE_MAX;
     cl_int err = n ? clEnqueueReadBuffer(b->queue, b->t[DQ + g].buffer, CL_TRUE, 0,
                                          n * sizeof(float), b->host[DQ + g], 0, NULL, NULL)
                    : CL_SUCCESS;
-    if (err != CL_SUCCESS) {
-      snprintf(why, len, "reading %s failed: %s", names[g], clattn__cl_error_name(err));
-      return;
-    }
     double worst = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; err == CL_SUCCESS && i < n && bad == SIZE_MAX; i++) {
       float x = b->host[DQ + g][i];
-      if (!isfinite(x)) {
-        snprintf(why, len, "%s %s at element %zu of %zu",
-                 isnan(x) ? "unwritten or NaN" : "non-finite", names[g], i, n);
-        return;
-      }
-      if (b->ref[g]) worst = fmax(worst, fabs(x - b->ref[g][i]));
+      if (!isfinite(x))
+        bad = i;
+      else if (b->ref[g])
+        worst = fmax(worst, fabs(x - b->ref[g][i]));
     }
-    if (b->ref[g] && !(worst <= b->tol[g])) {
+    if (err != CL_SUCCESS)
+      snprintf(why, len, "reading %s failed: %s", names[g], clattn__cl_error_name(err));
+    else if (bad != SIZE_MAX)
+      snprintf(why, len, "%s %s at element %zu of %zu",
+               isnan(b->host[DQ + g][bad]) ? "unwritten or NaN" : "non-finite", names[g], bad, n);
+    else if (b->ref[g] && !(worst <= b->tol[g]))
       snprintf(why, len, "wrong result: max|%s - ref| %.3g (tolerance %.3g) on every row", names[g],
                worst, b->tol[g]);
-      return;
-    }
-    if (!b->ref[g] && !((worst = sampled_error(b, g)) <= b->smp.tol[g])) {
+    else if (!b->ref[g] && !((worst = sampled_error(b, g)) <= b->smp.tol[g]))
       snprintf(why, len, "wrong result: max|%s - ref| %.3g (tolerance %.3g) on sampled rows",
                names[g], worst, b->smp.tol[g]);
-      return;
-    }
   }
 }
 

@@ -82,9 +82,8 @@ static clattn_status reference(clattn__fwd_bench *b) {
   const clattn__shape *s = &b->s;
   clattn_problem p = clattn__tune_problem_of(s);
   float *naive = malloc((s->dv + 1) * sizeof(float));
-  if (!naive) return clattn__fail(b->ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
   double naive_o = 0, naive_lse = 0;
-  for (size_t k = 0; k < b->nchecked; k++) {
+  for (size_t k = 0; naive && k < b->nchecked; k++) {
     size_t r = b->checked[k], i = r % s->seqlen_q, h = (r / s->seqlen_q) % s->heads_q,
            bb = r / s->seqlen_q / s->heads_q;
     double *ref = b->ref_o + k * s->dv;
@@ -94,10 +93,60 @@ static clattn_status reference(clattn__fwd_bench *b) {
     for (size_t c = 0; c < s->dv; c++) naive_o = fmax(naive_o, fabs(naive[c] - ref[c]));
     if (isfinite(b->ref_lse[k])) naive_lse = fmax(naive_lse, fabs(lse32 - b->ref_lse[k]));
   }
-  free(naive);
   b->tol_o = 2 * naive_o + 1e-6;
   b->tol_lse = 2 * naive_lse + 1e-6;
-  return CLATTN_OK;
+  clattn_status st =
+      naive ? CLATTN_OK : clattn__fail(b->ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
+  free(naive);
+  return st;
+}
+
+/* The device buffers and host copies of a shape; the caller frees b whatever happens. */
+static clattn_status alloc(clattn__fwd_bench *b) {
+  const clattn__shape *s = &b->s;
+  size_t n[4], dims[4] = {s->d, s->d, s->dv, s->dv};
+  size_t seq[4] = {s->seqlen_q, s->seqlen_kv, s->seqlen_kv, s->seqlen_q};
+  size_t heads[4] = {s->heads_q, s->heads_kv, s->heads_kv, s->heads_q};
+  uint64_t rng = 0x243F6A8885A308D3ull;
+  clattn_status st = CLATTN_OK;
+  for (int i = 0; i < 4 && st == CLATTN_OK; i++) {
+    cl_int err = CL_SUCCESS;
+    if (__builtin_mul_overflow(s->batch, seq[i], &n[i]) ||
+        __builtin_mul_overflow(n[i], heads[i], &n[i]) ||
+        __builtin_mul_overflow(n[i], dims[i], &n[i]) || n[i] > SIZE_MAX / 8) {
+      st = clattn__fail(b->ctx, CLATTN_ERR_INVALID_ARGUMENT, "tuning problem too large");
+      break;
+    }
+    b->t[i] = clattn_bhsd(NULL, seq[i], heads[i], dims[i]);
+    size_t bytes = (n[i] ? n[i] : 1) * sizeof(float);
+    if (i < 3 && (b->host[i] = malloc(bytes)) != NULL) ref_fill_normal(b->host[i], n[i], &rng);
+    if (i < 3 && !b->host[i])
+      st = clattn__fail(b->ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
+    if (st == CLATTN_OK)
+      b->buf[i] = clCreateBuffer(b->ctx->cl, CL_MEM_READ_WRITE | (i < 3 ? CL_MEM_COPY_HOST_PTR : 0),
+                                 bytes, i < 3 ? b->host[i] : NULL, &err);
+    if (st == CLATTN_OK && err != CL_SUCCESS)
+      st = clattn__fail_cl(b->ctx, err, "clCreateBuffer (tuning data)");
+    b->t[i].buffer = b->buf[i];
+  }
+  b->o_elems = st == CLATTN_OK ? n[3] : 0;
+  b->rows = s->batch * s->heads_q * s->seqlen_q;
+  size_t row_bytes = (b->rows ? b->rows : 1) * sizeof(float);
+  if (st == CLATTN_OK) {
+    cl_int err = CL_SUCCESS;
+    b->buf[4] = clCreateBuffer(b->ctx->cl, CL_MEM_READ_WRITE, row_bytes, NULL, &err);
+    if (err != CL_SUCCESS) st = clattn__fail_cl(b->ctx, err, "clCreateBuffer (tuning LSE)");
+  }
+  if (st == CLATTN_OK) {
+    b->o_out = malloc((b->o_elems ? b->o_elems : 1) * sizeof(float));
+    b->lse_out = malloc(row_bytes);
+    b->checked = malloc((b->nchecked + 1) * sizeof *b->checked);
+    b->ref_o = malloc((b->nchecked * s->dv + 1) * sizeof(double));
+    b->ref_lse = malloc((b->nchecked + 1) * sizeof(double));
+    if (!b->o_out || !b->lse_out || !b->checked || !b->ref_o || !b->ref_lse)
+      st = clattn__fail(b->ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
+  }
+  return st;
 }
 
 clattn_status clattn__fwd_bench_new(clattn_context *ctx, cl_command_queue queue,
@@ -105,70 +154,43 @@ clattn_status clattn__fwd_bench_new(clattn_context *ctx, cl_command_queue queue,
                                     clattn__fwd_bench **out) {
   clattn__fwd_bench *b = calloc(1, sizeof *b);
   *out = b;
-  if (!b) return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
-  b->ctx = ctx, b->queue = queue, b->s = *s;
-  size_t n[4], dims[4] = {s->d, s->d, s->dv, s->dv};
-  size_t seq[4] = {s->seqlen_q, s->seqlen_kv, s->seqlen_kv, s->seqlen_q};
-  size_t heads[4] = {s->heads_q, s->heads_kv, s->heads_kv, s->heads_q};
-  uint64_t rng = 0x243F6A8885A308D3ull;
-  cl_int err = CL_SUCCESS;
-  for (int i = 0; i < 4; i++) {
-    if (__builtin_mul_overflow(s->batch, seq[i], &n[i]) ||
-        __builtin_mul_overflow(n[i], heads[i], &n[i]) ||
-        __builtin_mul_overflow(n[i], dims[i], &n[i]) || n[i] > SIZE_MAX / 8)
-      return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "tuning problem too large");
-    b->t[i] = clattn_bhsd(NULL, seq[i], heads[i], dims[i]);
-    size_t bytes = (n[i] ? n[i] : 1) * sizeof(float);
-    if (i < 3) {
-      b->host[i] = malloc(bytes);
-      if (!b->host[i]) return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
-      ref_fill_normal(b->host[i], n[i], &rng);
-    }
-    b->buf[i] = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE | (i < 3 ? CL_MEM_COPY_HOST_PTR : 0),
-                               bytes, i < 3 ? b->host[i] : NULL, &err);
-    if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clCreateBuffer (tuning data)");
-    b->t[i].buffer = b->buf[i];
+  clattn_status st =
+      b ? CLATTN_OK : clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
+  if (st == CLATTN_OK) {
+    size_t rows = s->batch * s->heads_q * s->seqlen_q;
+    b->ctx = ctx, b->queue = queue, b->s = *s;
+    b->nchecked = every_row || rows < SAMPLE_ROWS ? rows : SAMPLE_ROWS;
+    st = alloc(b);
   }
-  b->o_elems = n[3];
-  b->rows = s->batch * s->heads_q * s->seqlen_q;
-  b->buf[4] = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, (b->rows ? b->rows : 1) * sizeof(float),
-                             NULL, &err);
-  if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clCreateBuffer (tuning LSE)");
-  b->o_out = malloc((n[3] ? n[3] : 1) * sizeof(float));
-  b->lse_out = malloc((b->rows ? b->rows : 1) * sizeof(float));
-  b->nchecked = every_row || b->rows < SAMPLE_ROWS ? b->rows : SAMPLE_ROWS;
-  b->checked = malloc((b->nchecked + 1) * sizeof *b->checked);
-  if (!b->o_out || !b->lse_out || !b->checked)
-    return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
-  choose_rows(b);
-  b->ref_o = malloc((b->nchecked * s->dv + 1) * sizeof(double));
-  b->ref_lse = malloc((b->nchecked + 1) * sizeof(double));
-  if (!b->ref_o || !b->ref_lse)
-    return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
-  return reference(b);
+  if (st == CLATTN_OK) {
+    choose_rows(b);
+    st = reference(b);
+  }
+  return st;
 }
 
 double clattn__fwd_bench_run(clattn__fwd_bench *b, const clattn__plan *p, int poison) {
   cl_event ev = NULL;
   cl_int err = CL_SUCCESS;
+  cl_ulong t0 = 0, t1 = 0;
   if (poison) err = clattn__tune_poison(b->queue, b->buf[3], b->o_elems);
   if (poison && err == CL_SUCCESS) err = clattn__tune_poison(b->queue, b->buf[4], b->rows);
-  if (err != CL_SUCCESS) {
+  if (err != CL_SUCCESS)
     clattn__fail_cl(b->ctx, err, "clEnqueueFillBuffer (poisoning the candidate's outputs)");
-    return -1.0;
+  clattn_status st = err != CL_SUCCESS ? CLATTN_ERR_OPENCL
+                                       : clattn__enqueue_forward(b->ctx, b->queue, 1, &b->s, p,
+                                                                 NULL, &b->t[0], &b->t[1], &b->t[2],
+                                                                 &b->t[3], b->buf[4], 0, NULL, &ev);
+  if (st == CLATTN_OK && ev) {
+    err = clWaitForEvents(1, &ev);
+    if (err == CL_SUCCESS)
+      err = clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL);
+    if (err == CL_SUCCESS)
+      err = clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
+    if (err != CL_SUCCESS) clattn__fail_cl(b->ctx, err, "running the candidate");
   }
-  clattn_status st = clattn__enqueue_forward(b->ctx, b->queue, 1, &b->s, p, NULL, &b->t[0],
-                                             &b->t[1], &b->t[2], &b->t[3], b->buf[4], 0, NULL, &ev);
-  if (st != CLATTN_OK || !ev) return -1.0;
-  cl_ulong t0 = 0, t1 = 0;
-  err = clWaitForEvents(1, &ev);
-  if (err == CL_SUCCESS)
-    err = clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL);
-  if (err == CL_SUCCESS)
-    err = clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
-  clReleaseEvent(ev);
-  if (err != CL_SUCCESS) clattn__fail_cl(b->ctx, err, "running the candidate");
-  return err == CL_SUCCESS ? (double)(t1 - t0) * 1e-6 : -1.0;
+  if (ev) clReleaseEvent(ev);
+  return st == CLATTN_OK && ev && err == CL_SUCCESS ? (double)(t1 - t0) * 1e-6 : -1.0;
 }
 
 /* Every element of O and LSE: written (not the NaN poison), finite, and LSE -inf exactly where
@@ -189,19 +211,8 @@ static void check_written(const clattn__fwd_bench *b, char *why, size_t len) {
   }
 }
 
-void clattn__fwd_bench_check(clattn__fwd_bench *b, char *why, size_t len) {
-  why[0] = 0;
-  cl_int err = clEnqueueReadBuffer(b->queue, b->buf[3], CL_TRUE, 0, b->o_elems * sizeof(float),
-                                   b->o_out, 0, NULL, NULL);
-  if (err == CL_SUCCESS)
-    err = clEnqueueReadBuffer(b->queue, b->buf[4], CL_TRUE, 0, b->rows * sizeof(float), b->lse_out,
-                              0, NULL, NULL);
-  if (err != CL_SUCCESS) {
-    snprintf(why, len, "reading the output failed: %s", clattn__cl_error_name(err));
-    return;
-  }
-  check_written(b, why, len);
-  if (why[0]) return;
+/* The checked rows against their reference, within the tolerances. */
+static void compare(const clattn__fwd_bench *b, char *why, size_t len) {
   const clattn__shape *s = &b->s;
   double err_o = 0, err_lse = 0;
   for (size_t k = 0; k < b->nchecked; k++) {
@@ -217,6 +228,20 @@ void clattn__fwd_bench_check(clattn__fwd_bench *b, char *why, size_t len) {
              "wrong result: max|o - ref| %.3g (tolerance %.3g), max|lse - ref| %.3g (%.3g) on %s",
              err_o, b->tol_o, err_lse, b->tol_lse,
              b->nchecked == b->rows ? "every row" : "sampled rows");
+}
+
+void clattn__fwd_bench_check(clattn__fwd_bench *b, char *why, size_t len) {
+  why[0] = 0;
+  cl_int err = clEnqueueReadBuffer(b->queue, b->buf[3], CL_TRUE, 0, b->o_elems * sizeof(float),
+                                   b->o_out, 0, NULL, NULL);
+  if (err == CL_SUCCESS)
+    err = clEnqueueReadBuffer(b->queue, b->buf[4], CL_TRUE, 0, b->rows * sizeof(float), b->lse_out,
+                              0, NULL, NULL);
+  if (err != CL_SUCCESS)
+    snprintf(why, len, "reading the output failed: %s", clattn__cl_error_name(err));
+  else
+    check_written(b, why, len);
+  if (!why[0]) compare(b, why, len);
 }
 
 void clattn__fwd_bench_free(clattn__fwd_bench *b) {
