@@ -28,6 +28,9 @@ void test_context_still_works(clattn_context *ctx);
  * of a row that sees no key is) counts as infinitely wrong: fmax(err, NaN) is err, so a
  * comparison written with fmax alone passes outputs that were never written. */
 double test_err(double err, double x, double ref);
+/* max(err, |naive - ref|) for the naive fp32 error that sets a tolerance: a non-finite one is
+ * left out, so that a broken reference can only tighten the tolerance, never lift it. */
+double test_naive_err(double err, double naive, double ref);
 
 /* One forward on random data (seeded by seed) in ctx, checked against the references under
  * DESIGN.md's rule: O (bhsd or bshd, offset elements before it) and, with with_lse, LSE start
