@@ -91,11 +91,11 @@ softmax_rows(__global float *s, __global float *lse, const uint seqlen_q, const 
 }
 
 /* seqlen_kv = 0: every row sees no key, so O = 0 and LSE = -inf. One work-item per (row, column)
- * of the strided output view; rows counted from base. */
+ * of the strided output view; base counts work-groups (clattn__std_launch). */
 __kernel void empty_rows(__global float *o, const ulong o_off, const ulong o_sb, const ulong o_ss,
                          const ulong o_sh, __global float *lse, const int write_lse,
                          const uint heads, const uint seqlen_q, const uint dv, const ulong base) {
-  const ulong g = base + get_global_id(0);
+  const ulong g = base * get_local_size(0) + get_global_id(0);
   const uint c = (uint)(g % dv);
   const ulong r = g / dv;
   const uint i = (uint)(r % seqlen_q);
@@ -109,11 +109,13 @@ __kernel void empty_rows(__global float *o, const ulong o_off, const ulong o_sb,
 /* The standard path's backward, one work-item per element of a workspace of rows x seqlen_kv
  * (rows counted from row_base, the chunk's first): bwd_probs turns S into P = exp(S - LSE), 0
  * where masked or where the row saw no key (LSE = -inf); bwd_dscores turns dP (ds_off elements
- * after P in the same workspace) into dS = P (dP - D); bwd_rowdot computes D = rowsum(dO o O) per row of the strided views. */
+ * after P in the same workspace) into dS = P (dP - D); bwd_rowdot computes D = rowsum(dO o O) per
+ * row of the strided views. base counts work-groups, as clattn__std_launch passes it: launches
+ * after the first start base * 64 elements in. */
 __kernel void bwd_probs(__global float *s, __global const float *lse, const uint seqlen_q,
                         const uint seqlen_kv, const ulong row_base, const ulong n,
                         const ulong base) {
-  const ulong g = base + get_global_id(0);
+  const ulong g = base * get_local_size(0) + get_global_id(0);
   if (g >= n) return;
   const uint j = (uint)(g % seqlen_kv);
   const ulong r = g / seqlen_kv;
@@ -128,7 +130,7 @@ __kernel void bwd_probs(__global float *s, __global const float *lse, const uint
 __kernel void bwd_dscores(__global float *ws, const ulong ds_off, __global const float *drow,
                           const uint seqlen_kv, const ulong row_base, const ulong n,
                           const ulong base) {
-  const ulong g = base + get_global_id(0);
+  const ulong g = base * get_local_size(0) + get_global_id(0);
   if (g >= n) return;
   ws[ds_off + g] = ws[g] * (ws[ds_off + g] - drow[row_base + g / seqlen_kv]);
 }
@@ -138,7 +140,7 @@ __kernel void bwd_rowdot(__global const float *o, const ulong o_off, const ulong
                          const ulong g_off, const ulong g_sb, const ulong g_ss, const ulong g_sh,
                          __global float *drow, const uint heads_q, const uint seqlen_q,
                          const uint dv, const ulong n, const ulong base) {
-  const ulong r = base + get_global_id(0);
+  const ulong r = base * get_local_size(0) + get_global_id(0);
   if (r >= n) return;
   const uint i = (uint)(r % seqlen_q);
   const ulong bh = r / seqlen_q;

@@ -257,6 +257,8 @@ struct clattn_context {
   size_t split_ws_bytes;
   cl_event *step_marks; /* markers around the last standard call's steps, 4 a chunk */
   size_t step_marks_count;
+  size_t std_launch_groups; /* work-groups per enqueue of the standard path's element kernels;
+                               0: GROUPS_PER_LAUNCH (tests make it small to check the pieces) */
 };
 
 /* Records a formatted message for the calling thread on ctx (ctx may be NULL) and returns

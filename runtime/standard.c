@@ -187,8 +187,9 @@ clattn_status clattn__std_workspace(clattn_context *ctx, size_t bytes) {
 
 clattn_status clattn__std_launch(clattn_context *ctx, cl_kernel k, cl_uint base_arg, size_t items,
                                  size_t wg) {
-  for (size_t first = 0; first < items; first += GROUPS_PER_LAUNCH) {
-    size_t count = items - first < GROUPS_PER_LAUNCH ? items - first : GROUPS_PER_LAUNCH;
+  size_t piece = ctx->std_launch_groups ? ctx->std_launch_groups : GROUPS_PER_LAUNCH;
+  for (size_t first = 0; first < items; first += piece) {
+    size_t count = items - first < piece ? items - first : piece;
     size_t global = count * wg;
     cl_ulong base = first;
     cl_int err = clSetKernelArg(k, base_arg, sizeof base, &base);

@@ -2,6 +2,7 @@
  * splitting over batch*heads under a small workspace limit, the out-of-memory message, the
  * automatic choice for head dims the fused kernels cannot run, queues and wait lists. */
 #include "common.h"
+#include "internal.h" /* the context's launch pieces */
 
 #include <math.h>
 #include <stdint.h>
@@ -354,4 +355,21 @@ Test(standard, single_row_views_with_any_row_stride) {
   l[1] = (layout){0, 3 * 16, 0, 16}, l[2] = (layout){0, 3 * 8, 0, 8};
   l[6] = (layout){0, 3 * 16, 0, 16}, l[7] = (layout){0, 3 * 8, 0, 8};
   check_both_paths(p, l);
+}
+
+/* The standard path's element kernels (the backward's P, dS and row sums, the packed copies, the
+ * empty rows) are enqueued in pieces of work-groups (a million by default, so a piece only
+ * starts past the first beyond 2^26 elements); each piece must start where the last ended. With
+ * pieces of 3 work-groups a small problem takes many: forward and backward against the
+ * reference, K packed (row stride 0) so pack_rows is cut too. (empty_rows has one work-item per
+ * group, where groups and elements count alike.) */
+Test(standard, launches_in_pieces_cover_every_element) {
+  clattn_context *ctx = test_context(NULL);
+  ctx->std_launch_groups = 3;
+  clattn_problem p = problem(2, 4, 37, 16, CLATTN_CAUSAL);
+  p.heads_kv = 2, p.seqlen_kv = 45;
+  layout l[NT] = {bshd(0, 37, 4, 16), {0, 2 * 16, 0, 16}, bshd(0, 45, 2, 16), bshd(0, 37, 4, 16),
+                  bshd(0, 37, 4, 16), bshd(0, 37, 4, 16), bshd(0, 45, 2, 16), bshd(0, 45, 2, 16)};
+  check_views(ctx, p, CLATTN_ALGO_STANDARD, l);
+  clattn_context_destroy(ctx);
 }
