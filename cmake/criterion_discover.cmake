@@ -21,9 +21,9 @@ set(suite "")
 foreach(line IN LISTS lines)
   if(line MATCHES "^([A-Za-z0-9_]+): [0-9]+ tests?$")
     set(suite "${CMAKE_MATCH_1}")
-  elseif(line MATCHES "^.+── ([A-Za-z0-9_]+)$" AND suite)
-    set(name "${suite}/${CMAKE_MATCH_1}")
-    set(shown "${suite}::${CMAKE_MATCH_1}") # as Criterion prints it
+  elseif(line MATCHES "^.+(──|--) ([A-Za-z0-9_]+)$" AND suite) # the tree in UTF-8 or ASCII, by locale
+    set(name "${suite}/${CMAKE_MATCH_2}")
+    set(shown "${suite}::${CMAKE_MATCH_2}") # as Criterion prints it
     string(APPEND out "add_test([=[${name}]=] [=[${BIN}]=] --filter [=[${name}]=] -j1 --verbose)\n")
     string(APPEND out "set_tests_properties([=[${name}]=] PROPERTIES ENVIRONMENT [=[${ENV}]=] TIMEOUT 600\n")
     string(APPEND out "  FAIL_REGULAR_EXPRESSION [=[Synthesis: Tested: 0 ;${sanitizer_reports}]=]\n")

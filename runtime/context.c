@@ -154,6 +154,15 @@ struct clattn__diag {
   char text[];
 };
 
+/* Whether text (lines ending in '\n') has line as one of its lines: a whole line, so a warning
+ * that happens to be part of an earlier one is still recorded. */
+static int has_line(const char *text, const char *line) {
+  size_t n = strlen(line);
+  for (const char *p = strstr(text, line); p; p = strstr(p + 1, line))
+    if ((p == text || p[-1] == '\n') && p[n] == '\n') return 1;
+  return 0;
+}
+
 void clattn__warn(clattn_context *ctx, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -163,7 +172,7 @@ void clattn__warn(clattn_context *ctx, const char *fmt, ...) {
   if (!line) return;
   pthread_mutex_lock(&ctx->text_lock);
   clattn__diag *cur = ctx->diag;
-  if (!cur || !strstr(cur->text, line)) {
+  if (!cur || !has_line(cur->text, line)) {
     size_t old = cur ? strlen(cur->text) : 0, add = strlen(line);
     clattn__diag *next = malloc(sizeof *next + old + add + 2);
     if (next) {

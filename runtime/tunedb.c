@@ -239,7 +239,12 @@ static clattn_status parse_db(const char *path, const char *text, clattn__db *db
   if (!root) {
     snprintf(why, why_len, "%s is not valid JSON (corrupt or truncated)", path);
   } else if (!cJSON_IsString(format) || strcmp(format->valuestring, DB_FORMAT)) {
-    snprintf(why, why_len, "%s is not a clattn tuning database", path);
+    /* Valid JSON, but someone else's (a mistyped CLATTN_TUNING_DB, say): never moved or
+     * written over. Only a file that does not parse is taken for a damaged database. */
+    *kind = LOAD_KEEP;
+    snprintf(why, why_len,
+             "%s is not a clattn tuning database (valid JSON without \"format\": \"%s\")", path,
+             DB_FORMAT);
   } else if (cJSON_IsNumber(version) && version->valuedouble != DB_VERSION) {
     /* Ours, but of a format this library cannot read: a later library's. */
     *kind = LOAD_KEEP;
@@ -371,7 +376,7 @@ static void make_parents(const char *path) {
   for (char *p = buf + 1; *p; p++)
     if (*p == '/') {
       *p = 0;
-      mkdir(buf, 0755);
+      mkdir(buf, 0700); /* private, as the program cache's folders (bincache.c) */
       *p = '/';
     }
 }

@@ -245,3 +245,20 @@ Test(threads, threads_exit_while_context_is_destroyed) {
     pthread_barrier_destroy(&made_call);
   }
 }
+
+/* Each warning is recorded once, by whole lines: one that is part of an earlier line still
+ * counts as new, a repeat does not. */
+Test(threads, warnings_are_recorded_once_by_whole_line) {
+  clattn_context *ctx = test_context(NULL);
+  clattn__warn(ctx, "the entry for d = 128 no longer fits");
+  clattn__warn(ctx, "the entry for d = 12");
+  clattn__warn(ctx, "the entry for d = 128 no longer fits");
+  clattn__warn(ctx, "the entry for d = 12");
+  const char *text = clattn_context_diagnostics(ctx);
+  cr_assert(strstr(text, "the entry for d = 128 no longer fits\nthe entry for d = 12\n"), "%s",
+            text);
+  const char *second = strstr(text, "the entry for d = 12\n");
+  cr_assert_null(strstr(second + 1, "the entry for d = 12\n"), "a repeat was recorded: %s", text);
+  cr_assert_null(strstr(strstr(text, "fits\n") + 1, "fits\n"), "a repeat was recorded: %s", text);
+  clattn_context_destroy(ctx);
+}

@@ -52,7 +52,7 @@ Test(tune_trust, forward_broken_kernels_never_crowned) {
   p.batch = 1, p.heads_q = 1, p.seqlen_q = p.seqlen_kv = 256, p.head_dim = 64;
   candidates c = {0};
   clattn_tune_options opt = {0};
-  opt.budget_seconds = 20, opt.max_candidates = 8, opt.dry_run = 1;
+  opt.budget_seconds = 60, opt.max_candidates = 8, opt.dry_run = 1; /* room for 8 under load */
   opt.progress = on_candidate, opt.user = &c;
   clattn_tune_result r;
   cr_assert_eq(clattn_tune(ctx, &p, &opt, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
@@ -72,7 +72,7 @@ Test(tune_trust, backward_broken_kernels_never_crowned) {
   cr_assert_eq(clattn_override_config(ctx, &p, &fwd), CLATTN_OK, "%s", clattn_last_error(ctx));
   candidates c = {0};
   clattn_tune_options opt = {0};
-  opt.budget_seconds = 30, opt.max_candidates = 8, opt.dry_run = 1, opt.backward = 1;
+  opt.budget_seconds = 60, opt.max_candidates = 8, opt.dry_run = 1, opt.backward = 1;
   opt.progress = on_candidate, opt.user = &c;
   clattn_tune_result r;
   cr_assert_eq(clattn_tune(ctx, &p, &opt, &r), CLATTN_OK, "%s", clattn_last_error(ctx));

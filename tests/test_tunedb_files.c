@@ -115,6 +115,21 @@ Test(tunedb_files, newer_version_is_not_written_over) {
   clattn_context_destroy(ctx);
 }
 
+/* Valid JSON that is not a clattn database (a mistyped CLATTN_TUNING_DB pointing at another
+ * program's file) is not "corrupt": neither moved aside nor written over. */
+Test(tunedb_files, foreign_json_is_not_written_over) {
+  clattn_context *ctx = context_with_db();
+  clattn__db_entry e = entry_for(ctx);
+  const char *foreign = "{\"name\": \"someone-elses-package\", \"version\": \"1.0.0\"}\n";
+  write_file(db_path, foreign);
+  expect_save_refused(&e);
+  char buf[512];
+  read_file(db_path, buf, sizeof buf);
+  cr_assert_str_eq(buf, foreign, "the file was changed");
+  expect_warned_at_load(&ctx, "not a clattn tuning database");
+  clattn_context_destroy(ctx);
+}
+
 /* The corrupt copies of db_path in its folder. */
 static size_t corrupt_copies(char *first, size_t len) {
   const char *dir = test_tmpdir();
@@ -150,8 +165,9 @@ Test(tunedb_files, corrupt_file_is_kept_aside_and_replaced) {
   cr_assert_eq(clattn__db_load(db_path, &db, &skipped, why, sizeof why), CLATTN_OK, "%s", why);
   cr_assert_eq(db.count, 1, "the fresh database holds the new entry");
   clattn__db_free(&db);
-  /* A foreign file (JSON, not a database) is kept aside the same way. */
-  write_file(db_path, "[1, 2, 3]");
+  /* A second corrupt file gets a copy of its own; the first is kept. (Valid JSON that is not a
+   * database is someone else's file: foreign_json_is_not_written_over.) */
+  write_file(db_path, "[1, 2, 3");
   cr_assert_eq(clattn__db_save_merged(db_path, &e, 1, why, sizeof why), CLATTN_OK, "%s", why);
   cr_assert_eq(corrupt_copies(aside, sizeof aside), 2, "a second copy, the first kept");
   clattn_context_destroy(ctx);
