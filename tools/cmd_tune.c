@@ -329,8 +329,9 @@ static int tune_class(tune_run *t, size_t d, int causal, size_t n) {
       rc = st == CLATTN_ERR_UNSUPPORTED ? CLI_CHECK_FAILED : CLI_ERROR;
     }
     /* Only a database that could not be written leaves a result (still used in this context):
-     * it is shown with the error; every other failure leaves none to read. */
-    if (st == CLATTN_OK || st == CLATTN_ERR_IO) {
+     * it is shown with the error; every other failure (an unreadable kernel file is IO too)
+     * leaves none to read, and the result stays zeroed, without a kernel. */
+    if (st == CLATTN_OK || (st == CLATTN_ERR_IO && r.best.kernel[0])) {
       print_result(o, opt, &r, d, causal, n, t->first, t->header, st ? why : NULL);
       t->first = 0, t->header = 0;
     } else if (o->json) {
