@@ -4,7 +4,8 @@
 #   tools/test.sh [ctest args]             the suite, in ${BUILD_DIR:-build}
 #   tools/test.sh --sanitize [ctest args]  the suite under ASan and UBSan, in build-sanitize,
 #                                          less the emulated tensor-core suites (the slowest,
-#                                          and their host code is the plain suites')
+#                                          and their host code is the plain suites') and the
+#                                          selftests
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/deps.sh
@@ -20,7 +21,9 @@ if [ "${1:-}" = "--sanitize" ]; then
   export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/sanitize.supp:print_suppressions=0}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
   cd "$BUILD_DIR"
-  exec ctest --output-on-failure -j"$(nproc)" -E '^(forward_mma|backward_mma)/' "$@"
+  # The selftests rerun the suites on broken kernels (the plain run has them): minutes, no new
+  # host code.
+  exec ctest --output-on-failure -j"$(nproc)" -E '^(forward_mma|backward_mma|selftest)/' "$@"
 fi
 tools/build.sh
 cd "${BUILD_DIR:-build}"
