@@ -166,12 +166,13 @@ static int write_all(int fd, const void *data, size_t n) {
 }
 
 /* 1 when the entry is in place: written, flushed to disk, closed and renamed over path. The
- * temporary name holds the process and the context, so no other writer shares it. */
+ * temporary file is mkstemp's (0600, a name no other writer has, even one left by a process that
+ * died mid-write in another container with the same pid). */
 static int write_entry(clattn_context *ctx, const char *path, const char *key,
                        const unsigned char *bin, size_t len) {
   char tmp[4300];
-  snprintf(tmp, sizeof tmp, "%s.%ld.%p.tmp", path, (long)getpid(), (void *)ctx);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path);
+  int fd = mkostemp(tmp, O_CLOEXEC);
   if (fd < 0) return 0; /* a read-only cache only costs time */
   uint32_t format = FORMAT, keylen = (uint32_t)strlen(key);
   uint64_t binlen = len, sum = clattn__hash(bin, len, 0);
