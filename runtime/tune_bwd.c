@@ -247,6 +247,13 @@ static clattn_status alloc(clattn__bwd_bench *b) {
       break;
     }
     b->elems[i] = n;
+    if ((n ? n : 1) * sizeof(float) > b->ctx->device.max_alloc) { /* before malloc, as forward's */
+      st = clattn__fail(b->ctx, CLATTN_ERR_OUT_OF_RESOURCES,
+                        "tuning problem: a tensor of %zu bytes exceeds the device's largest "
+                        "allocation (%llu bytes)",
+                        (n ? n : 1) * sizeof(float), (unsigned long long)b->ctx->device.max_alloc);
+      break;
+    }
     b->t[i] = clattn_bhsd(NULL, seq[i], heads[i], dims[i]);
     int input = i == Q || i == K || i == V || i == DO, output = i >= DQ;
     if ((input || output) && (b->host[i] = malloc((n ? n : 1) * sizeof(float))) == NULL)

@@ -119,6 +119,15 @@ static clattn_status alloc(clattn__fwd_bench *b) {
     }
     b->t[i] = clattn_bhsd(NULL, seq[i], heads[i], dims[i]);
     size_t bytes = (n[i] ? n[i] : 1) * sizeof(float);
+    /* A tensor no buffer of the device can hold fails here, before its host copy is asked of
+     * malloc (petabytes for an impossible class: a sanitizer's allocator aborts on those). */
+    if (bytes > b->ctx->device.max_alloc) {
+      st = clattn__fail(b->ctx, CLATTN_ERR_OUT_OF_RESOURCES,
+                        "tuning problem: a tensor of %zu bytes exceeds the device's largest "
+                        "allocation (%llu bytes)",
+                        bytes, (unsigned long long)b->ctx->device.max_alloc);
+      break;
+    }
     if (i < 3 && (b->host[i] = malloc(bytes)) != NULL) ref_fill_normal(b->host[i], n[i], &rng);
     if (i < 3 && !b->host[i])
       st = clattn__fail(b->ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");

@@ -54,7 +54,7 @@ Test(tune, wrong_candidate_is_never_selected) {
   test_kernel_dir(dir, sizeof dir, "const float inv = l > 0.0f ? 1.0f / l : 0.0f;", wrong, 1);
   clattn_context *ctx = test_context(dir);
   clattn_tune_options opt = {0};
-  opt.budget_seconds = 6, opt.max_candidates = 5;
+  opt.budget_seconds = 30, opt.max_candidates = 5; /* the count ends it; the budget is room */
   clattn_tune_result r;
   cr_assert_eq(clattn_tune(ctx, &p, &opt, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
   cr_log_info("disqualified: %s", r.report);
@@ -176,7 +176,7 @@ Test(tune, candidate_that_fails_to_build_is_skipped) {
   test_kernel_dir(dir, sizeof dir, "const float inv = l > 0.0f ? 1.0f / l : 0.0f;", broken, 0);
   clattn_context *ctx = test_context(dir);
   clattn_tune_options opt = {0};
-  opt.budget_seconds = 6, opt.max_candidates = 4, opt.dry_run = 1;
+  opt.budget_seconds = 30, opt.max_candidates = 4, opt.dry_run = 1;
   clattn_tune_result r;
   cr_assert_eq(clattn_tune(ctx, &p, &opt, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
   cr_assert(strstr(r.report, "failed to build") && strstr(r.report, "test-only"), "report: %s",
@@ -197,7 +197,7 @@ Test(tune, both_variants_are_measured) {
   clattn_problem p = small_problem();
   variants_seen v = {0, 0};
   clattn_tune_options opt = {0};
-  opt.budget_seconds = 6, opt.max_candidates = 3, opt.dry_run = 1;
+  opt.budget_seconds = 30, opt.max_candidates = 3, opt.dry_run = 1;
   opt.progress = on_variant, opt.user = &v;
   clattn_tune_result r;
   cr_assert_eq(clattn_tune(ctx, &p, &opt, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
