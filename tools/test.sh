@@ -3,9 +3,11 @@
 # default OpenCL device: PoCL on the CPU where there is no GPU.
 #   tools/test.sh [ctest args]             the suite, in ${BUILD_DIR:-build}
 #   tools/test.sh --sanitize [ctest args]  the suite under ASan and UBSan, in build-sanitize,
-#                                          less the emulated tensor-core suites (the slowest,
-#                                          and their host code is the plain suites') and the
-#                                          selftests
+#                                          less the suites that run the forward's shape list
+#                                          again on other kernels (forward_mma, forward_rows,
+#                                          tiles; backward_mma the backward's): their host code
+#                                          is the forward's and backward's, and CI's 30 minutes
+#                                          on 2 cores have no room for them twice
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/deps.sh
@@ -24,7 +26,8 @@ if [ "${1:-}" = "--sanitize" ]; then
   # The selftests rerun the suites on broken kernels (the plain run has them): minutes, no new
   # host code. The package test builds a consumer without the sanitizer's runtime, which an
   # instrumented library cannot be loaded into.
-  exec ctest --output-on-failure -j"$(nproc)" -E '^(forward_mma|backward_mma|selftest|package)/' "$@"
+  exec ctest --output-on-failure -j"$(nproc)" \
+    -E '^(forward_mma|backward_mma|forward_rows|tiles|selftest|package)/' "$@"
 fi
 tools/build.sh
 cd "${BUILD_DIR:-build}"
