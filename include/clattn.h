@@ -180,7 +180,9 @@ CLATTN_API const char *clattn_status_string(clattn_status status);
  * the library; valid in the calling thread until its next failing call on ctx, until ctx is
  * destroyed or until the thread exits (each thread's slot is freed at its exit or at destroy,
  * whichever comes last). clattn_last_error(NULL) is the calling thread's last failure of a call
- * that had no context (a failed create). Never NULL. Thread safe: each thread reads its own. */
+ * that had no context (a failed create). Never NULL. Thread safe: each thread reads its own.
+ * The slots are freed by a thread-exit hook in the library, so a process must not unload
+ * libclattn (dlclose) while threads that failed a call on a context still run. */
 CLATTN_API const char *clattn_last_error(const clattn_context *ctx);
 
 /* Enqueue O = attention(Q, K, V). lse is NULL or an fp32 buffer [batch][heads_q][seqlen_q],
