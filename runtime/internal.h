@@ -234,12 +234,12 @@ struct clattn_context {
   char *cache_dir, *tuning_db, *kernel_dir; /* resolved at creation; NULL when unset */
   size_t workspace_limit; /* bytes the standard path may hold at once (resolved at creation) */
   char summary[512];
-  int build_log;        /* $CLATTN_BUILD_LOG was set at creation: print each build's log */
+  int build_log; /* $CLATTN_BUILD_LOG was set at creation: print each build's log */
   /* A leaf lock (nothing else is taken while it is held) for the texts that threads read while
    * a call holds lock: the error slots' list and the diagnostics. */
   pthread_mutex_t text_lock;
   clattn__thread_error *errors; /* one slot per live thread that failed a call (text_lock) */
-  clattn__diag *diag; /* newest diagnostics version; older ones handed out live on (text_lock) */
+  clattn__diag *diag;   /* newest diagnostics version; older ones handed out live on (text_lock) */
   pthread_mutex_t lock; /* serialises calls; guards everything below */
   clattn__program *programs;
   clattn__plan *plans;
@@ -419,8 +419,7 @@ void clattn__standard_plan_of(const clattn_context *ctx, const clattn__shape *s,
 /* The same, with pack_bytes more per head in the workspace: packed copies of views CLBlast
  * cannot read in place (standard_pack.c). */
 void clattn__standard_plan_packed(const clattn_context *ctx, const clattn__shape *s,
-                                  unsigned matrices, size_t pack_bytes,
-                                  clattn__standard_plan *out);
+                                  unsigned matrices, size_t pack_bytes, clattn__standard_plan *out);
 /* D = rowsum(dO o O) per query row into ctx->bwd_ws (grown to fit), for both backward paths
  * (standard_bwd.c, with cl/standard.cl's bwd_rowdot). */
 clattn_status clattn__bwd_rowsum(clattn_context *ctx, const clattn__shape *s,
