@@ -223,3 +223,13 @@ void test_forward_shape(const clattn_problem *p, int bhsd, size_t offset, int wi
                       clattn_context_diagnostics(ctx));
   clattn_context_destroy(ctx);
 }
+
+clattn_context *test_context_with_db(char *db_path, size_t len) {
+  clattn_context *probe = test_context(NULL); /* makes the folder */
+  snprintf(db_path, len, "%s/db.json", test_tmpdir());
+  clattn_context_destroy(probe);
+  clattn_options opt = {test_tmpdir(), db_path, NULL};
+  clattn_context *ctx = NULL;
+  cr_assert_eq(clattn_context_create_default(&opt, &ctx), CLATTN_OK, "%s", clattn_last_error(NULL));
+  return ctx;
+}

@@ -14,6 +14,9 @@
 clattn_context *test_context(const char *kernel_dir);
 /* The same, with the standard path's workspace limited to workspace_limit bytes (0: default). */
 clattn_context *test_context_limited(const char *kernel_dir, size_t workspace_limit);
+/* A context whose tuning database is db_path (set to <a new temporary folder>/db.json, not yet
+ * existing), with its cache in that folder. */
+clattn_context *test_context_with_db(char *db_path, size_t len);
 /* The temporary folder test_context made last. */
 const char *test_tmpdir(void);
 

@@ -18,13 +18,7 @@
 static char db_path[500];
 
 static clattn_context *context_with_db(void) {
-  clattn_context *probe = test_context(NULL);
-  snprintf(db_path, sizeof db_path, "%s/db.json", test_tmpdir());
-  clattn_context_destroy(probe);
-  clattn_options opt = {test_tmpdir(), db_path, NULL};
-  clattn_context *ctx = NULL;
-  cr_assert_eq(clattn_context_create_default(&opt, &ctx), CLATTN_OK);
-  return ctx;
+  return test_context_with_db(db_path, sizeof db_path);
 }
 
 /* An entry for the context's device; the save does not care what it tunes. */
