@@ -10,24 +10,15 @@
 # Criterion ignores the exit status LeakSanitizer gives a case's process, so under
 # tools/test.sh --sanitize a sanitizer's report fails the test by its text.
 set(sanitizer_reports "ERROR: LeakSanitizer;ERROR: AddressSanitizer;runtime error: ")
-execute_process(COMMAND "${BIN}" --list OUTPUT_VARIABLE listing RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "${BIN} --list failed (${rc})")
-endif()
-string(REPLACE "\n" ";" lines "${listing}")
+include(${CMAKE_CURRENT_LIST_DIR}/criterion_cases.cmake)
+criterion_cases("${BIN}" cases)
 string(REPLACE "|" ";" ENV "${ENV}")
 set(out "")
-set(suite "")
-foreach(line IN LISTS lines)
-  if(line MATCHES "^([A-Za-z0-9_]+): [0-9]+ tests?$")
-    set(suite "${CMAKE_MATCH_1}")
-  elseif(line MATCHES "^.+(──|--) ([A-Za-z0-9_]+)$" AND suite) # the tree in UTF-8 or ASCII, by locale
-    set(name "${suite}/${CMAKE_MATCH_2}")
-    set(shown "${suite}::${CMAKE_MATCH_2}") # as Criterion prints it
-    string(APPEND out "add_test([=[${name}]=] [=[${BIN}]=] --filter [=[${name}]=] -j1 --verbose)\n")
-    string(APPEND out "set_tests_properties([=[${name}]=] PROPERTIES ENVIRONMENT [=[${ENV}]=] TIMEOUT 600\n")
-    string(APPEND out "  FAIL_REGULAR_EXPRESSION [=[Synthesis: Tested: 0 ;${sanitizer_reports}]=]\n")
-    string(APPEND out "  SKIP_REGULAR_EXPRESSION [=[\\[RUN \\] ${shown}.*Synthesis: Tested: 0 ]=])\n")
-  endif()
+foreach(shown IN LISTS cases) # suite::name, as Criterion prints it
+  string(REPLACE "::" "/" name "${shown}")
+  string(APPEND out "add_test([=[${name}]=] [=[${BIN}]=] --filter [=[${name}]=] -j1 --verbose)\n")
+  string(APPEND out "set_tests_properties([=[${name}]=] PROPERTIES ENVIRONMENT [=[${ENV}]=] TIMEOUT 600\n")
+  string(APPEND out "  FAIL_REGULAR_EXPRESSION [=[Synthesis: Tested: 0 ;${sanitizer_reports}]=]\n")
+  string(APPEND out "  SKIP_REGULAR_EXPRESSION [=[\\[RUN \\] ${shown}.*Synthesis: Tested: 0 ]=])\n")
 endforeach()
 file(WRITE "${OUT}" "${out}")

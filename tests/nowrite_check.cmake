@@ -15,6 +15,7 @@
 # cmake -DBINS=<bin>|<bin>... -DKERNELS=<folder> -DWORK=<folder> -DENV=<a=b|c=d>
 #       -P nowrite_check.cmake
 cmake_minimum_required(VERSION 3.20)
+include(${CMAKE_CURRENT_LIST_DIR}/../cmake/criterion_cases.cmake)
 set(not_correctness "^(bad_input|.*_rejected|.*out_of_resources.*|reference_.*)$")
 
 if(NOT EXISTS "${KERNELS}/forward.cl")
@@ -28,22 +29,13 @@ set(problems "")
 set(checked 0)
 foreach(bin IN LISTS BINS)
   get_filename_component(base "${bin}" NAME)
-  # The cases, as criterion_discover.cmake reads them.
-  execute_process(COMMAND "${bin}" --list OUTPUT_VARIABLE listing RESULT_VARIABLE rc)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${bin} --list failed (${rc})")
-  endif()
-  string(REPLACE "\n" ";" lines "${listing}")
+  # The cases, as criterion_discover.cmake reads them, less those named as not correctness.
+  criterion_cases("${bin}" all_cases)
   set(cases "")
-  set(suite "")
-  foreach(line IN LISTS lines)
-    if(line MATCHES "^([A-Za-z0-9_]+): [0-9]+ tests?$")
-      set(suite "${CMAKE_MATCH_1}")
-    elseif(line MATCHES "^.+(──|--) ([A-Za-z0-9_]+)$" AND suite) # the tree in UTF-8 or ASCII, by locale
-      set(name "${CMAKE_MATCH_2}")
-      if(NOT name MATCHES "${not_correctness}")
-        list(APPEND cases "${suite}::${name}")
-      endif()
+  foreach(c IN LISTS all_cases)
+    string(REGEX REPLACE "^.*::" "" name "${c}")
+    if(NOT name MATCHES "${not_correctness}")
+      list(APPEND cases "${c}")
     endif()
   endforeach()
   if(NOT cases)

@@ -1,0 +1,20 @@
+# criterion_cases(<binary> <var>): the cases of a Criterion binary as "suite::name" in <var>,
+# read from its --list tree (drawn in UTF-8 or, under a C locale, in ASCII). Included by
+# criterion_discover.cmake and tests/nowrite_check.cmake, so both read the same cases.
+function(criterion_cases bin var)
+  execute_process(COMMAND "${bin}" --list OUTPUT_VARIABLE listing RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${bin} --list failed (${rc})")
+  endif()
+  string(REPLACE "\n" ";" lines "${listing}")
+  set(cases "")
+  set(suite "")
+  foreach(line IN LISTS lines)
+    if(line MATCHES "^([A-Za-z0-9_]+): [0-9]+ tests?$")
+      set(suite "${CMAKE_MATCH_1}")
+    elseif(line MATCHES "^.+(──|--) ([A-Za-z0-9_]+)$" AND suite)
+      list(APPEND cases "${suite}::${CMAKE_MATCH_2}")
+    endif()
+  endforeach()
+  set(${var} "${cases}" PARENT_SCOPE)
+endfunction()
