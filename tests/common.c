@@ -233,3 +233,15 @@ clattn_context *test_context_with_db(char *db_path, size_t len) {
   cr_assert_eq(clattn_context_create_default(&opt, &ctx), CLATTN_OK, "%s", clattn_last_error(NULL));
   return ctx;
 }
+
+cl_command_queue test_out_of_order_queue(clattn_context *base) {
+  cl_device_id dev = clattn_context_device(base);
+  cl_command_queue_properties props = 0;
+  clGetDeviceInfo(dev, CL_DEVICE_QUEUE_PROPERTIES, sizeof props, &props, NULL);
+  if (!(props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)) return NULL;
+  cl_int err;
+  cl_command_queue q = clCreateCommandQueue(clattn_context_cl_context(base), dev,
+                                            CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, &err);
+  cr_assert_eq(err, CL_SUCCESS);
+  return q;
+}

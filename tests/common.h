@@ -17,6 +17,9 @@ clattn_context *test_context_limited(const char *kernel_dir, size_t workspace_li
 /* A context whose tuning database is db_path (set to <a new temporary folder>/db.json, not yet
  * existing), with its cache in that folder. */
 clattn_context *test_context_with_db(char *db_path, size_t len);
+/* An out-of-order queue on base's OpenCL context and device (the caller releases it); NULL when
+ * the device has none (the caller skips). */
+cl_command_queue test_out_of_order_queue(clattn_context *base);
 /* The temporary folder test_context made last. */
 const char *test_tmpdir(void);
 

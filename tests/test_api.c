@@ -62,15 +62,11 @@ Test(api, out_of_order_queue) {
   clattn_context *base = test_context(NULL);
   cl_context cl = clattn_context_cl_context(base);
   cl_device_id dev = clattn_context_device(base);
-  cl_command_queue_properties props = 0;
-  clGetDeviceInfo(dev, CL_DEVICE_QUEUE_PROPERTIES, sizeof props, &props, NULL);
-  if (!(props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)) {
+  cl_command_queue q = test_out_of_order_queue(base);
+  if (!q) {
     clattn_context_destroy(base);
     cr_skip_test("the device has no out-of-order queues");
   }
-  cl_int err;
-  cl_command_queue q = clCreateCommandQueue(cl, dev, CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, &err);
-  cr_assert_eq(err, CL_SUCCESS);
   clattn_context *ctx = NULL;
   cr_assert_eq(clattn_context_create(cl, dev, q, NULL, &ctx), CLATTN_OK);
   clReleaseCommandQueue(q);

@@ -97,15 +97,11 @@ Test(tune_trust, backward_on_out_of_order_queue) {
   clattn_context *base = test_context(NULL);
   cl_context cl = clattn_context_cl_context(base);
   cl_device_id dev = clattn_context_device(base);
-  cl_command_queue_properties props = 0;
-  clGetDeviceInfo(dev, CL_DEVICE_QUEUE_PROPERTIES, sizeof props, &props, NULL);
-  if (!(props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)) {
+  cl_command_queue q = test_out_of_order_queue(base);
+  if (!q) {
     clattn_context_destroy(base);
     cr_skip_test("the device has no out-of-order queues");
   }
-  cl_int err;
-  cl_command_queue q = clCreateCommandQueue(cl, dev, CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, &err);
-  cr_assert_eq(err, CL_SUCCESS);
   char db[300];
   snprintf(db, sizeof db, "%s/tuning.json", test_tmpdir());
   clattn_options o = {test_tmpdir(), db, dir, 0};
