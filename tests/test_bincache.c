@@ -1,7 +1,7 @@
 /* The on-disk program binary cache: a second process reuses what the first compiled; an
  * unreadable, truncated or corrupt entry is rebuilt from source, never fatal. */
 #include "common.h"
-#include "internal.h"
+#include "tune.h"
 
 #include <dirent.h>
 #include <pwd.h>

@@ -1,7 +1,7 @@
 /* The per-context program cache: keyed by source hash and options; shapes of one problem class
  * reuse the compiled kernel; CLATTN_KERNEL_DIR sources are keyed by their own text. */
 #include "common.h"
-#include "internal.h"
+#include "tune.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,8 +62,9 @@ Test(cache, kernel_dir_replaces_embedded_source) {
   forward_once(ctx, 33, 47, 24, CLATTN_CAUSAL);
   cr_assert_eq(clattn__program_cache_size(ctx), 1);
   clattn__sources src;
-  cr_assert_eq(clattn__sources_load(ctx, &src), CLATTN_OK);
-  for (int v = 0; v < CLATTN__VARIANTS; v++)
+  cr_assert_eq(clattn__sources_load(ctx, CLATTN__FORWARD, &src), CLATTN_OK);
+  for (unsigned v = 0; v < clattn__families(); v++)
+    if (src.text[v])
     cr_assert(strstr(src.text[v], "/* edited copy */"), "the kernel dir's text is used");
   cr_assert(ctx->programs->source_hash == src.hash[0] || ctx->programs->source_hash == src.hash[1],
             "the program was built from an edited copy");
@@ -81,21 +82,18 @@ Test(cache, prebuild_compiles_in_parallel_into_the_cache) {
     cr_skip_test("one core: prebuild leaves compiling to clattn__build");
   }
   clattn__sources src;
-  cr_assert_eq(clattn__sources_load(ctx, &src), CLATTN_OK);
+  cr_assert_eq(clattn__sources_load(ctx, CLATTN__FORWARD, &src), CLATTN_OK);
   clattn__class cls = {24, 24, 1, 256};
   clattn__config cfgs[2] = {{16, 16, 1, 1, 0, 0, 1}, {16, 16, 4, 1, 1, 1, 2}};
   clattn__prebuild(ctx, &src, &cls, cfgs, 2);
   cr_assert_eq(ctx->compiled, 2);
   cr_assert_eq(clattn__program_cache_size(ctx), 2);
   for (int i = 0; i < 2; i++) {
-    cl_kernel k = NULL;
-    size_t lmem, wg = SIZE_MAX, bytes = SIZE_MAX;
-    char why[160];
-    cr_assert_eq(
-        clattn__build_config(ctx, &src, &cls, &cfgs[i], &k, &lmem, &wg, &bytes, why, sizeof why),
-        CLATTN_OK);
-    cr_assert_not_null(k, "%s", why);
-    clReleaseKernel(k);
+    clattn__plan p = {0};
+    char why[200];
+    cr_assert_eq(clattn__plan_build(ctx, &src, &cls, &cfgs[i], &p, why, sizeof why), CLATTN_OK);
+    cr_assert_not_null(p.kernels[0], "%s", why);
+    clattn__plan_release(&p);
   }
   cr_assert_eq(ctx->compiled, 2, "the prebuilt programs were compiled again");
   clattn__sources_free(&src);

@@ -2,7 +2,7 @@
  * is read then, once, so changing it later changes nothing for that context; and the library's
  * version is the one CMake built it as. */
 #include "common.h"
-#include "internal.h"
+#include "tune.h"
 
 #include <fcntl.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* The device model read at context creation. */
 #include "common.h"
-#include "internal.h"
+#include "tune.h"
 
 #include <string.h>
 

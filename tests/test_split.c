@@ -2,7 +2,7 @@
  * their LSE. Through the public API where the device has idle compute units, and forced through
  * the internal entry on shapes where ranges are empty for some rows or rows see no key. */
 #include "common.h"
-#include "internal.h"
+#include "tune.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -54,7 +54,7 @@ static void forced_cfg(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, s
   cr_assert_eq(clattn__shape_from_problem(ctx, &p, &s), CLATTN_OK);
   const clattn__plan *plan;
   cr_assert_eq(clattn__plan_for_grid(ctx, &s, &plan), CLATTN_OK, "%s", clattn_last_error(ctx));
-  if (cfg) cr_assert_eq(plan->cfg.variant, (unsigned)clattn__variant_of(cfg->kernel));
+  if (cfg) cr_assert_eq(plan->cfg.kernel, (unsigned)clattn__family_find(cfg->kernel));
   unsigned per = plan->cfg.bkv, count = (unsigned)((nkv + per - 1) / per);
   size_t nqe = b * nq * hq * d, nke = b * nkv * s.heads_kv * d, nve = b * nkv * s.heads_kv * s.dv,
          noe = b * nq * hq * s.dv, rows = b * hq * nq;

@@ -2,7 +2,7 @@
  * splitting over batch*heads under a small workspace limit, the out-of-memory message, the
  * automatic choice for head dims the fused kernels cannot run, queues and wait lists. */
 #include "common.h"
-#include "internal.h" /* the context's launch pieces */
+#include "tune.h" /* the context's launch pieces */
 
 #include <math.h>
 #include <stdint.h>

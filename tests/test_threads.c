@@ -3,7 +3,7 @@
  * a new thread reads "", and the slots do not pile up as threads come and go. The threads make
  * cheap calls only (validation failures), since PoCL compiles slowly. */
 #include "common.h"
-#include "internal.h"
+#include "tune.h"
 
 #include <pthread.h>
 #include <sched.h>

@@ -1,7 +1,7 @@
 /* The local-memory model: byte formula, legality, the heuristic's choice on synthetic devices
  * (a 48 KiB GPU like the H200, a 512 KiB device), and the built kernel's use of local memory. */
 #include "common.h"
-#include "internal.h"
+#include "tune.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -22,9 +22,9 @@ Test(tiling, local_bytes_formula) {
   clattn__config c = {16, 32, 4, 1, 1};
   /* Qs + Ss: (16+1)*(64+32) floats; Ks: 32*(64+1); Vs: 32*(32+1). */
   size_t want = ((16 + 1) * (64 + 32) + 32 * 65 + 32 * 33) * 4;
-  cr_assert_eq(clattn__config_local_bytes(&c, &k), want);
+  cr_assert_eq(clattn__config_local_bytes(NULL, &k, &c), want);
   c.stage = 0; /* K/V read from global memory: no Ks, Vs */
-  cr_assert_eq(clattn__config_local_bytes(&c, &k), (size_t)(17 * 96 * 4));
+  cr_assert_eq(clattn__config_local_bytes(NULL, &k, &c), (size_t)(17 * 96 * 4));
   cr_assert_eq(clattn__config_work_group(&c), (size_t)64);
 }
 
@@ -51,7 +51,7 @@ Test(tiling, ranked_configs_are_all_legal) {
       size_t n = clattn__configs_ranked(&d, &k, out, 400);
       cr_assert_gt(n, 0, "no config for d=%u on %llu KiB", dims[a], (unsigned long long)kibs[b]);
       for (size_t i = 0; i < n; i++) {
-        cr_assert_leq(clattn__config_local_bytes(&out[i], &k), d.local_mem);
+        cr_assert_leq(clattn__config_local_bytes(NULL, &k, &out[i]), d.local_mem);
         cr_assert_leq(clattn__config_work_group(&out[i]), d.max_work_group);
       }
     }
@@ -66,7 +66,7 @@ Test(tiling, h200_48k_and_512k_pick_different_tiles) {
     clattn__config a, b;
     cr_assert_eq(clattn__configs_ranked(&small, &k, &a, 1), 1);
     cr_assert_eq(clattn__configs_ranked(&large, &k, &b, 1), 1);
-    size_t ba = clattn__config_local_bytes(&a, &k), bb = clattn__config_local_bytes(&b, &k);
+    size_t ba = clattn__config_local_bytes(NULL, &k, &a), bb = clattn__config_local_bytes(NULL, &k, &b);
     cr_log_info("d=%u: 48 KiB -> BQ=%u BKV=%u TPR=%u (%zu B); 512 KiB -> BQ=%u BKV=%u TPR=%u "
                 "(%zu B)",
                 dims[i], a.bq, a.bkv, a.tpr, ba, b.bq, b.bkv, b.tpr, bb);
@@ -90,7 +90,7 @@ Test(tiling, tiny_local_memory_still_has_a_config) {
   clattn__class k = {256, 256, 0};
   clattn__config c;
   cr_assert_eq(clattn__configs_ranked(&d, &k, &c, 1), 1);
-  cr_assert_leq(clattn__config_local_bytes(&c, &k), (size_t)4096);
+  cr_assert_leq(clattn__config_local_bytes(NULL, &k, &c), (size_t)4096);
   cr_assert_eq(c.stage, 0);
 }
 
@@ -156,7 +156,7 @@ Test(tiling, mma_needs_tensor_cores) {
   dev.tensor_cores = 1;
   cr_assert(clattn__config_legal(&dev, &k, &c, why, sizeof why), "%s", why);
   /* Ks: 32 keys x (128 + 16) floats; Vs: 32 x (8 x (16 + 4) + 4), cl/forward_mma.cl's pads. */
-  cr_assert_eq(clattn__config_local_bytes(&c, &k), 32 * (144 + 164) * 4);
+  cr_assert_eq(clattn__config_local_bytes(NULL, &k, &c), 32 * (144 + 164) * 4);
   cr_assert_eq(clattn__config_work_group(&c), 128);
   c.bq = 24;
   cr_assert_not(clattn__config_legal(&dev, &k, &c, why, sizeof why));
@@ -166,16 +166,16 @@ Test(tiling, mma_needs_tensor_cores) {
   clattn__class odd = {59, 59, 1, 1024};
   static clattn__config all[8192];
   size_t n = clattn__configs_ranked(&dev, &odd, all, 8192);
-  cr_assert_neq(all[0].variant, 2);
+  cr_assert_neq(all[0].kernel, 2);
   size_t i = 0;
-  while (i < n && all[i].variant != 2) i++;
+  while (i < n && all[i].kernel != 2) i++;
   cr_assert_lt(i, n, "forward_mma is not in the ranking");
   cr_assert_eq(all[i].stage, 2, "tiles stored split rank first where they fit");
-  cr_assert_eq(clattn__config_local_bytes(&all[i], &odd),
+  cr_assert_eq(clattn__config_local_bytes(NULL, &odd, &all[i]),
                (size_t)all[i].bkv * (all[i].pad ? 80 + 100 : 64 + 64) * 4 * 2);
   /* Split, K and V take twice the local memory: 32-key tiles at d = 128 no longer fit. */
   c.bq = 64, c.stage = 2;
-  cr_assert_eq(clattn__config_local_bytes(&c, &k), 2 * 32 * (144 + 164) * 4);
+  cr_assert_eq(clattn__config_local_bytes(NULL, &k, &c), 2 * 32 * (144 + 164) * 4);
   cr_assert_not(clattn__config_legal(&dev, &k, &c, why, sizeof why));
   cr_assert(strstr(why, "local memory"), "%s", why);
   c.bkv = 16;

@@ -1,6 +1,6 @@
 /* The traffic model and FLOP count on cases small enough to count by hand. */
 #include "common.h"
-#include "internal.h"
+#include "tune.h"
 
 static clattn__shape shape(size_t b, size_t h, size_t nq, size_t nkv, size_t d, unsigned causal) {
   clattn__shape s = {0};
@@ -9,7 +9,7 @@ static clattn__shape shape(size_t b, size_t h, size_t nq, size_t nkv, size_t d, 
   return s;
 }
 
-static const clattn__config tiles_bq2 = {.bq = 2, .bkv = 2, .tpr = 1, .stage = 1, .variant = 1};
+static const clattn__config tiles_bq2 = {.bq = 2, .bkv = 2, .tpr = 1, .stage = 1, .kernel = 1};
 
 /* B = H = 1, N = 4, d = 2: Q and O are 4 rows x 2 floats = 32 bytes each. */
 Test(traffic, fused_non_causal) {
@@ -35,7 +35,7 @@ Test(traffic, fused_causal_skips_blocks) {
 
 Test(traffic, fused_unstaged_rows_read_per_row) {
   clattn__shape s = shape(1, 1, 4, 4, 2, 0);
-  clattn__config rows = {.bq = 2, .bkv = 2, .tpr = 1, .stage = 0, .variant = 0};
+  clattn__config rows = {.bq = 2, .bkv = 2, .tpr = 1, .stage = 0, .kernel = 0};
   /* Each of 4 rows reads all 4 keys of K and V itself. */
   cr_assert_float_eq(clattn__traffic_fused(&s, &rows, 0).read, 32.0 + 4 * 4 * 16.0, 1e-9);
   rows.stage = 1;
@@ -88,7 +88,7 @@ Test(traffic, explain_reports_the_model) {
   clattn__config c = {.bq = info.block_q,
                       .bkv = info.block_kv,
                       .stage = info.stage_kv,
-                      .variant = (unsigned)clattn__variant_of(info.kernel)};
+                      .kernel = (unsigned)clattn__family_find(info.kernel)};
   cr_assert_float_eq(info.fused_read_bytes, clattn__traffic_fused(&s, &c, 0).read, 1e-6);
   cr_assert_float_eq(info.standard_write_bytes, clattn__traffic_standard(&s, 0).write, 1e-6);
   cr_assert_gt(info.standard_read_bytes + info.standard_write_bytes,

@@ -1,7 +1,7 @@
 /* The autotuner: a wrong candidate never wins, configs beyond local memory are never compiled,
  * the winner is stored and used, the budget holds, a dry run writes nothing. */
 #include "common.h"
-#include "internal.h"
+#include "tune.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* The tuning database: round trip, every lookup level as the runtime sees it (explain's
  * origin), bad files of every kind, concurrent writers; and config overrides. */
 #include "common.h"
-#include "internal.h"
+#include "tune.h"
 #include "tunedb.h"
 
 #include <stdio.h>
@@ -28,7 +28,7 @@ static clattn__db_entry entry_for(clattn_context *ctx) {
   memset(&e, 0, sizeof e);
   clattn__db_device_of(&ctx->device, &e.dev);
   clattn__sources src;
-  cr_assert_eq(clattn__sources_load(ctx, &src), CLATTN_OK);
+  cr_assert_eq(clattn__sources_load(ctx, CLATTN__FORWARD, &src), CLATTN_OK);
   e.source_hash = src.hash[0]; /* the config below is a forward_rows one */
   clattn__sources_free(&src);
   clattn__class cls = {32, 32, 0, clattn__seqlen_bucket(100)};
@@ -278,7 +278,7 @@ Test(tunedb, overrides) {
 Test(tunedb, split_kv) {
   clattn_context *ctx = context_with_db();
   clattn__db_entry e[2] = {entry_for(ctx), entry_for(ctx)};
-  e[0].cfg.variant = 2, e[0].cfg.stage = 2, e[0].cfg.bq = 64, e[0].cfg.bkv = 32;
+  e[0].cfg.kernel = 2, e[0].cfg.stage = 2, e[0].cfg.bq = 64, e[0].cfg.bkv = 32;
   e[0].cfg.tpr = 1;
   e[1].cls.causal = 1; /* forward_rows, stage 1 */
   save(e, 2);
@@ -351,11 +351,12 @@ Test(tunedb, built_in_defaults_for_the_h200) {
   for (int i = 0; i < 2; i++)
     for (unsigned causal = 0; causal < 2; causal++) {
       clattn__class cls = {dims[i], dims[i], causal, 4096};
-      const clattn__config *c = clattn__builtin_find(&h200, &cls);
-      cr_assert_not_null(c, "no built-in for d=%u causal=%u", dims[i], causal);
+      clattn__config found, *c = &found;
+      cr_assert(clattn__builtin_find(&h200, &cls, c), "no built-in for d=%u causal=%u", dims[i],
+                causal);
       char why[160];
       cr_assert(clattn__config_legal(&h200, &cls, c, why, sizeof why), "%s", why);
-      cr_assert_eq(c->variant, 2, "the H200's defaults are the tensor-core variant");
+      cr_assert(clattn__family_of(c)->tensor_cores, "the H200's defaults are the tensor-core kernels");
       /* Were the tensor cores not detected, the row would be illegal and skipped. */
       h200.tensor_cores = 0;
       cr_assert_not(clattn__config_legal(&h200, &cls, c, why, sizeof why));
@@ -363,7 +364,8 @@ Test(tunedb, built_in_defaults_for_the_h200) {
     }
   snprintf(h200.name, sizeof h200.name, "NVIDIA A100");
   clattn__class cls = {64, 64, 0, 4096};
-  cr_assert_null(clattn__builtin_find(&h200, &cls), "H200 rows must not match another GPU");
+  clattn__config none;
+  cr_assert_not(clattn__builtin_find(&h200, &cls, &none), "H200 rows must not match another GPU");
 }
 
 /* Backward entries ("pass": "backward") live beside the forward ones of the same class: each
@@ -373,12 +375,12 @@ Test(tunedb, backward_entries_and_overrides) {
   clattn_context *ctx = context_with_db();
   clattn__db_entry e[2] = {entry_for(ctx), entry_for(ctx)};
   clattn__sources src;
-  cr_assert_eq(clattn__bwd_sources_load(ctx, &src), CLATTN_OK);
-  uint64_t hash = src.hash[0]; /* the config below is a backward_rows one */
-  clattn__sources_free(&src);
+  cr_assert_eq(clattn__sources_load(ctx, CLATTN__BACKWARD, &src), CLATTN_OK);
   clattn__config bwd = {0};
-  bwd.bq = 16, bwd.bkv = 32;
-  e[1].cls.backward = 1, e[1].cfg = bwd, e[1].source_hash = hash;
+  bwd.kernel = clattn__family_find("backward_rows"), bwd.bq = 16, bwd.bkv = 32;
+  uint64_t hash = src.hash[bwd.kernel];
+  clattn__sources_free(&src);
+  e[1].cls.pass = CLATTN__BACKWARD, e[1].cfg = bwd, e[1].source_hash = hash;
   save(e, 2);
   clattn__db db = {0};
   size_t skipped;

@@ -3,7 +3,7 @@
  * by a save; a corrupt one is kept aside as <path>.corrupt-<time>, with one warning, and a fresh
  * database written. Loading any of them at context creation is a warning, never fatal. */
 #include "common.h"
-#include "internal.h"
+#include "tune.h"
 #include "tunedb.h"
 
 #include <dirent.h>

@@ -1,6 +1,6 @@
 /* Device model: what the tiling and the memory plans need to know about a device, read once
  * at context creation. */
-#include "internal.h"
+#include "core.h"
 
 #include <stdio.h>
 #include <stdlib.h>

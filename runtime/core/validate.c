@@ -1,7 +1,7 @@
 /* Validation of problems and tensors before anything is enqueued: every view must lie inside
  * its buffer (CL_MEM_SIZE, overflow-safe arithmetic), an output must not overlap an input, and
  * no two elements of an output may share an address (inputs may: a broadcast is legitimate). */
-#include "internal.h"
+#include "core.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -10,7 +10,6 @@
 #define MAX_SEQLEN ((size_t)1 << 31)
 /* Head dims of the fused kernels (their tiles live in local memory and registers) and of the
  * standard path (GEMMs). */
-#define MAX_FUSED_DIM 256
 #define MAX_STANDARD_DIM 16384
 
 clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_problem *p,
@@ -38,12 +37,12 @@ clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_probl
   if ((unsigned)p->algorithm > CLATTN_ALGO_STANDARD)
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "algorithm %d is not a clattn_algorithm",
                         (int)p->algorithm);
-  int fused_fits = s->d <= MAX_FUSED_DIM && s->dv <= MAX_FUSED_DIM;
+  int fused_fits = s->d <= CLATTN__MAX_FUSED_DIM && s->dv <= CLATTN__MAX_FUSED_DIM;
   if (p->algorithm == CLATTN_ALGO_FUSED && !fused_fits)
     return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
                         "head_dim %zu / head_dim_v %zu: the fused kernels support at most %d (the "
                         "standard algorithm goes to %d)",
-                        s->d, s->dv, MAX_FUSED_DIM, MAX_STANDARD_DIM);
+                        s->d, s->dv, CLATTN__MAX_FUSED_DIM, MAX_STANDARD_DIM);
   if (s->d > MAX_STANDARD_DIM || s->dv > MAX_STANDARD_DIM)
     return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
                         "head_dim %zu / head_dim_v %zu: at most %d is supported", s->d, s->dv,
@@ -243,4 +242,15 @@ clattn_status clattn__check_backward_tensors(clattn_context *ctx, const clattn__
                             out_names[i], out_names[j]);
   }
   return CLATTN_OK;
+}
+
+/* The two common layouts as views (clattn.h). */
+clattn_tensor clattn_bshd(cl_mem buf, size_t seqlen, size_t heads, size_t dim) {
+  clattn_tensor t = {buf, 0, seqlen * heads * dim, heads * dim, dim};
+  return t;
+}
+
+clattn_tensor clattn_bhsd(cl_mem buf, size_t seqlen, size_t heads, size_t dim) {
+  clattn_tensor t = {buf, 0, heads * seqlen * dim, dim, seqlen * dim};
+  return t;
 }

@@ -11,7 +11,7 @@
  * PoCL read out of bounds or abort), so the cache is trusted as ssh and pip trust theirs: the
  * folders are created 0700, and a folder or entry not owned by this user, or writable by group
  * or others, is neither read nor written, with one warning. */
-#include "internal.h"
+#include "kernels.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /* Parallel compilation of the programs the tuner will try next. */
-#include "internal.h"
+#include "kernels.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -35,11 +35,11 @@ void clattn__prebuild(clattn_context *ctx, const clattn__sources *src, const cla
   if (width > MAX_JOBS) width = MAX_JOBS;
   for (size_t i = 0; i < n && count < width; i++) {
     const clattn__config *c = &cfgs[i];
-    if (c->variant >= CLATTN__VARIANTS) continue;
+    if (c->kernel >= CLATTN__MAX_FAMILIES || !src->text[c->kernel]) continue;
     job *j = &jobs[count];
     memset(j, 0, sizeof *j);
     j->cl = ctx->cl, j->device = ctx->device_id;
-    j->source = src->text[c->variant], j->hash = src->hash[c->variant];
+    j->source = src->text[c->kernel], j->hash = src->hash[c->kernel];
     clattn__config_options(&ctx->device, cls, c, j->options, sizeof j->options);
     if (clattn__program_cached(ctx, j->hash, j->options)) continue;
     cl_program disk = clattn__bincache_load(ctx, j->hash, j->options);

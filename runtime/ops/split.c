@@ -2,14 +2,13 @@
  * device has compute units (a few queries against a long KV cache, as in decoding), the keys
  * are cut into ranges that separate work-groups compute, each writing its partial O and LSE to a
  * workspace; cl/merge.cl combines them into the caller's O and LSE. */
-#include "internal.h"
+#include "ops.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_SPLITS 64
-#define GROUPS_PER_LAUNCH ((size_t)1 << 20)
 
 unsigned clattn__split_count(const clattn_context *ctx, const clattn__shape *s,
                              const clattn__plan *p, unsigned *kv_per_split) {
@@ -93,20 +92,12 @@ clattn_status clattn__forward_split(clattn_context *ctx, const clattn__shape *s,
                           sizeof(cl_mem), 4};
   for (cl_uint i = 0; st == CLATTN_OK && err == CL_SUCCESS && i < 14; i++)
     err = clSetKernelArg(merge, i, sizes[i], args[i]);
-  size_t items = rows * s->dv;
-  cl_event last = NULL; /* of the previous launch: only released */
-  for (size_t first = 0; st == CLATTN_OK && err == CL_SUCCESS && first < items;
-       first += GROUPS_PER_LAUNCH) {
-    size_t n = items - first < GROUPS_PER_LAUNCH ? items - first : GROUPS_PER_LAUNCH;
-    cl_ulong base = first;
-    err = clSetKernelArg(merge, 14, sizeof base, &base);
-    if (last) clReleaseEvent(last), last = NULL;
-    if (err == CL_SUCCESS)
-      err = clEnqueueNDRangeKernel(ctx->queue, merge, 1, NULL, &n, NULL, 0, NULL, &last);
-  }
+  /* One work-item per output element, the driver's local size; argument 14 its first. */
+  clattn__launch l = {merge, 14, rows * s->dv, 0};
+  if (st == CLATTN_OK && err == CL_SUCCESS)
+    st = clattn__launch_grid(ctx, ctx->queue, 1, &l, 0, 0, NULL, NULL, NULL);
   clReleaseKernel(merge);
   if (st == CLATTN_OK && err != CL_SUCCESS) st = clattn__fail_cl(ctx, err, "merge_splits");
-  if (last) clReleaseEvent(last);
   /* A marker, not the merge's event: the call is several kernels, and its timing (profiling of
    * done from a marker before the call) must cover them all. */
   if (st == CLATTN_OK && done) {

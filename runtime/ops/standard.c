@@ -2,7 +2,7 @@
  * S = scale * Q K^T into a global-memory workspace with CLBlast's batched GEMM, a row softmax in
  * place (cl/standard.cl), O = P V with CLBlast. The N^2 workspace is planned against global
  * memory and split over batch * heads. */
-#include "internal.h"
+#include "ops.h"
 
 #include <clblast_c.h>
 #include <stdio.h>
@@ -12,16 +12,9 @@
 /* CLBlast converts offsets to int and indexes with int: every element it touches must lie below
  * 2^31 in its buffer. */
 #define CLBLAST_MAX_INDEX ((size_t)1 << 31)
-#define GROUPS_PER_LAUNCH ((size_t)1 << 20)
 /* CLBlast's indirect GEMM copies A, B and C into buffers padded to its tile sizes, for the whole
  * batch. Its tiles are at most 128 on the devices its database knows; budget for that. */
 #define CLBLAST_PAD 128
-
-typedef struct clattn__aux_kernel {
-  char name[16], options[96];
-  cl_kernel kernel;
-  struct clattn__aux_kernel *next;
-} clattn__aux_kernel;
 
 static size_t pad_up(size_t n) {
   return (n + CLBLAST_PAD - 1) / CLBLAST_PAD * CLBLAST_PAD;
@@ -71,33 +64,6 @@ void clattn__standard_plan_packed(const clattn_context *ctx, const clattn__shape
   out->bytes = mul_sat(chunk ? chunk : 1, per_head);
 }
 
-clattn_status clattn__std_kernel(clattn_context *ctx, const char *name, const char *options,
-                                 cl_kernel *out) {
-  for (clattn__aux_kernel *a = ctx->aux; a; a = a->next)
-    if (!strcmp(a->name, name) && !strcmp(a->options, options)) return *out = a->kernel, CLATTN_OK;
-  char *src = NULL;
-  clattn_status st = clattn__kernel_source(ctx, "standard.cl", &src);
-  cl_program prog = NULL;
-  if (st == CLATTN_OK) st = clattn__build(ctx, src, options, &prog);
-  free(src);
-  if (st != CLATTN_OK) return st;
-  cl_int err;
-  cl_kernel k = clCreateKernel(prog, name, &err);
-  if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clCreateKernel(standard path)");
-  clattn__aux_kernel *a = calloc(1, sizeof *a);
-  if (!a) {
-    clReleaseKernel(k);
-    return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
-  }
-  snprintf(a->name, sizeof a->name, "%s", name);
-  snprintf(a->options, sizeof a->options, "%s", options);
-  a->kernel = k;
-  a->next = ctx->aux;
-  ctx->aux = a;
-  *out = k;
-  return CLATTN_OK;
-}
-
 static void marks_release(clattn_context *ctx) {
   for (size_t i = 0; i < ctx->step_marks_count; i++)
     if (ctx->step_marks[i]) clReleaseEvent(ctx->step_marks[i]);
@@ -114,12 +80,7 @@ static void mark(clattn_context *ctx, size_t chunk, int step) {
 
 void clattn__standard_release(clattn_context *ctx) {
   marks_release(ctx);
-  for (clattn__aux_kernel *a = ctx->aux, *next; a; a = next) {
-    next = a->next;
-    clReleaseKernel(a->kernel);
-    free(a);
-  }
-  ctx->aux = NULL;
+  clattn__std_kernels_release(ctx);
   if (ctx->workspace) clReleaseMemObject(ctx->workspace);
   ctx->workspace = NULL;
   ctx->workspace_bytes = 0;
@@ -182,21 +143,6 @@ clattn_status clattn__std_workspace(clattn_context *ctx, size_t bytes) {
                         clattn__cl_error_name(err));
   ctx->workspace = m;
   ctx->workspace_bytes = bytes;
-  return CLATTN_OK;
-}
-
-clattn_status clattn__std_launch(clattn_context *ctx, cl_kernel k, cl_uint base_arg, size_t items,
-                                 size_t wg) {
-  size_t piece = ctx->std_launch_groups ? ctx->std_launch_groups : GROUPS_PER_LAUNCH;
-  for (size_t first = 0; first < items; first += piece) {
-    size_t count = items - first < piece ? items - first : piece;
-    size_t global = count * wg;
-    cl_ulong base = first;
-    cl_int err = clSetKernelArg(k, base_arg, sizeof base, &base);
-    if (err == CL_SUCCESS)
-      err = clEnqueueNDRangeKernel(ctx->queue, k, 1, NULL, &global, &wg, 0, NULL, NULL);
-    if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clEnqueueNDRangeKernel(standard)");
-  }
   return CLATTN_OK;
 }
 

@@ -3,7 +3,7 @@
  * CLBlast, dS = P (dP - D) in place, then dQ = scale dS K, dK = scale dS^T Q and dV = P^T dO by
  * CLBlast. GQA: dK and dV of a K/V head sum over its query heads, one GEMM call per position in
  * the group (the first overwrites, the others add), so no call writes a matrix twice. */
-#include "internal.h"
+#include "ops.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * matrices in the workspace after the score matrices (cl/standard.cl's pack_rows), so the
  * standard path runs every view the fused kernels run. A single-row matrix never uses its row
  * stride, so it needs no copy: CLBlast gets the row's length as its leading dimension. */
-#include "internal.h"
+#include "ops.h"
 
 void clattn__std_operand_init(clattn__std_operand *op, const clattn_tensor *t, size_t rows,
                               size_t cols, size_t group) {

@@ -1,7 +1,7 @@
 /* The global-memory traffic model (the HBM analogue) of the fused and the standard plans, and
  * the FLOPs of the FlashAttention convention. Bytes count what the kernels request from global
  * memory; caches may serve part of it, which the bandwidth check in docs/TRAFFIC.md measures. */
-#include "internal.h"
+#include "plan.h"
 
 /* Keys [0, end) that some row of query block [q0, q1) sees: the kernels' kv_end. */
 static double block_keys(const clattn__shape *s, size_t q1) {
@@ -31,7 +31,7 @@ clattn__bytes clattn__traffic_fused(const clattn__shape *s, const clattn__config
   if (lse) b.write += rows * f;
   /* K and V stream once per reader: the work-group when it stages them in local memory
    * (forward_tiles always does), each query row when forward_rows reads them directly. */
-  size_t bq = c->bq ? c->bq : 1, step = c->variant == 0 && !c->stage ? 1 : bq;
+  size_t bq = c->bq ? c->bq : 1, step = c->stage ? bq : 1;
   double keys = 0.0;
   for (size_t q0 = 0; q0 < s->seqlen_q; q0 += bq) {
     size_t q1 = q0 + bq < s->seqlen_q ? q0 + bq : s->seqlen_q;

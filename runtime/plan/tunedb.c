@@ -145,47 +145,54 @@ static int parse_entry(const cJSON *e, clattn__db_entry *out, char *why, size_t 
     snprintf(why, why_len, "an entry's class has a pass other than forward or backward");
     return 0;
   }
-  out->cls.backward = !strcmp(pass, "backward");
-  int variant = -1;
-  if (get_str(cfg, "kernel", kernel, sizeof kernel))
-    variant = out->cls.backward ? clattn__bwd_variant_of(kernel) : clattn__variant_of(kernel);
-  if (variant < 0 || !get_uint(cfg, "block_q", 1024, &u[5]) || !is_pow2_in(u[5], 1, 1024) ||
-      !get_uint(cfg, "block_kv", 1024, &u[6]) || !is_pow2_in(u[6], 1, 1024) ||
-      !get_uint(cfg, "threads_per_row", 1024, &u[7]) || !is_pow2_in(u[7], 1, 1024) ||
-      !get_bool(cfg, "stage_kv", &out->cfg.stage) || !get_uint(cfg, "pad", 1, &u[8])) {
+  out->cls.pass = !strcmp(pass, "backward") ? CLATTN__BACKWARD : CLATTN__FORWARD;
+  /* The config in the public form, read as the API reads one (clattn__config_from_public): the
+   * family's own defaults apply, and a field it cannot take rejects the entry. */
+  clattn_config pub;
+  memset(&pub, 0, sizeof pub);
+  unsigned stage = 0;
+  if (!get_str(cfg, "kernel", kernel, sizeof kernel) || !get_uint(cfg, "block_q", 1024, &u[5]) ||
+      !is_pow2_in(u[5], 1, 1024) || !get_uint(cfg, "block_kv", 1024, &u[6]) ||
+      !is_pow2_in(u[6], 1, 1024) || !get_uint(cfg, "threads_per_row", 1024, &u[7]) ||
+      !is_pow2_in(u[7], 1, 1024) || !get_bool(cfg, "stage_kv", &stage) ||
+      !get_uint(cfg, "pad", 1, &u[8])) {
     snprintf(why, why_len, "an entry's config has a missing or bad field");
     return 0;
   }
-  out->cfg.bq = (unsigned)u[5], out->cfg.bkv = (unsigned)u[6], out->cfg.tpr = (unsigned)u[7];
-  out->cfg.pad = (unsigned)u[8], out->cfg.variant = (unsigned)variant;
-  out->cfg.rm = 1;
+  snprintf(pub.kernel, sizeof pub.kernel, "%s", kernel);
+  pub.block_q = (unsigned)u[5], pub.block_kv = (unsigned)u[6], pub.threads_per_row = (unsigned)u[7];
+  pub.stage_kv = stage, pub.pad = (unsigned)u[8], pub.rows_per_item = 1, pub.vector_width = 1;
   if (cJSON_GetObjectItemCaseSensitive(cfg, "split_kv")) { /* forward_mma: stage_kv 2 */
     unsigned split;
-    if (!get_bool(cfg, "split_kv", &split) || (split && (variant != 2 || out->cls.backward))) {
-      snprintf(why, why_len, "an entry's config has a bad split_kv (forward_mma's alone)");
+    if (!get_bool(cfg, "split_kv", &split)) {
+      snprintf(why, why_len, "an entry's config has a bad split_kv");
       return 0;
     }
-    if (split) out->cfg.stage = 2;
+    if (split) pub.stage_kv = 2;
   }
   if (cJSON_GetObjectItemCaseSensitive(cfg, "rows_per_item")) {
     if (!get_uint(cfg, "rows_per_item", 1024, &u[9]) || !is_pow2_in(u[9], 1, 1024)) {
       snprintf(why, why_len, "an entry's config has a bad rows_per_item");
       return 0;
     }
-    out->cfg.rm = (unsigned)u[9];
+    pub.rows_per_item = (unsigned)u[9];
   }
-  out->cfg.vec = 1;
   if (cJSON_GetObjectItemCaseSensitive(cfg, "vector_width")) {
     if (!get_uint(cfg, "vector_width", 4, &u[10]) || !is_pow2_in(u[10], 1, 4)) {
       snprintf(why, why_len, "an entry's config has a bad vector_width");
       return 0;
     }
-    out->cfg.vec = (unsigned)u[10];
+    pub.vector_width = (unsigned)u[10];
   }
-  if (out->cls.backward) { /* only the blocks and the variant mean something there */
-    clattn__config c = {0};
-    c.bq = out->cfg.bq, c.bkv = out->cfg.bkv, c.variant = out->cfg.variant;
-    out->cfg = c;
+  char bad[200];
+  if (!clattn__config_from_public(&pub, &out->cfg, bad, sizeof bad)) {
+    snprintf(why, why_len, "an entry's config: %s", bad);
+    return 0;
+  }
+  if (clattn__family_of(&out->cfg)->pass != out->cls.pass) {
+    snprintf(why, why_len, "an entry's config names kernel %s of another pass than its class's",
+             kernel);
+    return 0;
   }
   out->median_ms = cJSON_IsNumber(ms) && isfinite(ms->valuedouble) ? ms->valuedouble : 0.0;
   const cJSON *sp = cJSON_GetObjectItemCaseSensitive(e, "spread");
@@ -322,19 +329,20 @@ static cJSON *entry_json(const clattn__db_entry *e) {
   cJSON_AddNumberToObject(c, "head_dim_v", e->cls.dv);
   cJSON_AddBoolToObject(c, "causal", e->cls.causal);
   cJSON_AddNumberToObject(c, "seqlen_bucket", e->cls.bucket);
-  if (e->cls.backward) cJSON_AddStringToObject(c, "pass", "backward");
+  if (e->cls.pass != CLATTN__FORWARD)
+    cJSON_AddStringToObject(c, "pass", clattn__pass_name((clattn__pass)e->cls.pass));
+  clattn_config pub;
+  clattn__config_to_public(&e->cfg, &pub);
   cJSON *g = cJSON_AddObjectToObject(o, "config");
-  cJSON_AddStringToObject(g, "kernel",
-                          e->cls.backward ? clattn__bwd_variant_name(e->cfg.variant)
-                                          : clattn__variant_name(e->cfg.variant));
-  cJSON_AddNumberToObject(g, "block_q", e->cfg.bq);
-  cJSON_AddNumberToObject(g, "block_kv", e->cfg.bkv);
-  cJSON_AddNumberToObject(g, "threads_per_row", e->cfg.tpr ? e->cfg.tpr : 1);
-  cJSON_AddBoolToObject(g, "stage_kv", e->cfg.stage);
-  if (e->cfg.stage == 2) cJSON_AddBoolToObject(g, "split_kv", 1);
-  cJSON_AddNumberToObject(g, "pad", e->cfg.pad);
-  cJSON_AddNumberToObject(g, "rows_per_item", e->cfg.rm ? e->cfg.rm : 1);
-  cJSON_AddNumberToObject(g, "vector_width", e->cfg.vec ? e->cfg.vec : 1);
+  cJSON_AddStringToObject(g, "kernel", pub.kernel);
+  cJSON_AddNumberToObject(g, "block_q", pub.block_q);
+  cJSON_AddNumberToObject(g, "block_kv", pub.block_kv);
+  cJSON_AddNumberToObject(g, "threads_per_row", pub.threads_per_row);
+  cJSON_AddBoolToObject(g, "stage_kv", pub.stage_kv);
+  if (pub.stage_kv == 2) cJSON_AddBoolToObject(g, "split_kv", 1);
+  cJSON_AddNumberToObject(g, "pad", pub.pad);
+  cJSON_AddNumberToObject(g, "rows_per_item", pub.rows_per_item);
+  cJSON_AddNumberToObject(g, "vector_width", pub.vector_width);
   cJSON_AddNumberToObject(o, "median_ms", e->median_ms);
   cJSON_AddNumberToObject(o, "spread", e->spread);
   cJSON_AddStringToObject(o, "date", e->date);
@@ -449,6 +457,7 @@ static clattn__match match_level(const clattn__db_device *e, const clattn__db_de
 
 static unsigned bucket_distance(unsigned a, unsigned b) {
   unsigned n = 0;
+  if (!a || !b) return ~0u; /* not a bucket (a caller's class): never loop on it */
   while (a < b) a *= 4, n++;
   while (b < a) b *= 4, n++;
   return n;
@@ -457,7 +466,6 @@ static unsigned bucket_distance(unsigned a, unsigned b) {
 const clattn__db_entry *clattn__db_lookup(const clattn__db *db, const clattn__device *dev,
                                           const uint64_t *source_hash, const clattn__class *cls,
                                           clattn__match *level) {
-  unsigned variants = cls->backward ? CLATTN__BWD_VARIANTS : CLATTN__VARIANTS;
   clattn__db_device me;
   clattn__db_device_of(dev, &me);
   const clattn__db_entry *best = NULL;
@@ -465,8 +473,8 @@ const clattn__db_entry *clattn__db_lookup(const clattn__db *db, const clattn__de
   unsigned best_dist = ~0u;
   for (size_t i = 0; i < db->count; i++) {
     const clattn__db_entry *e = &db->entries[i];
-    if (e->cls.backward != cls->backward || e->cfg.variant >= variants ||
-        e->source_hash != source_hash[e->cfg.variant] || e->cls.d != cls->d ||
+    if (e->cls.pass != cls->pass || e->cfg.kernel >= CLATTN__MAX_FAMILIES ||
+        e->source_hash != source_hash[e->cfg.kernel] || e->cls.d != cls->d ||
         e->cls.dv != cls->dv || e->cls.causal != cls->causal)
       continue;
     clattn__match m = match_level(&e->dev, &me);

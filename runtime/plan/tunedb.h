@@ -3,7 +3,7 @@
 #ifndef CLATTN_TUNEDB_H
 #define CLATTN_TUNEDB_H
 
-#include "internal.h"
+#include "plan.h"
 
 typedef struct clattn__db_device {
   char platform[256], platform_version[256], vendor[256], name[256], driver[128];
@@ -54,8 +54,8 @@ int clattn__db_put(clattn__db *db, const clattn__db_entry *e);
  * written: CLATTN_OK with a warning in why for the caller's diagnostics ("" when none). */
 clattn_status clattn__db_save_merged(const char *path, const clattn__db_entry *entries, size_t n,
                                      char *why, size_t why_len);
-/* The best entry for (device, class) whose source hash is that of its variant's source
- * (source_hash[variant]: the forward variants', or for a backward class the backward ones'): the
+/* The best entry for (device, class) whose source hash is that of its family's source
+ * (source_hash[family id], the class's pass's sources: clattn__sources_load): the
  * best match level first; within a level, the class's own sequence-length bucket first, then the
  * nearest bucket. NULL when none. */
 const clattn__db_entry *clattn__db_lookup(const clattn__db *db, const clattn__device *dev,

@@ -9,7 +9,7 @@
  * the spread is small or a cap. Exhaustive when the space is small; otherwise the heuristic and
  * a few diverse configs seed a local search around the best. The best few and the heuristic's
  * config are timed again interleaved at the end, so noise cannot crown a config. */
-#include "tune_bench.h"
+#include "tune.h"
 #include "tunedb.h"
 
 #include <math.h>
@@ -24,25 +24,61 @@ typedef struct {
   clattn__config cfg;
   int state; /* 0 untried, 1 measured, -1 disqualified or did not fit */
   double median, min, spread;
-  size_t lmem, pmem;
-  cl_kernel kernel;    /* kept for the finalists' re-timing (backward: bp.dkdv) */
-  clattn__bwd_plan bp; /* a backward candidate's kernels */
+  clattn__plan plan; /* its kernels, kept for the finalists' re-timing */
 } cand;
+
+/* A pass's problems, behind one interface (tune_fwd.c, tune_bwd.c). */
+typedef struct {
+  clattn_status (*make)(clattn_context *ctx, cl_command_queue queue, const clattn__shape *s,
+                        int every_row, void **out);
+  double (*run)(void *bench, const clattn__plan *p, int poison);
+  void (*check)(void *bench, char *why, size_t len);
+  void (*release)(void *bench);
+} pass_bench;
+
+static clattn_status fwd_make(clattn_context *ctx, cl_command_queue queue, const clattn__shape *s,
+                              int every_row, void **out) {
+  return clattn__fwd_bench_new(ctx, queue, s, every_row, (clattn__fwd_bench **)out);
+}
+static double fwd_run(void *b, const clattn__plan *p, int poison) {
+  return clattn__fwd_bench_run(b, p, poison);
+}
+static void fwd_check(void *b, char *why, size_t len) {
+  clattn__fwd_bench_check(b, why, len);
+}
+static void fwd_release(void *b) {
+  clattn__fwd_bench_free(b);
+}
+static clattn_status bwd_make(clattn_context *ctx, cl_command_queue queue, const clattn__shape *s,
+                              int every_row, void **out) {
+  return clattn__bwd_bench_new(ctx, queue, s, every_row, (clattn__bwd_bench **)out);
+}
+static double bwd_run(void *b, const clattn__plan *p, int poison) {
+  return clattn__bwd_bench_run(b, p, poison);
+}
+static void bwd_check(void *b, char *why, size_t len) {
+  clattn__bwd_bench_check(b, why, len);
+}
+static void bwd_release(void *b) {
+  clattn__bwd_bench_free(b);
+}
+
+static const pass_bench benches[CLATTN__PASSES] = {
+    [CLATTN__FORWARD] = {fwd_make, fwd_run, fwd_check, fwd_release},
+    [CLATTN__BACKWARD] = {bwd_make, bwd_run, bwd_check, bwd_release},
+};
 
 typedef struct {
   clattn_context *ctx;
   cl_command_queue queue; /* with profiling */
   clattn__shape s;
   clattn__class cls;
-  clattn__sources src;
+  clattn__sources src; /* the class's pass's */
   double t0, deadline;
   /* A small problem of the class, checked on every row, beside the timed one, checked on
-   * sampled rows (the double reference of the timed problem would take minutes at large N);
-   * for the backward kernels, their source too. */
-  clattn__fwd_bench *fwd_check, *fwd_timed;
-  int backward;
-  clattn__sources bwd_src;
-  clattn__bwd_bench *bwd_check, *bwd_timed;
+   * sampled rows (the double reference of the timed problem would take minutes at large N). */
+  const pass_bench *pass;
+  void *check, *timed;
 } bench;
 
 static double now_s(void) {
@@ -56,75 +92,37 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* The two problems of the tuner (tune_bench.h). */
+/* The two problems of the tuner (tune.h). */
 static clattn_status setup(bench *b) {
   clattn__shape small = clattn__tune_small_shape(&b->s);
-  clattn_status st;
-  if (b->backward) {
-    st = clattn__bwd_bench_new(b->ctx, b->queue, &small, 1, &b->bwd_check);
-    if (st == CLATTN_OK) st = clattn__bwd_bench_new(b->ctx, b->queue, &b->s, 0, &b->bwd_timed);
-  } else {
-    st = clattn__fwd_bench_new(b->ctx, b->queue, &small, 1, &b->fwd_check);
-    if (st == CLATTN_OK) st = clattn__fwd_bench_new(b->ctx, b->queue, &b->s, 0, &b->fwd_timed);
-  }
+  clattn_status st = b->pass->make(b->ctx, b->queue, &small, 1, &b->check);
+  if (st == CLATTN_OK) st = b->pass->make(b->ctx, b->queue, &b->s, 0, &b->timed);
   return st;
 }
 
 static void teardown(bench *b) {
-  clattn__sources_free(&b->bwd_src);
-  clattn__bwd_bench_free(b->bwd_check);
-  clattn__bwd_bench_free(b->bwd_timed);
-  clattn__fwd_bench_free(b->fwd_check);
-  clattn__fwd_bench_free(b->fwd_timed);
+  if (b->pass) b->pass->release(b->check), b->pass->release(b->timed);
   clattn__sources_free(&b->src);
 }
 
-/* Builds a candidate; c->kernel is NULL when it does not fit (note says why). */
+/* Builds a candidate; c->plan.kernels[0] is NULL when it does not fit (note says why). */
 static clattn_status build_cand(bench *b, cand *c, char *note, size_t note_len) {
-  if (b->backward) {
-    clattn_status st =
-        clattn__bwd_build(b->ctx, &b->bwd_src, &b->cls, &c->cfg, &c->bp, note, note_len);
-    c->kernel = c->bp.dkdv, c->lmem = c->bp.local_mem, c->pmem = c->bp.private_mem;
-    return st;
-  }
-  size_t max_wg = SIZE_MAX, max_bytes = SIZE_MAX;
-  clattn_status st = clattn__build_config(b->ctx, &b->src, &b->cls, &c->cfg, &c->kernel, &c->lmem,
-                                          &max_wg, &max_bytes, note, note_len);
-  cl_ulong pmem = 0;
-  if (st == CLATTN_OK && c->kernel)
-    clGetKernelWorkGroupInfo(c->kernel, b->ctx->device_id, CL_KERNEL_PRIVATE_MEM_SIZE, sizeof pmem,
-                             &pmem, NULL);
-  c->pmem = (size_t)pmem;
-  return st;
+  c->plan.cls = b->cls;
+  return clattn__plan_build(b->ctx, &b->src, &b->cls, &c->cfg, &c->plan, note, note_len);
 }
 
 static void release_cand(bench *b, cand *c) {
-  if (b->backward)
-    clattn__bwd_plan_release(&c->bp);
-  else if (c->kernel)
-    clReleaseKernel(c->kernel);
-  c->kernel = NULL;
+  clattn__plan_release(&c->plan);
 }
 
 /* One timed run of a built candidate on the timed problem (poison: its outputs filled with NaN
  * first, for a checked run), or on the small one (small); < 0 on failure. */
 static double run_cand(bench *b, const cand *c, int small, int poison) {
-  if (b->backward)
-    return clattn__bwd_bench_run(small ? b->bwd_check : b->bwd_timed, &c->bp, poison);
-  clattn__plan p = {.cls = b->cls, .cfg = c->cfg, .kernel = c->kernel, .kernel_local_mem = c->lmem};
-  return clattn__fwd_bench_run(small ? b->fwd_check : b->fwd_timed, &p, poison);
-}
-
-static void to_public(const bench *b, const clattn__config *c, clattn_config *out) {
-  if (b->backward)
-    clattn__bwd_config_to_public(c, out);
-  else
-    clattn__config_to_public(c, out);
+  return b->pass->run(small ? b->check : b->timed, &c->plan, poison);
 }
 
 static size_t local_bytes(const bench *b, const clattn__config *c) {
-  return b->backward ? clattn__bwd_local_bytes(&b->ctx->device, c, &b->cls)
-                     : clattn__config_local_bytes(c, &b->cls);
+  return clattn__config_local_bytes(&b->ctx->device, &b->cls, c);
 }
 
 /* Builds, checks and times one candidate. */
@@ -133,29 +131,24 @@ static clattn_status evaluate(bench *b, cand *c, double cap_s, double best_ms, c
   note[0] = 0;
   clattn_status st = build_cand(b, c, note, note_len);
   if (st == CLATTN_ERR_BUILD) { /* a candidate the compiler rejects: disqualified, not fatal */
-    c->state = -1, c->kernel = NULL;
+    c->state = -1;
     const char *msg = clattn__last_error_locked(b->ctx), *log = strstr(msg, "build log:");
     snprintf(note, note_len, "failed to build: %.200s", log ? log + strlen("build log:") : msg);
     return CLATTN_OK;
   }
   if (st != CLATTN_OK) return st;
   c->state = -1;
-  if (!c->kernel) return CLATTN_OK;
+  if (!c->plan.kernels[0]) return CLATTN_OK;
   /* Checked on the small problem, every row, and on the timed one, sampled rows; both runs
    * with the outputs poisoned first, so what another candidate wrote cannot pass for this
    * one's. */
   if (run_cand(b, c, 1, 1) < 0 || run_cand(b, c, 0, 1) < 0) {
-    snprintf(note, note_len, "the %s failed to run: %.200s", b->backward ? "kernels" : "kernel",
+    snprintf(note, note_len, "the candidate failed to run: %.200s",
              clattn__last_error_locked(b->ctx));
     return CLATTN_OK;
   }
-  if (b->backward) {
-    clattn__bwd_bench_check(b->bwd_check, note, note_len);
-    if (!note[0]) clattn__bwd_bench_check(b->bwd_timed, note, note_len);
-  } else {
-    clattn__fwd_bench_check(b->fwd_check, note, note_len);
-    if (!note[0]) clattn__fwd_bench_check(b->fwd_timed, note, note_len);
-  }
+  b->pass->check(b->check, note, note_len);
+  if (!note[0]) b->pass->check(b->timed, note, note_len);
   if (note[0]) return CLATTN_OK;
   double ms[MAX_RUNS], start = now_s();
   int n = 0;
@@ -185,7 +178,7 @@ static clattn_status evaluate(bench *b, cand *c, double cap_s, double best_ms, c
 
 /* Differ in exactly one parameter, by one step (x2 or /2 for sizes). */
 static int neighbours(const clattn__config *a, const clattn__config *b) {
-  if (a->variant != b->variant) return 0;
+  if (a->kernel != b->kernel) return 0;
   int diff = (a->bq != b->bq) + (a->bkv != b->bkv) + (a->tpr != b->tpr) + (a->stage != b->stage) +
              (a->pad != b->pad) + (a->rm != b->rm) + (a->vec != b->vec);
   if (diff != 1) return 0;
@@ -208,12 +201,12 @@ static long next_candidate(const cand *all, size_t n, long best, unsigned tried)
   enum { SEEDS = 6 };
   if (tried < SEEDS + 1) {
     if (all[0].state == 0) return 0; /* the heuristic's own choice first */
-    /* The best-ranked config of every other kernel variant is always a seed: the heuristic
-     * ranks the variants apart, and only measurement can say which suits the device. */
-    unsigned seen = 1u << all[0].cfg.variant;
+    /* The best-ranked config of every other kernel family is always a seed: the heuristic
+     * ranks the families apart, and only measurement can say which suits the device. */
+    unsigned seen = 1u << all[0].cfg.kernel;
     for (size_t i = 0; i < n; i++)
-      if (!(seen & (1u << all[i].cfg.variant))) {
-        seen |= 1u << all[i].cfg.variant;
+      if (!(seen & (1u << all[i].cfg.kernel))) {
+        seen |= 1u << all[i].cfg.kernel;
         if (all[i].state == 0) return (long)i;
       }
     for (unsigned k = 0; k < SEEDS; k++) {
@@ -244,20 +237,16 @@ static void prebuild_upcoming(bench *b, cand *all, size_t n, long best, unsigned
     all[i].state = 2; /* reserved, so next_candidate moves on */
   }
   for (size_t j = 0; j < k; j++) all[picked[j]].state = 0;
-  if (!b->backward) clattn__prebuild(b->ctx, &b->src, &b->cls, cfgs, k);
+  clattn__prebuild(b->ctx, &b->src, &b->cls, cfgs, k);
 }
 
 static void report_line(const bench *b, clattn_tune_result *r, const clattn__config *c,
                         const char *why) {
   size_t len = strlen(r->report);
-  if (b->backward && len + 1 < sizeof r->report)
-    snprintf(r->report + len, sizeof r->report - len, "%s BQ=%u BKV=%u: %s\n",
-             clattn__bwd_variant_name(c->variant), c->bq, c->bkv, why);
-  else if (len + 1 < sizeof r->report)
-    snprintf(r->report + len, sizeof r->report - len,
-             "%s BQ=%u BKV=%u TPR=%u RM=%u stage=%u pad=%u vec=%u: %s\n",
-             clattn__variant_name(c->variant), c->bq, c->bkv, c->tpr, c->rm ? c->rm : 1, c->stage,
-             c->pad, c->vec ? c->vec : 1, why);
+  char text[160];
+  clattn__config_describe(c, text, sizeof text);
+  if (len + 1 < sizeof r->report)
+    snprintf(r->report + len, sizeof r->report - len, "%s: %s\n", text, why);
 }
 
 /* Times the finalists (the best few and the heuristic's config) round-robin, so a config's
@@ -286,7 +275,7 @@ static clattn_status save_winner(bench *b, const cand *w, clattn_tune_result *r)
   clattn__db_entry e;
   memset(&e, 0, sizeof e);
   clattn__db_device_of(&b->ctx->device, &e.dev);
-  e.source_hash = b->backward ? b->bwd_src.hash[w->cfg.variant] : b->src.hash[w->cfg.variant];
+  e.source_hash = b->src.hash[w->cfg.kernel];
   e.cls = b->cls, e.cfg = w->cfg, e.median_ms = w->median, e.spread = w->spread;
   time_t now = time(NULL);
   struct tm tm;
@@ -307,10 +296,8 @@ static clattn_status save_winner(bench *b, const cand *w, clattn_tune_result *r)
 static clattn_status search(bench *b, const clattn_tune_options *opt, clattn_tune_result *r) {
   clattn__config *cfgs = malloc(MAX_SPACE * sizeof *cfgs);
   if (!cfgs) return clattn__fail(b->ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
-  size_t n = b->backward ? clattn__bwd_configs_ranked(&b->ctx->device, &b->cls, cfgs, MAX_SPACE)
-                         : clattn__configs_ranked(&b->ctx->device, &b->cls, cfgs, MAX_SPACE);
-  r->space =
-      (unsigned)(b->backward ? clattn__bwd_config_space_size() : clattn__config_space_size());
+  size_t n = clattn__configs_ranked(&b->ctx->device, &b->cls, cfgs, MAX_SPACE);
+  r->space = (unsigned)clattn__config_space_size((clattn__pass)b->cls.pass);
   r->pruned = r->space - (unsigned)n;
   cand *all = n ? calloc(n, sizeof *all) : NULL;
   for (size_t i = 0; all && i < n; i++) all[i].cfg = cfgs[i];
@@ -342,7 +329,7 @@ static clattn_status search(bench *b, const clattn_tune_options *opt, clattn_tun
     if (all[i].state == 1) {
       r->tried++;
       if (best < 0 || all[i].median < all[best].median) best = i;
-    } else if (all[i].kernel || strstr(note, "wrong") || strstr(note, "non-finite") ||
+    } else if (all[i].plan.kernels[0] || strstr(note, "wrong") || strstr(note, "non-finite") ||
                strstr(note, "unwritten") || strstr(note, "failed")) {
       r->tried++, r->disqualified++;
       report_line(b, r, &all[i].cfg, note);
@@ -358,13 +345,13 @@ static clattn_status search(bench *b, const clattn_tune_options *opt, clattn_tun
       pr.planned = done + (unsigned)fmax(0, (search_end - now_s()) / per);
       if (pr.planned > n) pr.planned = (unsigned)n;
       pr.elapsed_s = el, pr.budget_s = budget;
-      to_public(b, &all[i].cfg, &pr.candidate);
+      clattn__config_to_public(&all[i].cfg, &pr.candidate);
       pr.candidate_local_mem = local_bytes(b, &all[i].cfg);
-      pr.candidate_private_mem = all[i].pmem;
+      pr.candidate_private_mem = all[i].plan.private_mem;
       pr.candidate_ms = all[i].state == 1 ? all[i].median : -1.0;
       pr.note = all[i].state == 1 ? "" : note;
       pr.best_ms = best >= 0 ? all[best].median : -1.0;
-      if (best >= 0) to_public(b, &all[best].cfg, &pr.best);
+      if (best >= 0) clattn__config_to_public(&all[best].cfg, &pr.best);
       opt->progress(opt->user, &pr);
     }
   }
@@ -395,16 +382,17 @@ static clattn_status search(bench *b, const clattn_tune_options *opt, clattn_tun
     for (int f = 0; f < nfin; f++)
       if (fin[f] != win && (second < 0 || all[fin[f]].median < all[second].median)) second = fin[f];
     const cand *w = &all[win];
-    to_public(b, &w->cfg, &r->best);
+    clattn__config_to_public(&w->cfg, &r->best);
     r->best_ms = w->median, r->best_min_ms = w->min, r->best_spread = w->spread;
-    r->local_mem_bytes = w->lmem > local_bytes(b, &w->cfg) ? w->lmem : local_bytes(b, &w->cfg);
-    r->private_mem_bytes = w->pmem;
+    size_t model = local_bytes(b, &w->cfg);
+    r->local_mem_bytes = w->plan.local_mem > model ? w->plan.local_mem : model;
+    r->private_mem_bytes = w->plan.private_mem;
     if (second >= 0) {
-      to_public(b, &all[second].cfg, &r->runner_up);
+      clattn__config_to_public(&all[second].cfg, &r->runner_up);
       r->runner_up_ms = all[second].median;
       r->margin = all[second].median / w->median - 1.0;
     }
-    to_public(b, &all[0].cfg, &r->heuristic);
+    clattn__config_to_public(&all[0].cfg, &r->heuristic);
     r->heuristic_ms = all[0].state == 1 ? all[0].median : -1.0;
     if (!opt->dry_run) st = save_winner(b, w, r);
   }
@@ -427,8 +415,8 @@ clattn_status clattn_tune(clattn_context *ctx, const clattn_problem *problem,
   if (st == CLATTN_OK && b.s.empty)
     st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
                       "cannot tune an empty problem (batch, heads_q or seqlen_q is 0)");
-  b.backward = opt->backward;
-  if (st == CLATTN_OK && b.backward && !b.s.seqlen_kv)
+  clattn__pass pass = opt->backward ? CLATTN__BACKWARD : CLATTN__FORWARD;
+  if (st == CLATTN_OK && pass == CLATTN__BACKWARD && !b.s.seqlen_kv)
     st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
                       "cannot tune the backward of a problem without keys (seqlen_kv is 0)");
   if (st == CLATTN_OK && b.s.algo != CLATTN_ALGO_FUSED)
@@ -438,12 +426,11 @@ clattn_status clattn_tune(clattn_context *ctx, const clattn_problem *problem,
                       b.s.d, b.s.dv);
   if (st == CLATTN_OK) {
     memset(out, 0, sizeof *out);
-    b.cls = clattn__class_of(&b.s);
-    b.cls.backward = (unsigned)b.backward;
+    b.cls = clattn__class_of(&b.s, pass);
+    b.pass = &benches[pass];
     out->seqlen_bucket = b.cls.bucket;
     out->local_mem_available = (size_t)ctx->device.local_mem;
-    st = clattn__sources_load(ctx, &b.src);
-    if (st == CLATTN_OK && b.backward) st = clattn__bwd_sources_load(ctx, &b.bwd_src);
+    st = clattn__sources_load(ctx, pass, &b.src);
   }
   cl_int err = CL_SUCCESS;
   if (st == CLATTN_OK) { /* a private queue: profiling on, whatever the caller's queue has */

@@ -4,7 +4,7 @@
  * coexist), and the double-precision reference gradients, of every row (the small instance) or
  * of sampled query and key rows (the timed one, tune_bwd_rows.c), with DESIGN.md's tolerance
  * (3x the naive fp32 loop's error, plus 1e-6). */
-#include "tune_bench.h"
+#include "tune.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -133,7 +133,7 @@ static clattn_status sample_rows(clattn__bwd_bench *b, const clattn__plan *fp) {
                       "the forward plan (%s BQ=%u BKV=%u, %s) that makes the backward tuner's "
                       "inputs is wrong: max|lse - ref| %.3g (tolerance %.3g), max|D - ref| %.3g "
                       "(%.3g) on sampled rows",
-                      clattn__variant_name(fp->cfg.variant), fp->cfg.bq, fp->cfg.bkv, fp->origin,
+                      clattn__family_of(&fp->cfg)->name, fp->cfg.bq, fp->cfg.bkv, fp->origin,
                       err_in[0], tol_in[0], err_in[1], tol_in[1]);
   for (size_t k = 0; st == CLATTN_OK && k < m->nk; k++) {
     size_t bb = m->k[k][0], hk = m->k[k][1], j = m->k[k][2];
@@ -169,8 +169,8 @@ static clattn_status check_written(clattn__bwd_bench *b, const clattn__plan *fp,
              : clattn__fail(b->ctx, CLATTN_ERR_UNSUPPORTED,
                             "the forward plan (%s BQ=%u BKV=%u, %s) that makes the backward "
                             "tuner's inputs left %s %zu unwritten or non-finite",
-                            clattn__variant_name(fp->cfg.variant), fp->cfg.bq, fp->cfg.bkv,
-                            fp->origin, what, bad);
+                            clattn__family_of(&fp->cfg)->name, fp->cfg.bq, fp->cfg.bkv, fp->origin,
+                            what, bad);
 }
 
 /* O and LSE from the context's forward plan, then D, on the context's queue. That queue may be
@@ -299,7 +299,7 @@ clattn_status clattn__bwd_bench_new(clattn_context *ctx, cl_command_queue queue,
   return st;
 }
 
-double clattn__bwd_bench_run(clattn__bwd_bench *b, const clattn__bwd_plan *p, int poison) {
+double clattn__bwd_bench_run(clattn__bwd_bench *b, const clattn__plan *p, int poison) {
   cl_event first = NULL, last = NULL;
   cl_int err = CL_SUCCESS;
   for (int g = DQ; poison && g <= DV && err == CL_SUCCESS; g++)

@@ -6,7 +6,7 @@
  * LSE and D the candidates themselves were given (checked on the sampled query rows). Both come
  * in double (the reference) and in the naive fp32 loop (DESIGN.md's tolerance is relative to its
  * error), from one body. */
-#include "tune_bench.h"
+#include "tune.h"
 
 #include <math.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * row of the small problem, sampled rows of the timed one) with DESIGN.md's tolerance: twice the
  * naive fp32 loop's error on the same rows, plus 1e-6. Also the helpers both tuners' problems
  * share. */
-#include "tune_bench.h"
+#include "tune.h"
 
 #include <math.h>
 #include <stdio.h>

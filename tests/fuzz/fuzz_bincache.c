@@ -6,7 +6,7 @@
  * hold. Checked: an accepted binary is non-empty, lies inside the file, ends where the file ends
  * (the format has nothing after it) and matches its checksum; another key is never accepted. */
 #include "fuzz_input.h"
-#include "internal.h"
+#include "tune.h"
 
 #define HEAD_BYTES 16 /* magic, format, key length (bincache.c) */
 #define TAIL_BYTES 16 /* binary length and checksum after the key */

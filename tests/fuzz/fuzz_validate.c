@@ -19,7 +19,7 @@
  * arithmetic); no accepted output shares a byte with an input or another output; and no
  * accepted output has two elements at one address (the kernels would race). */
 #include "fuzz_input.h"
-#include "internal.h"
+#include "tune.h"
 
 #include <math.h>
 #include <signal.h>

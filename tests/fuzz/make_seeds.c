@@ -6,7 +6,7 @@
  *             on this device), and damaged copies of it.
  *   validate: problems in fuzz_validate.c's encoding: valid forward and backward calls, and
  *             bad ones (overflowing strides, aliasing sub-buffers, odd heads, unknown dtype...). */
-#include "internal.h"
+#include "tune.h"
 #include "tunedb.h"
 
 #include <dirent.h>

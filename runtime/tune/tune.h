@@ -1,14 +1,18 @@
-/* The tuner's problems (tune_fwd.c, tune_bwd.c, tune_bwd_rows.c): random inputs of one shape on
+/* The tune layer (docs/DESIGN.md): the autotuner (tune.c), which walks the registry's space of
+ * any pass, and its problems (tune_fwd.c, tune_bwd.c, tune_bwd_rows.c), checked against the
+ * double-precision host reference (reference.c, reference_bwd.c). Uses every layer below.
+ *
+ * The tuner's problems: random inputs of one shape on
  * the device and what a candidate's outputs are checked against. Each tuner keeps two of a class:
  * a small one (a short sequence, at most 2 batches and 2 K/V heads, the head dims, causality and
  * GQA ratio of the class) checked on every row against the double-precision reference, and the
  * timed one, checked on sampled rows (its full reference would take minutes at large N). Before a
  * checked run every output is filled with NaN, so an element a candidate leaves unwritten can
  * never pass for the previous candidate's result. */
-#ifndef CLATTN_TUNE_BENCH_H
-#define CLATTN_TUNE_BENCH_H
+#ifndef CLATTN_TUNE_H
+#define CLATTN_TUNE_H
 
-#include "internal.h"
+#include "ops.h"
 #include "reference.h"
 
 /* The small problem of the class of s: its own sizes capped at 2 batches, 2 K/V heads (with
@@ -46,7 +50,7 @@ clattn_status clattn__bwd_bench_new(clattn_context *ctx, cl_command_queue queue,
                                     const clattn__shape *s, int reference, clattn__bwd_bench **out);
 /* One run of p's kernels on queue (poison: dQ, dK and dV filled with NaN first), timed by its
  * events: milliseconds, < 0 on failure. */
-double clattn__bwd_bench_run(clattn__bwd_bench *b, const clattn__bwd_plan *p, int poison);
+double clattn__bwd_bench_run(clattn__bwd_bench *b, const clattn__plan *p, int poison);
 /* After a poisoned run: "" when every gradient element was written and is finite and the
  * checked rows are within tolerance. */
 void clattn__bwd_bench_check(clattn__bwd_bench *b, char *why, size_t len);

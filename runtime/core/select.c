@@ -1,6 +1,6 @@
-/* The default device: $CLATTN_DEVICE ("P:D" indices or a name substring), else the first GPU,
- * else the first device of any type. */
-#include "internal.h"
+/* Device selection and hashing. The default device: $CLATTN_DEVICE ("P:D" indices or a name
+ * substring), else the first GPU, else the first device of any type. */
+#include "core.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,18 +70,17 @@ static clattn_status pick(const char *want, choice *out) {
   return CLATTN_OK;
 }
 
-clattn_status clattn_context_create_default(const clattn_options *options, clattn_context **out) {
-  if (!out) return clattn__fail(NULL, CLATTN_ERR_INVALID_ARGUMENT, "out is NULL");
-  *out = NULL;
+clattn_status clattn__pick_device(cl_platform_id *platform, cl_device_id *device) {
   const char *want = getenv("CLATTN_DEVICE");
   choice c;
   clattn_status st = pick(want && want[0] ? want : NULL, &c);
-  if (st != CLATTN_OK) return st;
-  cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)c.platform, 0};
-  cl_int err;
-  cl_context cl = clCreateContext(props, 1, &c.device, NULL, NULL, &err);
-  if (err != CL_SUCCESS) return clattn__fail_cl(NULL, err, "clCreateContext");
-  st = clattn_context_create(cl, c.device, NULL, options, out);
-  clReleaseContext(cl); /* the clattn context holds its own reference */
+  if (st == CLATTN_OK) *platform = c.platform, *device = c.device;
   return st;
+}
+
+uint64_t clattn__hash(const void *data, size_t len, uint64_t seed) {
+  const unsigned char *p = data;
+  uint64_t h = 1469598103934665603ull ^ seed; /* FNV-1a, 64-bit */
+  for (size_t i = 0; i < len; i++) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
 }

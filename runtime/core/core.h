@@ -1,0 +1,140 @@
+/* The core layer (docs/DESIGN.md): errors and diagnostics (errors.c), the device model
+ * (device.c), validation of problems and tensors (validate.c), hashing and device selection
+ * (select.c), and the context's fields, which each layer owns a part of. It uses no other layer.
+ * Internal, not API: non-static internal names start with clattn__. */
+#ifndef CLATTN_CORE_H
+#define CLATTN_CORE_H
+
+#include "clattn.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The largest head dim of the fused kernels (every family's max_dim is at most this); the
+ * standard path goes further (validate.c). */
+#define CLATTN__MAX_FUSED_DIM 256
+
+/* ---- device model (device.c) ---- */
+
+typedef struct clattn__device {
+  char name[256], vendor[256], driver[128], version[128];
+  char platform_name[256], platform_version[256];
+  cl_device_type type;
+  cl_ulong local_mem;     /* CL_DEVICE_LOCAL_MEM_SIZE */
+  int local_mem_emulated; /* CL_DEVICE_LOCAL_MEM_TYPE is CL_GLOBAL (CPUs) */
+  cl_ulong global_mem;    /* CL_DEVICE_GLOBAL_MEM_SIZE */
+  cl_ulong max_alloc;     /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+  cl_uint compute_units;
+  size_t max_work_group;   /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
+  size_t max_item_size[3]; /* CL_DEVICE_MAX_WORK_ITEM_SIZES */
+  cl_uint mem_base_align_bits;
+  int tensor_cores;      /* NVIDIA, compute capability 8.0+: the forward_mma variant can run */
+  int mma_emulated;      /* CLATTN_MMA_EMULATE=1 on a device without: forward_mma emulated */
+  char *extensions;      /* owned */
+  char *build_options;   /* $CLATTN_BUILD_OPTIONS as read when the context was made, NULL when
+                            unset; owned by the context (context.c), not by clattn__device_query */
+  char fingerprint[768]; /* platform|version|vendor|name|driver|CUs|local mem */
+} clattn__device;
+
+/* Reads the model of dev once. On failure returns an OpenCL error code and fills why. */
+cl_int clattn__device_query(cl_device_id dev, clattn__device *out, char *why, size_t why_len);
+void clattn__device_release(clattn__device *d);
+const char *clattn__cl_error_name(cl_int err);
+
+/* ---- errors and diagnostics (errors.c) ---- */
+
+/* One thread's last error on one context, and one version of the diagnostics text. */
+typedef struct clattn__thread_error clattn__thread_error;
+typedef struct clattn__diag clattn__diag;
+
+/* Records a formatted message for the calling thread on ctx (ctx may be NULL) and returns
+ * status. Any thread (the message is the calling thread's own). */
+clattn_status clattn__fail(clattn_context *ctx, clattn_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Like clattn__fail for an OpenCL error: the message names the call and the error. */
+clattn_status clattn__fail_cl(clattn_context *ctx, cl_int err, const char *what);
+/* Records a warning once (a repeated text is not added again). Any thread; takes text_lock. */
+void clattn__warn(clattn_context *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The last warning, "" when none; valid until ctx is destroyed. */
+const char *clattn__diagnostics_last(const clattn_context *ctx);
+/* This thread's last error message (the same as clattn_last_error; takes no lock). */
+const char *clattn__last_error_locked(const clattn_context *ctx);
+/* Appends text to the calling thread's message (for build logs). */
+void clattn__append_error(clattn_context *ctx, const char *text);
+/* How many error slots (one per thread that failed a call) ctx holds now (for tests). */
+size_t clattn__error_slots(clattn_context *ctx);
+/* At destroy: the error slots and diagnostics of ctx. */
+void clattn__errors_release(clattn_context *ctx);
+
+/* FNV-1a, 64-bit (select.c): the key of sources, programs and tuning entries. */
+uint64_t clattn__hash(const void *data, size_t len, uint64_t seed);
+/* The device $CLATTN_DEVICE names (select.c), else the first GPU, else the first device. */
+clattn_status clattn__pick_device(cl_platform_id *platform, cl_device_id *device);
+
+/* ---- validation (validate.c) ---- */
+
+/* The problem with its defaults applied, checked; sizes in elements. */
+typedef struct clattn__shape {
+  size_t batch, heads_q, heads_kv, seqlen_q, seqlen_kv, d, dv;
+  float scale;
+  unsigned causal;
+  int empty;             /* nothing to compute: batch, heads_q or seqlen_q is 0 */
+  clattn_algorithm algo; /* resolved: CLATTN_ALGO_FUSED or CLATTN_ALGO_STANDARD */
+} clattn__shape;
+
+clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_problem *p,
+                                         clattn__shape *out);
+clattn_status clattn__check_forward_tensors(clattn_context *ctx, const clattn__shape *s,
+                                            const clattn_tensor *q, const clattn_tensor *k,
+                                            const clattn_tensor *v, const clattn_tensor *o,
+                                            cl_mem lse);
+
+/* The backward call's tensors: the forward checks (LSE required), d_o like o, dq like q, dk and
+ * dv like k and v, the outputs overlapping no input and no other output. */
+clattn_status clattn__check_backward_tensors(clattn_context *ctx, const clattn__shape *s,
+                                             const clattn_tensor *q, const clattn_tensor *k,
+                                             const clattn_tensor *v, const clattn_tensor *o,
+                                             const clattn_tensor *d_o, cl_mem lse,
+                                             const clattn_tensor *dq, const clattn_tensor *dk,
+                                             const clattn_tensor *dv);
+
+/* ---- the context: its fields, each owned by the layer its comment names ---- */
+
+struct clattn_context {
+  cl_context cl;
+  cl_device_id device_id;
+  cl_command_queue queue;
+  int queue_in_order;
+  clattn__device device;
+  char *cache_dir, *tuning_db, *kernel_dir; /* resolved at creation; NULL when unset */
+  size_t workspace_limit; /* bytes the standard path may hold at once (resolved at creation) */
+  char summary[512];
+  int build_log; /* $CLATTN_BUILD_LOG was set at creation: print each build's log */
+  /* A leaf lock (nothing else is taken while it is held) for the texts that threads read while
+   * a call holds lock: the error slots' list and the diagnostics. */
+  pthread_mutex_t text_lock;
+  clattn__thread_error *errors; /* one slot per live thread that failed a call (text_lock) */
+  clattn__diag *diag;   /* newest diagnostics version; older ones handed out live on (text_lock) */
+  pthread_mutex_t lock; /* serialises calls; guards everything below */
+  struct clattn__program *programs;   /* the kernels layer's program cache (jit.c) */
+  struct clattn__plan *plans;         /* the plan layer's plans, every pass (plan.c) */
+  struct clattn__override *overrides; /* configs set through the API (config.c) */
+  struct clattn__db *db; /* the tuning database, read at the first plan; NULL until then */
+  unsigned bincache_loaded, bincache_stored, bincache_rejected; /* on-disk cache counters */
+  unsigned compiled;                                            /* programs compiled from source */
+  cl_mem workspace;               /* the standard path's S/P workspace, grown on demand */
+  size_t workspace_bytes;         /* its size */
+  struct clattn__aux_kernel *aux; /* kernels of the standard path, by build options */
+  cl_mem bwd_ws;                  /* the backward pass's rowsum(dO o O), grown on demand */
+  size_t bwd_ws_bytes;
+  cl_mem split_ws; /* partial outputs of split-key calls, grown on demand */
+  size_t split_ws_bytes;
+  cl_event *step_marks; /* markers around the last standard call's steps, 4 a chunk */
+  size_t step_marks_count;
+  size_t std_launch_groups; /* work-groups per enqueue of the standard path's element kernels;
+                               0: GROUPS_PER_LAUNCH (tests make it small to check the pieces) */
+};
+
+#endif

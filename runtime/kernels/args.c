@@ -1,0 +1,13 @@
+/* Kernel arguments set in order, the first failure kept: what the families' bind functions
+ * and the standard path's kernels share. */
+#include "kernels.h"
+
+void clattn__arg(clattn__args *a, size_t size, const void *value) {
+  if (a->err == CL_SUCCESS) a->err = clSetKernelArg(a->kernel, a->next, size, value);
+  a->next++;
+}
+
+void clattn__arg_view(clattn__args *a, const clattn_tensor *t) {
+  cl_ulong v[4] = {t->offset, t->stride_batch, t->stride_seq, t->stride_head};
+  for (int i = 0; i < 4; i++) clattn__arg(a, sizeof v[i], &v[i]);
+}

@@ -1,0 +1,68 @@
+/* The model functions of the kernel families registry.c lists (forward_families.c,
+ * backward_families.c), with the argument helpers their bind functions share. Internal to the
+ * kernels layer. */
+#ifndef CLATTN_FAMILIES_H
+#define CLATTN_FAMILIES_H
+
+#include "kernels.h"
+
+int clattn__fam_is_cpu(const clattn__device *dev);
+unsigned clattn__one_row(const clattn__config *c);
+
+size_t clattn__rows_local(const clattn__device *, const clattn__class *, const clattn__config *);
+void clattn__rows_work_groups(const clattn__config *c, size_t *wg);
+unsigned clattn__rows_cost(const clattn__family *f, const clattn__device *, const clattn__class *,
+                           const clattn__config *);
+void clattn__rows_defines(const clattn__family *f, const clattn__device *, const clattn__class *,
+                          const clattn__config *, char *, size_t);
+void clattn__rows_reason(const clattn__family *f, const clattn__device *, const clattn__class *,
+                         const clattn__config *, char *, size_t);
+
+size_t clattn__tiles_local(const clattn__device *, const clattn__class *, const clattn__config *);
+void clattn__tiles_work_groups(const clattn__config *c, size_t *wg);
+unsigned clattn__tiles_cost(const clattn__family *f, const clattn__device *, const clattn__class *,
+                            const clattn__config *);
+void clattn__tiles_defines(const clattn__family *f, const clattn__device *, const clattn__class *,
+                           const clattn__config *, char *, size_t);
+void clattn__tiles_reason(const clattn__family *f, const clattn__device *, const clattn__class *,
+                          const clattn__config *, char *, size_t);
+unsigned clattn__tiles_min_block_q(const clattn__config *c);
+
+size_t clattn__mma_local(const clattn__device *, const clattn__class *, const clattn__config *);
+void clattn__mma_work_groups(const clattn__config *c, size_t *wg);
+unsigned clattn__mma_cost(const clattn__family *f, const clattn__device *, const clattn__class *,
+                          const clattn__config *);
+void clattn__mma_defines(const clattn__family *f, const clattn__device *, const clattn__class *,
+                         const clattn__config *, char *, size_t);
+void clattn__mma_reason(const clattn__family *f, const clattn__device *, const clattn__class *,
+                        const clattn__config *, char *, size_t);
+unsigned clattn__mma_min_block_q(const clattn__config *c);
+
+int clattn__forward_check(const clattn__family *f, const clattn__device *, const clattn__class *,
+                          const clattn__config *, char *, size_t);
+int clattn__forward_accept(const clattn__family *f, const clattn_config *in, clattn__config *out,
+                           char *why, size_t len);
+unsigned clattn__forward_bind(const clattn__family *f, const clattn__config *c,
+                              const cl_kernel *kernels, const clattn__bound *b, clattn__launch *out,
+                              cl_int *err);
+
+size_t clattn__bwd_rows_local(const clattn__device *, const clattn__class *,
+                              const clattn__config *);
+size_t clattn__bwd_mma_local(const clattn__device *, const clattn__class *, const clattn__config *);
+void clattn__bwd_rows_work_groups(const clattn__config *c, size_t *wg);
+void clattn__bwd_mma_work_groups(const clattn__config *c, size_t *wg);
+int clattn__backward_check(const clattn__family *f, const clattn__device *, const clattn__class *,
+                           const clattn__config *, char *, size_t);
+unsigned clattn__backward_cost(const clattn__family *f, const clattn__device *,
+                               const clattn__class *, const clattn__config *);
+void clattn__backward_defines(const clattn__family *f, const clattn__device *,
+                              const clattn__class *, const clattn__config *, char *, size_t);
+void clattn__backward_reason(const clattn__family *f, const clattn__device *, const clattn__class *,
+                             const clattn__config *, char *, size_t);
+int clattn__backward_accept(const clattn__family *f, const clattn_config *in, clattn__config *out,
+                            char *why, size_t len);
+unsigned clattn__backward_bind(const clattn__family *f, const clattn__config *c,
+                               const cl_kernel *kernels, const clattn__bound *b,
+                               clattn__launch *out, cl_int *err);
+
+#endif

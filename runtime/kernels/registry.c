@@ -1,0 +1,285 @@
+/* The kernel registry: one entry per kernel family of the fused path, and the functions that
+ * answer for any of them (legality, ranking, build options). A family is known by its name here
+ * and nowhere else; the rest of the runtime asks the registry (docs/DESIGN.md: adding a family
+ * is a cl/ file, one entry below and its tests). */
+#include "families.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define POW2_BLOCKS                                                                                \
+  { 256, 128, 64, 32, 16, 8, 4 }
+
+static const clattn__family table[] = {
+    {.name = "forward_rows",
+     .pass = CLATTN__FORWARD,
+     .files = {"common.cl", "forward.cl"},
+     .entries = {"clattn_forward"},
+     .max_dim = 256,
+     .axes = {{CLATTN__AX_BQ, 8, {128, 64, 32, 16, 8, 4, 2, 1}},
+              {CLATTN__AX_BKV, 5, {128, 64, 32, 16, 8}},
+              {CLATTN__AX_TPR, 6, {1, 2, 4, 8, 16, 32}},
+              {CLATTN__AX_STAGE, 2, {0, 1}},
+              {CLATTN__AX_PAD, 2, {0, 1}},
+              {CLATTN__AX_VEC, 2, {1, 4}}},
+     .naxes = 6,
+     .fixed = {.rm = 1},
+     .check = clattn__forward_check,
+     .local_bytes = clattn__rows_local,
+     .work_groups = clattn__rows_work_groups,
+     .cost = clattn__rows_cost,
+     .defines = clattn__rows_defines,
+     .reason = clattn__rows_reason,
+     .min_block_q = clattn__one_row,
+     .accept = clattn__forward_accept,
+     .bind = clattn__forward_bind},
+    {.name = "forward_tiles",
+     .pass = CLATTN__FORWARD,
+     .files = {"common.cl", "forward_tiles.cl"},
+     .entries = {"clattn_forward"},
+     .max_dim = 256,
+     .axes = {{CLATTN__AX_BQ, 8, {128, 64, 32, 16, 8, 4, 2, 1}},
+              {CLATTN__AX_BKV, 5, {128, 64, 32, 16, 8}},
+              {CLATTN__AX_TPR, 6, {1, 2, 4, 8, 16, 32}},
+              {CLATTN__AX_RM, 4, {1, 2, 4, 8}},
+              {CLATTN__AX_PAD, 2, {0, 1}},
+              {CLATTN__AX_VEC, 2, {1, 4}}},
+     .naxes = 6,
+     .fixed = {.stage = 1},
+     .check = clattn__forward_check,
+     .local_bytes = clattn__tiles_local,
+     .work_groups = clattn__tiles_work_groups,
+     .cost = clattn__tiles_cost,
+     .defines = clattn__tiles_defines,
+     .reason = clattn__tiles_reason,
+     .min_block_q = clattn__tiles_min_block_q,
+     .accept = clattn__forward_accept,
+     .bind = clattn__forward_bind},
+    {.name = "forward_mma",
+     .pass = CLATTN__FORWARD,
+     .files = {"common.cl", "mma.cl", "forward_mma.cl"},
+     .entries = {"clattn_forward"},
+     .tensor_cores = 1,
+     .max_dim = 256,
+     .axes = {{CLATTN__AX_BQ, 4, {16, 32, 64, 128}},
+              {CLATTN__AX_BKV, 5, {8, 16, 32, 64, 128}},
+              {CLATTN__AX_PAD, 2, {0, 1}},
+              {CLATTN__AX_STAGE, 2, {1, 2}},
+              {CLATTN__AX_VEC, 2, {1, 4}}},
+     .naxes = 5,
+     .fixed = {.tpr = 1, .stage = 1, .rm = 1},
+     .check = clattn__forward_check,
+     .local_bytes = clattn__mma_local,
+     .work_groups = clattn__mma_work_groups,
+     .cost = clattn__mma_cost,
+     .defines = clattn__mma_defines,
+     .reason = clattn__mma_reason,
+     .min_block_q = clattn__mma_min_block_q,
+     .accept = clattn__forward_accept,
+     .bind = clattn__forward_bind},
+    {.name = "backward_rows",
+     .pass = CLATTN__BACKWARD,
+     .files = {"backward.cl"},
+     .entries = {"bwd_dkdv", "bwd_dq"},
+     .max_dim = 256,
+     .axes = {{CLATTN__AX_BQ, 7, POW2_BLOCKS}, {CLATTN__AX_BKV, 7, POW2_BLOCKS}},
+     .naxes = 2,
+     .check = clattn__backward_check,
+     .local_bytes = clattn__bwd_rows_local,
+     .work_groups = clattn__bwd_rows_work_groups,
+     .cost = clattn__backward_cost,
+     .defines = clattn__backward_defines,
+     .reason = clattn__backward_reason,
+     .min_block_q = clattn__one_row,
+     .accept = clattn__backward_accept,
+     .bind = clattn__backward_bind},
+    {.name = "backward_mma",
+     .pass = CLATTN__BACKWARD,
+     .files = {"common.cl", "mma.cl", "backward_mma.cl"},
+     .entries = {"bwd_dkdv", "bwd_dq"},
+     .tensor_cores = 1,
+     .max_dim = 128,
+     .axes = {{CLATTN__AX_BQ, 7, POW2_BLOCKS}, {CLATTN__AX_BKV, 7, POW2_BLOCKS}},
+     .naxes = 2,
+     .check = clattn__backward_check,
+     .local_bytes = clattn__bwd_mma_local,
+     .work_groups = clattn__bwd_mma_work_groups,
+     .cost = clattn__backward_cost,
+     .defines = clattn__backward_defines,
+     .reason = clattn__backward_reason,
+     .min_block_q = clattn__one_row,
+     .accept = clattn__backward_accept,
+     .bind = clattn__backward_bind},
+};
+
+enum { COUNT = sizeof table / sizeof *table };
+_Static_assert((int)COUNT <= (int)CLATTN__MAX_FAMILIES, "raise CLATTN__MAX_FAMILIES");
+
+const char *clattn__pass_name(clattn__pass pass) {
+  return pass == CLATTN__BACKWARD ? "backward" : "forward";
+}
+
+unsigned clattn__families(void) {
+  return COUNT;
+}
+
+const clattn__family *clattn__family_at(unsigned id) {
+  return id < COUNT ? &table[id] : NULL;
+}
+
+const clattn__family *clattn__family_of(const clattn__config *c) {
+  return clattn__family_at(c->kernel);
+}
+
+unsigned clattn__family_find(const char *name) {
+  for (unsigned i = 0; i < COUNT; i++)
+    if (!strcmp(table[i].name, name)) return i;
+  return CLATTN__NO_FAMILY;
+}
+
+static char names[512]; /* the same text for every caller: written once, on first use */
+static pthread_once_t names_once = PTHREAD_ONCE_INIT;
+
+static void fill_names(void) {
+  size_t used = 0;
+  for (unsigned i = 0; i < COUNT; i++)
+    if (!table[i].explicit_only && used < sizeof names)
+      used += snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "", table[i].name);
+}
+
+const char *clattn__family_names(void) {
+  pthread_once(&names_once, fill_names);
+  return names;
+}
+
+int clattn__config_legal(const clattn__device *dev, const clattn__class *k, const clattn__config *c,
+                         char *why, size_t why_len) {
+  const clattn__family *f = clattn__family_of(c);
+  if (!f) {
+    snprintf(why, why_len, "unknown kernel family (id %u)", c->kernel);
+    return 0;
+  }
+  if (f->pass != k->pass) {
+    snprintf(why, why_len, "%s is a %s kernel, not a %s one", f->name, clattn__pass_name(f->pass),
+             clattn__pass_name((clattn__pass)k->pass));
+    return 0;
+  }
+  if (!f->check(f, dev, k, c, why, why_len)) return 0;
+  if (k->d > f->max_dim || k->dv > f->max_dim) {
+    snprintf(why, why_len, "%s: head dims %u/%u, it computes at most %u", f->name, k->d, k->dv,
+             f->max_dim);
+    return 0;
+  }
+  return 1;
+}
+
+size_t clattn__config_local_bytes(const clattn__device *dev, const clattn__class *k,
+                                  const clattn__config *c) {
+  const clattn__family *f = clattn__family_of(c);
+  return f ? f->local_bytes(dev, k, c) : 0;
+}
+
+size_t clattn__config_work_group(const clattn__config *c) {
+  const clattn__family *f = clattn__family_of(c);
+  size_t wg[CLATTN__MAX_ENTRIES] = {0};
+  if (f) f->work_groups(c, wg);
+  return wg[0];
+}
+
+void clattn__config_options(const clattn__device *dev, const clattn__class *cls,
+                            const clattn__config *c, char *out, size_t len) {
+  const clattn__family *f = clattn__family_of(c);
+  if (f)
+    f->defines(f, dev, cls, c, out, len);
+  else if (len)
+    out[0] = 0;
+  /* Extra options for experiments ($CLATTN_BUILD_OPTIONS, e.g. -cl-nv-verbose) are part of the
+   * options, hence of every cache key. */
+  const char *extra = dev->build_options; /* read once, when the context was made */
+  size_t used = strlen(out);
+  if (extra && extra[0] && used < len) snprintf(out + used, len - used, " %s", extra);
+}
+
+static unsigned *field(clattn__config *c, unsigned axis) {
+  unsigned *fields[CLATTN__AXES] = {&c->bq, &c->bkv, &c->tpr, &c->stage, &c->pad, &c->rm, &c->vec};
+  return fields[axis];
+}
+
+static size_t family_space(const clattn__family *f) {
+  size_t n = 1;
+  for (unsigned a = 0; a < f->naxes; a++) n *= f->axes[a].n;
+  return n;
+}
+
+/* The i-th config of f's space: the last axis varies fastest. */
+static clattn__config family_config(unsigned id, size_t i) {
+  const clattn__family *f = &table[id];
+  clattn__config c = f->fixed;
+  c.kernel = id;
+  for (unsigned a = f->naxes; a-- > 0;) {
+    *field(&c, f->axes[a].field) = f->axes[a].values[i % f->axes[a].n];
+    i /= f->axes[a].n;
+  }
+  return c;
+}
+
+size_t clattn__config_space_size(clattn__pass pass) {
+  size_t n = 0;
+  for (unsigned id = 0; id < COUNT; id++)
+    if (table[id].pass == pass && !table[id].explicit_only) n += family_space(&table[id]);
+  return n;
+}
+
+typedef struct {
+  clattn__config cfg;
+  unsigned cost, order;
+} ranked;
+
+static int by_cost(const void *a, const void *b) {
+  const ranked *x = a, *y = b;
+  if (x->cost != y->cost) return x->cost < y->cost ? -1 : 1;
+  return x->order < y->order ? -1 : x->order > y->order;
+}
+
+size_t clattn__configs_ranked(const clattn__device *dev, const clattn__class *k,
+                              clattn__config *out, size_t cap) {
+  ranked *all = malloc(clattn__config_space_size((clattn__pass)k->pass) * sizeof *all + 1);
+  if (!all) return 0;
+  size_t n = 0;
+  char why[200];
+  for (unsigned id = 0; id < COUNT; id++) {
+    const clattn__family *f = &table[id];
+    if (f->pass != k->pass || f->explicit_only) continue;
+    for (size_t i = 0, size = family_space(f); i < size; i++) {
+      clattn__config c = family_config(id, i);
+      if (!clattn__config_legal(dev, k, &c, why, sizeof why)) continue;
+      all[n].cfg = c, all[n].cost = f->cost(f, dev, k, &c), all[n].order = (unsigned)n;
+      n++;
+    }
+  }
+  qsort(all, n, sizeof *all, by_cost);
+  size_t m = n < cap ? n : cap;
+  for (size_t i = 0; i < m; i++) out[i] = all[i].cfg;
+  free(all);
+  return m;
+}
+
+void clattn__config_reason(const clattn__device *dev, const clattn__class *k,
+                           const clattn__config *c, char *out, size_t len) {
+  const clattn__family *f = clattn__family_of(c);
+  if (f)
+    f->reason(f, dev, k, c, out, len);
+  else
+    snprintf(out, len, "unknown kernel family");
+}
+
+void clattn__config_describe(const clattn__config *c, char *out, size_t len) {
+  static const char *const names[CLATTN__AXES] = {"BQ", "BKV", "TPR", "stage", "pad", "RM", "vec"};
+  const clattn__family *f = clattn__family_of(c);
+  int used = snprintf(out, len, "%s", f ? f->name : "unknown");
+  clattn__config copy = *c;
+  for (unsigned a = 0; f && a < f->naxes && used > 0 && (size_t)used < len; a++)
+    used += snprintf(out + used, len - used, " %s=%u", names[f->axes[a].field],
+                     *field(&copy, f->axes[a].field));
+}

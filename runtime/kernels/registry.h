@@ -1,0 +1,159 @@
+/* The kernel registry (registry.c): every kernel family of the fused path is one entry, and
+ * nothing outside the kernels layer knows a family by its name or its id. A family says what
+ * it computes (its pass), what it supports (head dims, tensor cores), its config space and
+ * legality (the local-memory formula, work-group limits), its cost for the heuristic's ranking,
+ * the -D defines it is built with and how its arguments are bound (docs/DESIGN.md). */
+#ifndef CLATTN_REGISTRY_H
+#define CLATTN_REGISTRY_H
+
+#include "core.h"
+
+/* What a family computes. A problem class and a config belong to one pass. */
+typedef enum clattn__pass { CLATTN__FORWARD = 0, CLATTN__BACKWARD = 1 } clattn__pass;
+enum { CLATTN__PASSES = 2 };
+const char *clattn__pass_name(clattn__pass pass); /* "forward", "backward" */
+
+/* What a compiled kernel depends on besides its config: a problem class. */
+typedef struct clattn__class {
+  unsigned d, dv;
+  unsigned causal;
+  unsigned bucket; /* sequence-length bucket of seqlen_q (clattn__seqlen_bucket) */
+  unsigned pass;   /* clattn__pass */
+} clattn__class;
+
+/* A config of one family; the fields a family does not use are fixed by it (clattn__family's
+ * fixed). They reach the kernels as -D defines. */
+typedef struct clattn__config {
+  unsigned bq;     /* query rows per work-group (backward: bwd_dq's block) */
+  unsigned bkv;    /* keys per K/V tile (backward: bwd_dkdv's block) */
+  unsigned tpr;    /* work-items per query row (forward_tiles: along the keys) */
+  unsigned stage;  /* 1: K/V tiles staged in local memory (forward_mma 2: stored split) */
+  unsigned pad;    /* padding of local-memory rows against bank conflicts */
+  unsigned kernel; /* the family: a registry id (clattn__family_at), unique across passes */
+  unsigned rm;     /* forward_tiles: query rows per work-item */
+  unsigned vec;    /* vector width of the tile loads: 1, 2 or 4 */
+} clattn__config;
+
+/* One axis of a family's config space: a field and the values it takes, in the order the
+ * enumeration visits them (the heuristic breaks cost ties by that order). */
+enum {
+  CLATTN__AX_BQ,
+  CLATTN__AX_BKV,
+  CLATTN__AX_TPR,
+  CLATTN__AX_STAGE,
+  CLATTN__AX_PAD,
+  CLATTN__AX_RM,
+  CLATTN__AX_VEC,
+  CLATTN__AXES
+};
+typedef struct clattn__axis {
+  unsigned field, n;
+  unsigned values[8];
+} clattn__axis;
+
+/* Keys split into ranges computed by separate work-groups (flash-decoding), each writing its
+ * partial O and LSE into a workspace that a merge kernel combines (ops/split.c). */
+typedef struct clattn__split {
+  unsigned count;        /* ranges; 1: none */
+  unsigned kv_per_split; /* keys per range, a multiple of the config's key tile */
+  cl_ulong o_split;      /* elements between the ranges' partial outputs */
+  cl_ulong lse_off;      /* where the partial LSEs start in the lse buffer */
+  cl_ulong lse_split;    /* elements between the ranges' partial LSEs */
+} clattn__split;
+
+/* The tensors and buffers of one call of a pass, for its family's bind function. */
+typedef struct clattn__bound {
+  const clattn__shape *s;
+  const clattn_tensor *q, *k, *v, *o; /* o: the forward's output */
+  const clattn_tensor *d_o, *dq, *dk, *dv;
+  cl_mem lse, drow;           /* drow: the backward's D = rowsum(dO o O) */
+  const clattn__split *split; /* forward: NULL, or key ranges */
+} clattn__bound;
+
+/* A grid to enqueue: groups work-groups of wg work-items (wg 0: one work-item per group and the
+ * driver's local size); the argument base_arg takes the first group of each launch. */
+typedef struct clattn__launch {
+  cl_kernel kernel;
+  cl_uint base_arg;
+  size_t groups, wg;
+} clattn__launch;
+
+enum { CLATTN__MAX_FAMILIES = 16, CLATTN__MAX_ENTRIES = 2 };
+#define CLATTN__NO_FAMILY (~0u)
+
+typedef struct clattn__family clattn__family;
+/* Each hook gets its own entry (f), so that a family's code never looks itself up. */
+struct clattn__family {
+  const char *name; /* public: clattn_config.kernel, the tuning database, explain */
+  clattn__pass pass;
+  const char *files[4];   /* cl/ files of its program, joined in order */
+  const char *entries[3]; /* its kernel functions (NULL-terminated), launched in order */
+  unsigned tensor_cores;  /* needs NVIDIA tensor cores (or their emulation) */
+  unsigned max_dim;       /* the largest head dim it computes */
+  unsigned explicit_only; /* never ranked or tuned: runs only as an override (test families) */
+  clattn__axis axes[CLATTN__AXES]; /* its space, outermost axis first */
+  unsigned naxes;
+  clattn__config fixed; /* the fields no axis sets */
+  /* Its own rules (tile divisibility, local memory, work-group limits): 1 when c is legal on dev
+   * for class k, else 0 and why. */
+  int (*check)(const clattn__family *f, const clattn__device *dev, const clattn__class *k,
+               const clattn__config *c, char *why, size_t why_len);
+  /* Local memory the model counts (explain, step down) and work-items per work-group of each
+   * entry point. */
+  size_t (*local_bytes)(const clattn__device *dev, const clattn__class *k, const clattn__config *c);
+  void (*work_groups)(const clattn__config *c, size_t *wg);
+  /* Lower ranks first in the heuristic (all families of a pass are ranked together). */
+  unsigned (*cost)(const clattn__family *f, const clattn__device *dev, const clattn__class *k,
+                   const clattn__config *c);
+  /* Its -D defines (the build options before $CLATTN_BUILD_OPTIONS). */
+  void (*defines)(const clattn__family *f, const clattn__device *dev, const clattn__class *k,
+                  const clattn__config *c, char *out, size_t len);
+  /* One line saying why the heuristic's pick suits dev. */
+  void (*reason)(const clattn__family *f, const clattn__device *dev, const clattn__class *k,
+                 const clattn__config *c, char *out, size_t len);
+  /* The smallest query block a config of it can take (finer grids for small problems). */
+  unsigned (*min_block_q)(const clattn__config *c);
+  /* The public config's fields as this family's (defaults applied): 0 and why when it cannot
+   * take them. */
+  int (*accept)(const clattn__family *f, const clattn_config *in, clattn__config *out, char *why,
+                size_t why_len);
+  /* Sets its kernels' arguments for a call: the launches, in order (how many are written; a
+   * launch with no groups is left out); the first OpenCL error in *err. */
+  unsigned (*bind)(const clattn__family *f, const clattn__config *c, const cl_kernel *kernels,
+                   const clattn__bound *b, clattn__launch *out, cl_int *err);
+};
+
+/* How many families there are, and family id (NULL when out of range). */
+unsigned clattn__families(void);
+const clattn__family *clattn__family_at(unsigned id);
+/* The family of a config (NULL when its id is unknown). */
+const clattn__family *clattn__family_of(const clattn__config *c);
+/* The id of the family named name, CLATTN__NO_FAMILY when none; and the list of the names of
+ * the families that are not test-only, ", "-separated (for messages). */
+unsigned clattn__family_find(const char *name);
+const char *clattn__family_names(void);
+
+/* 1 when c is a legal config of class k on dev (its family of k's pass, the family's rules). */
+int clattn__config_legal(const clattn__device *dev, const clattn__class *k, const clattn__config *c,
+                         char *why, size_t why_len);
+size_t clattn__config_local_bytes(const clattn__device *dev, const clattn__class *k,
+                                  const clattn__config *c);
+/* Work-items per work-group of the family's first entry point (forward: its only one). */
+size_t clattn__config_work_group(const clattn__config *c);
+/* Build options: the family's defines, then $CLATTN_BUILD_OPTIONS (read at creation; part of
+ * every cache key). */
+void clattn__config_options(const clattn__device *dev, const clattn__class *cls,
+                            const clattn__config *c, char *out, size_t len);
+/* Legal configs of the pass of k, best first by the heuristic (the first is its default); how
+ * many were written (<= cap). Test-only families are left out. */
+size_t clattn__configs_ranked(const clattn__device *dev, const clattn__class *k,
+                              clattn__config *out, size_t cap);
+/* How many configs the pass's space has, legal or not. */
+size_t clattn__config_space_size(clattn__pass pass);
+/* Why the heuristic picked c on dev, in one line. */
+void clattn__config_reason(const clattn__device *dev, const clattn__class *k,
+                           const clattn__config *c, char *out, size_t len);
+/* The config's fields in one line ("forward_tiles BQ=... BKV=..."), for reports. */
+void clattn__config_describe(const clattn__config *c, char *out, size_t len);
+
+#endif

@@ -1,0 +1,15 @@
+/* Problem classes: what a compiled kernel depends on besides its config (head dims, causality,
+ * the pass) and the sequence-length bucket that tiles are chosen per. */
+#include "plan.h"
+
+unsigned clattn__seqlen_bucket(size_t n) {
+  unsigned b = 64;
+  while (b < 65536 && b < n) b *= 4;
+  return b;
+}
+
+clattn__class clattn__class_of(const clattn__shape *s, clattn__pass pass) {
+  clattn__class c = {(unsigned)s->d, (unsigned)s->dv, s->causal, clattn__seqlen_bucket(s->seqlen_q),
+                     (unsigned)pass};
+  return c;
+}

@@ -1,0 +1,74 @@
+/* Finer query blocks for small problems: a forward plan whose work-groups would leave compute
+ * units idle is rebuilt with its query blocks halved (when its keys are too few to split). */
+#include "plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static size_t groups_of(const clattn__shape *s, unsigned bq) {
+  return (s->seqlen_q + bq - 1) / bq * s->batch * s->heads_q;
+}
+
+/* The smallest query block of a config's family (forward_mma: a warp's 16 rows). */
+static unsigned min_block_q(const clattn__config *c) {
+  return clattn__family_of(c)->min_block_q(c);
+}
+
+clattn_status clattn__plan_for_grid(clattn_context *ctx, const clattn__shape *s,
+                                    const clattn__plan **out) {
+  clattn__class cls = clattn__class_of(s, CLATTN__FORWARD);
+  const clattn__plan *base;
+  clattn_status st = clattn__plan_get(ctx, &cls, &base);
+  *out = base;
+  size_t units = ctx->device.compute_units;
+  if (st != CLATTN_OK || !strcmp(base->origin, "override") || groups_of(s, base->cfg.bq) >= units)
+    return st;
+  /* Keys enough to split (clattn__split_count's rule): splitting them fills the device without
+   * reading each K/V tile once more per extra query block, which finer blocks would. */
+  if (ctx->queue_in_order && s->seqlen_kv >= 4 * (size_t)base->cfg.bkv) return CLATTN_OK;
+  clattn__config c = base->cfg;
+  char why[160];
+  while (c.bq / 2 >= min_block_q(&base->cfg) && groups_of(s, c.bq) < units) {
+    clattn__config half = c;
+    half.bq /= 2;
+    /* Only while it adds work-groups: rows beyond seqlen_q split into idle ones. */
+    if (half.bq % min_block_q(&half) || groups_of(s, half.bq) <= groups_of(s, c.bq) ||
+        !clattn__config_legal(&ctx->device, &cls, &half, why, sizeof why))
+      break;
+    c = half;
+  }
+  if (c.bq == base->cfg.bq) return CLATTN_OK;
+  for (clattn__plan *p = ctx->plans; p; p = p->next)
+    if (p->derived && !memcmp(&p->cls, &cls, sizeof cls) && !memcmp(&p->cfg, &c, sizeof c)) {
+      *out = p;
+      return CLATTN_OK;
+    }
+  clattn__sources sources;
+  if ((st = clattn__sources_load(ctx, CLATTN__FORWARD, &sources)) != CLATTN_OK) return st;
+  clattn__plan *p = calloc(1, sizeof *p);
+  if (!p) {
+    clattn__sources_free(&sources);
+    return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
+  }
+  st = clattn__plan_build(ctx, &sources, &cls, &c, p, why, sizeof why);
+  clattn__sources_free(&sources);
+  if (st != CLATTN_OK || !p->kernels[0]) { /* keep the class's plan: it runs, if on fewer units */
+    free(p);
+    return st;
+  }
+  p->cls = cls, p->cfg = c, p->derived = 1;
+  snprintf(p->origin, sizeof p->origin, "%s", base->origin);
+  const char *colon = strchr(base->reason, ':');
+  int what = colon ? (int)(colon - base->reason) : (int)strlen(base->reason);
+  snprintf(p->reason, sizeof p->reason,
+           "%.*s, with query blocks of %u rows instead of %u so that its %zu work-groups fill "
+           "more of the %zu compute units: %.1f of %.1f KiB local memory, %zu work-items",
+           what, base->reason, c.bq, base->cfg.bq, groups_of(s, c.bq), units,
+           clattn__config_local_bytes(&ctx->device, &cls, &c) / 1024.0,
+           ctx->device.local_mem / 1024.0, clattn__config_work_group(&c));
+  p->next = ctx->plans;
+  ctx->plans = p;
+  *out = p;
+  return CLATTN_OK;
+}
