@@ -35,6 +35,8 @@ typedef struct clattn__sources {
   uint64_t hash[CLATTN__MAX_FAMILIES];
 } clattn__sources;
 clattn_status clattn__sources_load(clattn_context *ctx, clattn__pass pass, clattn__sources *out);
+/* One family's program text (a helper's: clattn__family_for). Caller frees *text. */
+clattn_status clattn__family_source(clattn_context *ctx, const clattn__family *f, char **text);
 void clattn__sources_free(clattn__sources *s);
 
 /* ---- JIT and the program cache (jit.c) ---- */

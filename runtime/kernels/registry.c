@@ -12,6 +12,7 @@
   { 256, 128, 64, 32, 16, 8, 4 }
 
 static const clattn__family table[] = {
+    /* The planned families: a pass's kernels, a config space to search. */
     {.name = "forward_rows",
      .pass = CLATTN__FORWARD,
      .files = {"common.cl", "forward.cl"},
@@ -111,6 +112,12 @@ static const clattn__family table[] = {
      .min_block_q = clattn__one_row,
      .accept = clattn__backward_accept,
      .bind = clattn__backward_bind},
+    /* Helper programs, built with fixed options: no config, looked up by role. */
+    {.name = "merge",
+     .role = CLATTN__ROLE_MERGE,
+     .files = {"merge.cl"},
+     .entries = {"merge_splits"}},
+    {.name = "standard", .role = CLATTN__ROLE_STANDARD, .files = {"standard.cl"}},
 };
 
 enum { COUNT = sizeof table / sizeof *table };
@@ -129,13 +136,25 @@ const clattn__family *clattn__family_at(unsigned id) {
 }
 
 const clattn__family *clattn__family_of(const clattn__config *c) {
-  return clattn__family_at(c->kernel);
+  const clattn__family *f = clattn__family_at(c->kernel);
+  return f && f->role == CLATTN__ROLE_PLANNED ? f : NULL;
 }
 
 unsigned clattn__family_find(const char *name) {
   for (unsigned i = 0; i < COUNT; i++)
-    if (!strcmp(table[i].name, name)) return i;
+    if (table[i].role == CLATTN__ROLE_PLANNED && !strcmp(table[i].name, name)) return i;
   return CLATTN__NO_FAMILY;
+}
+
+const clattn__family *clattn__family_for(clattn__role role) {
+  for (unsigned i = 0; i < COUNT; i++)
+    if (table[i].role == role) return &table[i];
+  return NULL;
+}
+
+/* The families the planner and the tuner search for a pass. */
+static int searched(const clattn__family *f, unsigned pass) {
+  return f->role == CLATTN__ROLE_PLANNED && f->pass == pass && !f->explicit_only;
 }
 
 static char names[512]; /* the same text for every caller: written once, on first use */
@@ -144,7 +163,7 @@ static pthread_once_t names_once = PTHREAD_ONCE_INIT;
 static void fill_names(void) {
   size_t used = 0;
   for (unsigned i = 0; i < COUNT; i++)
-    if (!table[i].explicit_only && used < sizeof names)
+    if (table[i].role == CLATTN__ROLE_PLANNED && !table[i].explicit_only && used < sizeof names)
       used += snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "", table[i].name);
 }
 
@@ -156,7 +175,7 @@ const char *clattn__family_names(void) {
 int clattn__config_legal(const clattn__device *dev, const clattn__class *k, const clattn__config *c,
                          char *why, size_t why_len) {
   const clattn__family *f = clattn__family_of(c);
-  if (!f) {
+  if (!f || f->role != CLATTN__ROLE_PLANNED) {
     snprintf(why, why_len, "unknown kernel family (id %u)", c->kernel);
     return 0;
   }
@@ -227,7 +246,7 @@ static clattn__config family_config(unsigned id, size_t i) {
 size_t clattn__config_space_size(clattn__pass pass) {
   size_t n = 0;
   for (unsigned id = 0; id < COUNT; id++)
-    if (table[id].pass == pass && !table[id].explicit_only) n += family_space(&table[id]);
+    if (searched(&table[id], pass)) n += family_space(&table[id]);
   return n;
 }
 
@@ -250,7 +269,7 @@ size_t clattn__configs_ranked(const clattn__device *dev, const clattn__class *k,
   char why[200];
   for (unsigned id = 0; id < COUNT; id++) {
     const clattn__family *f = &table[id];
-    if (f->pass != k->pass || f->explicit_only) continue;
+    if (!searched(f, k->pass)) continue;
     for (size_t i = 0, size = family_space(f); i < size; i++) {
       clattn__config c = family_config(id, i);
       if (!clattn__config_legal(dev, k, &c, why, sizeof why)) continue;

@@ -79,12 +79,22 @@ typedef struct clattn__launch {
 } clattn__launch;
 
 enum { CLATTN__MAX_FAMILIES = 16, CLATTN__MAX_ENTRIES = 2 };
+
+/* What a family is for: planned (a config space the planner and the tuner search, a pass's
+ * kernels), or one of the helper programs built with fixed options (the split keys' merge, the
+ * standard path's element kernels), which have no config and are looked up by role. */
+typedef enum clattn__role {
+  CLATTN__ROLE_PLANNED = 0,
+  CLATTN__ROLE_MERGE,
+  CLATTN__ROLE_STANDARD
+} clattn__role;
 #define CLATTN__NO_FAMILY (~0u)
 
 typedef struct clattn__family clattn__family;
 /* Each hook gets its own entry (f), so that a family's code never looks itself up. */
 struct clattn__family {
   const char *name; /* public: clattn_config.kernel, the tuning database, explain */
+  clattn__role role;
   clattn__pass pass;
   const char *files[4];   /* cl/ files of its program, joined in order */
   const char *entries[3]; /* its kernel functions (NULL-terminated), launched in order */
@@ -126,12 +136,14 @@ struct clattn__family {
 /* How many families there are, and family id (NULL when out of range). */
 unsigned clattn__families(void);
 const clattn__family *clattn__family_at(unsigned id);
-/* The family of a config (NULL when its id is unknown). */
+/* The family of a config (NULL when its id is no planned family's). */
 const clattn__family *clattn__family_of(const clattn__config *c);
-/* The id of the family named name, CLATTN__NO_FAMILY when none; and the list of the names of
- * the families that are not test-only, ", "-separated (for messages). */
+/* The id of the planned family named name, CLATTN__NO_FAMILY when none; and the list of the
+ * names of the planned families that are not test-only, ", "-separated (for messages). */
 unsigned clattn__family_find(const char *name);
 const char *clattn__family_names(void);
+/* The helper program of a role (not CLATTN__ROLE_PLANNED). */
+const clattn__family *clattn__family_for(clattn__role role);
 
 /* 1 when c is a legal config of class k on dev (its family of k's pass, the family's rules). */
 int clattn__config_legal(const clattn__device *dev, const clattn__class *k, const clattn__config *c,

@@ -69,12 +69,16 @@ clattn_status clattn__sources_load(clattn_context *ctx, clattn__pass pass, clatt
   clattn_status st = CLATTN_OK;
   for (unsigned id = 0; st == CLATTN_OK && id < clattn__families(); id++) {
     const clattn__family *f = clattn__family_at(id);
-    if (f->pass != pass) continue;
+    if (f->role != CLATTN__ROLE_PLANNED || f->pass != pass) continue;
     st = join_sources(ctx, f->files, &out->text[id]);
     if (st == CLATTN_OK) out->hash[id] = clattn__hash(out->text[id], strlen(out->text[id]), 0);
   }
   if (st != CLATTN_OK) clattn__sources_free(out);
   return st;
+}
+
+clattn_status clattn__family_source(clattn_context *ctx, const clattn__family *f, char **text) {
+  return join_sources(ctx, f->files, text);
 }
 
 void clattn__sources_free(clattn__sources *s) {

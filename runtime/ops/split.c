@@ -31,15 +31,16 @@ unsigned clattn__split_count(const clattn_context *ctx, const clattn__shape *s,
 }
 
 static clattn_status merge_kernel(clattn_context *ctx, cl_kernel *out) {
+  const clattn__family *f = clattn__family_for(CLATTN__ROLE_MERGE);
   char *src = NULL;
-  clattn_status st = clattn__kernel_source(ctx, "merge.cl", &src);
+  clattn_status st = clattn__family_source(ctx, f, &src);
   cl_program prog = NULL;
   if (st == CLATTN_OK) st = clattn__build(ctx, src, "-cl-std=CL1.2", &prog);
   free(src);
   if (st != CLATTN_OK) return st;
   cl_int err;
-  *out = clCreateKernel(prog, "merge_splits", &err);
-  return err == CL_SUCCESS ? CLATTN_OK : clattn__fail_cl(ctx, err, "clCreateKernel(merge_splits)");
+  *out = clCreateKernel(prog, f->entries[0], &err);
+  return err == CL_SUCCESS ? CLATTN_OK : clattn__fail_cl(ctx, err, "clCreateKernel(merge)");
 }
 
 static clattn_status ensure_split_ws(clattn_context *ctx, size_t bytes) {

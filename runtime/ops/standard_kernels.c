@@ -18,7 +18,7 @@ clattn_status clattn__std_kernel(clattn_context *ctx, const char *name, const ch
   for (clattn__aux_kernel *a = ctx->aux; a; a = a->next)
     if (!strcmp(a->name, name) && !strcmp(a->options, options)) return *out = a->kernel, CLATTN_OK;
   char *src = NULL;
-  clattn_status st = clattn__kernel_source(ctx, "standard.cl", &src);
+  clattn_status st = clattn__family_source(ctx, clattn__family_for(CLATTN__ROLE_STANDARD), &src);
   cl_program prog = NULL;
   if (st == CLATTN_OK) st = clattn__build(ctx, src, options, &prog);
   free(src);
