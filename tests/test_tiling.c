@@ -66,7 +66,8 @@ Test(tiling, h200_48k_and_512k_pick_different_tiles) {
     clattn__config a, b;
     cr_assert_eq(clattn__configs_ranked(&small, &k, &a, 1), 1);
     cr_assert_eq(clattn__configs_ranked(&large, &k, &b, 1), 1);
-    size_t ba = clattn__config_local_bytes(NULL, &k, &a), bb = clattn__config_local_bytes(NULL, &k, &b);
+    size_t ba = clattn__config_local_bytes(NULL, &k, &a),
+           bb = clattn__config_local_bytes(NULL, &k, &b);
     cr_log_info("d=%u: 48 KiB -> BQ=%u BKV=%u TPR=%u (%zu B); 512 KiB -> BQ=%u BKV=%u TPR=%u "
                 "(%zu B)",
                 dims[i], a.bq, a.bkv, a.tpr, ba, b.bq, b.bkv, b.tpr, bb);
@@ -219,5 +220,27 @@ Test(tiling, small_grids_get_finer_query_blocks) {
   clattn_plan_info whole;
   cr_assert_eq(clattn_explain(ctx, &p, &whole), CLATTN_OK);
   cr_assert_null(strstr(whole.reason, "fill"), "%s", whole.reason);
+  clattn_context_destroy(ctx);
+}
+
+/* Only an override runs it: the heuristic's ranking and the tuner's space leave it out, and
+ * its name is a family's the API accepts. */
+Test(tiling, test_only_family_is_never_planned) {
+  clattn_context *ctx = test_context(NULL);
+  unsigned id = clattn__family_find("forward_naive");
+  cr_assert_neq(id, CLATTN__NO_FAMILY);
+  cr_assert(clattn__family_at(id)->explicit_only);
+  cr_assert_null(strstr(clattn__family_names(), "forward_naive"), "%s", clattn__family_names());
+  clattn__class cls = {64, 64, 1, 1024, CLATTN__FORWARD};
+  size_t cap = clattn__config_space_size(CLATTN__FORWARD);
+  clattn__config *all = malloc(cap * sizeof *all);
+  size_t n = clattn__configs_ranked(&ctx->device, &cls, all, cap);
+  cr_assert_gt(n, 0);
+  for (size_t i = 0; i < n; i++) cr_assert_neq(all[i].kernel, id, "ranked at %zu", i);
+  free(all);
+  clattn_problem p = {1, 2, 0, 64, 64, 64, 0, CLATTN_F32, 0.0f, CLATTN_CAUSAL, CLATTN_ALGO_FUSED};
+  clattn_plan_info info;
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_str_neq(info.kernel, "forward_naive");
   clattn_context_destroy(ctx);
 }

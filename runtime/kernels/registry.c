@@ -11,6 +11,45 @@
 #define POW2_BLOCKS                                                                                \
   { 256, 128, 64, 32, 16, 8, 4 }
 
+/* forward_naive (cl/forward_naive.cl), test-only: a work-item per query row, no local memory.
+ * Its model is small enough to live beside its entry. */
+static int naive_check(const clattn__family *f, const clattn__device *dev, const clattn__class *k,
+                       const clattn__config *c, char *why, size_t why_len) {
+  size_t most =
+      dev->max_work_group < dev->max_item_size[0] ? dev->max_work_group : dev->max_item_size[0];
+  if (!c->bq || c->bq > most) {
+    snprintf(why, why_len, "%s BQ=%u: 1 to %zu rows (work-items) per work-group", f->name, c->bq,
+             most);
+    return 0;
+  }
+  return 1;
+}
+
+static size_t naive_local(const clattn__device *dev, const clattn__class *k,
+                          const clattn__config *c) {
+  return 0;
+}
+
+static void naive_work_groups(const clattn__config *c, size_t *wg) {
+  wg[0] = c->bq;
+}
+
+static unsigned naive_cost(const clattn__family *f, const clattn__device *dev,
+                           const clattn__class *k, const clattn__config *c) {
+  return 0;
+}
+
+static void naive_defines(const clattn__family *f, const clattn__device *dev,
+                          const clattn__class *k, const clattn__config *c, char *out, size_t len) {
+  snprintf(out, len, "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DCAUSAL=%u", k->d, k->dv, c->bq,
+           k->causal);
+}
+
+static void naive_reason(const clattn__family *f, const clattn__device *dev, const clattn__class *k,
+                         const clattn__config *c, char *out, size_t len) {
+  snprintf(out, len, "%s (test-only): a work-item per row, %u rows per work-group", f->name, c->bq);
+}
+
 static const clattn__family table[] = {
     /* The planned families: a pass's kernels, a config space to search. */
     {.name = "forward_rows",
@@ -112,6 +151,25 @@ static const clattn__family table[] = {
      .min_block_q = clattn__one_row,
      .accept = clattn__backward_accept,
      .bind = clattn__backward_bind},
+    /* Test-only: runs only as an override (tests/test_family.c). */
+    {.name = "forward_naive",
+     .pass = CLATTN__FORWARD,
+     .files = {"forward_naive.cl"},
+     .entries = {"clattn_forward"},
+     .max_dim = 256,
+     .explicit_only = 1,
+     .axes = {{CLATTN__AX_BQ, 4, {16, 32, 64, 128}}},
+     .naxes = 1,
+     .fixed = {.bkv = 1, .tpr = 1, .rm = 1, .vec = 1},
+     .check = naive_check,
+     .local_bytes = naive_local,
+     .work_groups = naive_work_groups,
+     .cost = naive_cost,
+     .defines = naive_defines,
+     .reason = naive_reason,
+     .min_block_q = clattn__one_row,
+     .accept = clattn__forward_accept,
+     .bind = clattn__forward_bind},
     /* Helper programs, built with fixed options: no config, looked up by role. */
     {.name = "merge",
      .role = CLATTN__ROLE_MERGE,
