@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepares .gpu/ (ignored by git) for a run on the device machine: the built `clattn` command and
 # library, the NVIDIA ICD helper and the PyTorch peer script from ../shared. Name .gpu in the
-# device call's carry, then run `bash tools/gpu-check.sh .gpu` there.
+# device call's carry, then run `bash tools/gpu-check.sh .gpu` there. BASE_BUILD_DIR (optional):
+# a baseline build, packed into .gpu/base for the scripts that compare two (tools/gpu-plans.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
@@ -11,4 +12,9 @@ cp "$build"/tools/clattn "$build"/libclattn.so* .gpu/
 for lib in $(ldd "$build"/libclattn.so | awk '/libcjson|libclblast/ {print $3}'); do cp -L "$lib" .gpu/; done
 cp ../shared/gpu/nvidia-env.sh ../shared/peers/torch_sdpa.py .gpu/
 git rev-parse --short HEAD > .gpu/commit
+if [ -n "${BASE_BUILD_DIR:-}" ]; then
+  mkdir -p .gpu/base
+  cp "$BASE_BUILD_DIR"/tools/clattn "$BASE_BUILD_DIR"/libclattn.so* .gpu/base/
+  git -C "$BASE_BUILD_DIR/.." rev-parse --short HEAD > .gpu/base/commit 2>/dev/null || true
+fi
 du -sh .gpu

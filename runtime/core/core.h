@@ -119,7 +119,7 @@ struct clattn_context {
   clattn__diag *diag;   /* newest diagnostics version; older ones handed out live on (text_lock) */
   pthread_mutex_t lock; /* serialises calls; guards everything below */
   struct clattn__program *programs;   /* the kernels layer's program cache (jit.c) */
-  struct clattn__plan *plans;         /* the plan layer's plans, every pass (plan.c) */
+  struct clattn__plan *plans;         /* the plan layer's plans, every pass (planner.c) */
   struct clattn__override *overrides; /* configs set through the API (config.c) */
   struct clattn__db *db; /* the tuning database, read at the first plan; NULL until then */
   unsigned bincache_loaded, bincache_stored, bincache_rejected; /* on-disk cache counters */
