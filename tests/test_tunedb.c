@@ -356,7 +356,8 @@ Test(tunedb, built_in_defaults_for_the_h200) {
                 causal);
       char why[160];
       cr_assert(clattn__config_legal(&h200, &cls, c, why, sizeof why), "%s", why);
-      cr_assert(clattn__family_of(c)->tensor_cores, "the H200's defaults are the tensor-core kernels");
+      cr_assert(clattn__family_of(c)->tensor_cores,
+                "the H200's defaults are the tensor-core kernels");
       /* Were the tensor cores not detected, the row would be illegal and skipped. */
       h200.tensor_cores = 0;
       cr_assert_not(clattn__config_legal(&h200, &cls, c, why, sizeof why));
@@ -459,5 +460,178 @@ Test(tunedb, backward_entries_and_overrides) {
   cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
   cr_assert_str_neq(info.origin, "override");
   cr_assert_str_neq(info.backward_origin, "override");
+  clattn_context_destroy(ctx);
+}
+
+/* A JSON string's body as cJSON_Print escapes it, so that the device strings below read back
+ * as this device's whatever they hold. */
+static void json_escaped(const char *s, char *out, size_t len) {
+  size_t n = 0;
+  for (; *s && n + 7 < len; s++) {
+    unsigned char c = (unsigned char)*s;
+    const char *esc = c == '"'    ? "\\\""
+                      : c == '\\' ? "\\\\"
+                      : c == '\b' ? "\\b"
+                      : c == '\f' ? "\\f"
+                      : c == '\n' ? "\\n"
+                      : c == '\r' ? "\\r"
+                      : c == '\t' ? "\\t"
+                                  : NULL;
+    if (esc)
+      n += (size_t)snprintf(out + n, len - n, "%s", esc);
+    else if (c < 32)
+      n += (size_t)snprintf(out + n, len - n, "\\u%04x", c);
+    else
+      out[n++] = (char)c;
+  }
+  out[n] = 0;
+}
+
+/* One entry in the shape e098a3b's entry_json gave it under cJSON_Print (tabs, key order, a
+ * "pass" only on backward classes, every config field written). */
+static int old_entry_json(char *out, size_t len, const clattn__db_device *d, uint64_t hash,
+                          unsigned bucket, const char *pass_line, const char *config,
+                          const char *timing) {
+  char esc[5][1200];
+  json_escaped(d->platform, esc[0], sizeof esc[0]);
+  json_escaped(d->platform_version, esc[1], sizeof esc[1]);
+  json_escaped(d->vendor, esc[2], sizeof esc[2]);
+  json_escaped(d->name, esc[3], sizeof esc[3]);
+  json_escaped(d->driver, esc[4], sizeof esc[4]);
+  return snprintf(out, len,
+                  "{\n"
+                  "\t\t\t\"device\":\t{\n"
+                  "\t\t\t\t\"platform\":\t\"%s\",\n"
+                  "\t\t\t\t\"platform_version\":\t\"%s\",\n"
+                  "\t\t\t\t\"vendor\":\t\"%s\",\n"
+                  "\t\t\t\t\"name\":\t\"%s\",\n"
+                  "\t\t\t\t\"driver\":\t\"%s\",\n"
+                  "\t\t\t\t\"gpu\":\t%s,\n"
+                  "\t\t\t\t\"compute_units\":\t%u,\n"
+                  "\t\t\t\t\"local_mem\":\t%llu\n"
+                  "\t\t\t},\n"
+                  "\t\t\t\"source_hash\":\t\"%016llx\",\n"
+                  "\t\t\t\"class\":\t{\n"
+                  "\t\t\t\t\"dtype\":\t\"f32\",\n"
+                  "\t\t\t\t\"head_dim\":\t32,\n"
+                  "\t\t\t\t\"head_dim_v\":\t32,\n"
+                  "\t\t\t\t\"causal\":\tfalse,\n"
+                  "\t\t\t\t\"seqlen_bucket\":\t%u%s\n"
+                  "\t\t\t},\n"
+                  "\t\t\t\"config\":\t{\n"
+                  "%s"
+                  "\t\t\t},\n"
+                  "%s"
+                  "\t\t}",
+                  esc[0], esc[1], esc[2], esc[3], esc[4], d->gpu ? "true" : "false",
+                  d->compute_units, d->local_mem, (unsigned long long)hash, bucket, pass_line,
+                  config, timing);
+}
+
+/* A database written before the kernel registry (by e098a3b, whose writer knew kernels by
+ * variant numbers and wrote every field of a backward config as its neutral value) is read by
+ * the planner as it was then, and a merge by today's writer keeps its entries. Hand-written,
+ * not made by today's writer, so that a change to the reader that only today's writer would
+ * satisfy fails here (the text is byte for byte what e098a3b's tunedb.c writes again after
+ * reading it); the source hashes are today's, so that the entries are current. */
+Test(tunedb, file_written_before_the_registry) {
+  clattn_context *ctx = context_with_db();
+  clattn__db_device dev;
+  clattn__db_device_of(&ctx->device, &dev);
+  clattn__sources src;
+  unsigned tiles = clattn__family_find("forward_tiles"),
+           rows = clattn__family_find("backward_rows");
+  cr_assert_eq(clattn__sources_load(ctx, CLATTN__FORWARD, &src), CLATTN_OK);
+  uint64_t tiles_hash = src.hash[tiles];
+  clattn__sources_free(&src);
+  cr_assert_eq(clattn__sources_load(ctx, CLATTN__BACKWARD, &src), CLATTN_OK);
+  uint64_t rows_hash = src.hash[rows];
+  clattn__sources_free(&src);
+  unsigned bucket = clattn__seqlen_bucket(100);
+  /* Unlike the defaults of this class on PoCL (forward_tiles 128 x 32 with one row per
+   * work-item, backward_rows 64 x 64), so that only the entries can explain what the planner
+   * reports; legal there: 32 work-items of 2 rows x 8 keys, padded rows, loads of 4. */
+  static const char fwd_config[] = "\t\t\t\t\"kernel\":\t\"forward_tiles\",\n"
+                                   "\t\t\t\t\"block_q\":\t32,\n"
+                                   "\t\t\t\t\"block_kv\":\t16,\n"
+                                   "\t\t\t\t\"threads_per_row\":\t2,\n"
+                                   "\t\t\t\t\"stage_kv\":\ttrue,\n"
+                                   "\t\t\t\t\"pad\":\t1,\n"
+                                   "\t\t\t\t\"rows_per_item\":\t2,\n"
+                                   "\t\t\t\t\"vector_width\":\t4\n";
+  static const char bwd_config[] = "\t\t\t\t\"kernel\":\t\"backward_rows\",\n"
+                                   "\t\t\t\t\"block_q\":\t16,\n"
+                                   "\t\t\t\t\"block_kv\":\t32,\n"
+                                   "\t\t\t\t\"threads_per_row\":\t1,\n"
+                                   "\t\t\t\t\"stage_kv\":\tfalse,\n"
+                                   "\t\t\t\t\"pad\":\t0,\n"
+                                   "\t\t\t\t\"rows_per_item\":\t1,\n"
+                                   "\t\t\t\t\"vector_width\":\t1\n";
+  char fwd[8192], bwd[8192], text[17000];
+  cr_assert_lt(old_entry_json(fwd, sizeof fwd, &dev, tiles_hash, bucket, "", fwd_config,
+                              "\t\t\t\"median_ms\":\t2.25,\n"
+                              "\t\t\t\"spread\":\t0.03,\n"
+                              "\t\t\t\"date\":\t\"2026-11-30T08:15:00Z\"\n"),
+               (int)sizeof fwd);
+  cr_assert_lt(old_entry_json(bwd, sizeof bwd, &dev, rows_hash, bucket,
+                              ",\n\t\t\t\t\"pass\":\t\"backward\"", bwd_config,
+                              "\t\t\t\"median_ms\":\t7.5,\n"
+                              "\t\t\t\"spread\":\t0.04,\n"
+                              "\t\t\t\"date\":\t\"2026-11-30T08:20:00Z\"\n"),
+               (int)sizeof bwd);
+  snprintf(text, sizeof text,
+           "{\n\t\"format\":\t\"clattn-tuning-db\",\n\t\"version\":\t1,\n\t\"entries\":\t[%s, "
+           "%s]\n}\n",
+           fwd, bwd);
+  write_text(text);
+
+  /* Through the public API: both entries applied, field by field, and none skipped. Heads
+   * enough that the query blocks fill any device's compute units, so the planner reports the
+   * entry's blocks rather than finer ones of the same config. */
+  clattn_context_destroy(ctx);
+  clattn_options opt = {test_tmpdir(), db_path, NULL};
+  cr_assert_eq(clattn_context_create_default(&opt, &ctx), CLATTN_OK);
+  clattn_problem p = problem();
+  p.heads_q = 64;
+  clattn_plan_info info;
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_str_eq(info.origin, "tuned", "%s: %s", info.origin, info.reason);
+  cr_assert_str_eq(info.kernel, "forward_tiles");
+  cr_assert_eq(info.block_q, 32);
+  cr_assert_eq(info.block_kv, 16);
+  cr_assert_eq(info.threads_per_row, 2);
+  cr_assert_eq(info.stage_kv, 1);
+  cr_assert_eq(info.pad, 1);
+  cr_assert_eq(info.rows_per_item, 2);
+  cr_assert_eq(info.vector_width, 4);
+  cr_assert_str_eq(info.backward_origin, "tuned");
+  cr_assert_str_eq(info.backward.kernel, "backward_rows");
+  cr_assert_eq(info.backward.block_q, 16);
+  cr_assert_eq(info.backward.block_kv, 32);
+  cr_assert_str_eq(clattn_context_diagnostics(ctx), "");
+
+  /* The entries as read, timing and date included, to compare after the merge. */
+  clattn__db db = {0};
+  size_t skipped;
+  char why[256];
+  cr_assert_eq(clattn__db_load(db_path, &db, &skipped, why, sizeof why), CLATTN_OK, "%s", why);
+  cr_assert_eq(db.count, 2);
+  cr_assert_eq(skipped, 0, "%s", why);
+  clattn__db_entry old[2] = {db.entries[0], db.entries[1]};
+  clattn__db_free(&db);
+  cr_assert_float_eq(old[0].median_ms, 2.25, 1e-12);
+  cr_assert_float_eq(old[1].spread, 0.04, 1e-12);
+  cr_assert_str_eq(old[1].date, "2026-11-30T08:20:00Z");
+
+  /* Another class (causal) merged in by today's writer: the old entries are kept unchanged. */
+  clattn__db_entry other = entry_for(ctx);
+  other.cls.causal = 1;
+  save(&other, 1);
+  cr_assert_eq(clattn__db_load(db_path, &db, &skipped, why, sizeof why), CLATTN_OK, "%s", why);
+  cr_assert_eq(db.count, 3);
+  cr_assert_eq(skipped, 0, "%s", why);
+  for (size_t i = 0; i < 2; i++)
+    cr_assert_eq(memcmp(&db.entries[i], &old[i], sizeof old[i]), 0, "entry %zu changed", i);
+  clattn__db_free(&db);
   clattn_context_destroy(ctx);
 }
