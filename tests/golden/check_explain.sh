@@ -17,7 +17,10 @@ actual=$(mktemp "${TMPDIR:-/tmp}/explain-actual.XXXXXX") || exit 1
 trap 'rm -f "$actual"' EXIT
 # The device header first (one small explain), so that another device skips in seconds.
 want=$(head -n 1 "$golden")
-have=$("$root/tools/explain-shapes.sh" --header "$cl") || { echo "FAIL: no device header" >&2; exit 1; }
+if ! have=$("$root/tools/explain-shapes.sh" --header "$cl"); then
+  echo "FAIL: tools/explain-shapes.sh --header printed no device header" >&2
+  exit 1
+fi
 if [ "$want" != "$have" ]; then
   printf 'SKIP: the golden is for another device\n  golden: %s\n  here:   %s\n' "$want" "$have"
   exit 77
