@@ -128,12 +128,16 @@ static clattn__config family_default(const clattn__family *f, const clattn__devi
  * portable kernels, whose work-items hold head-dim-long private arrays whatever the blocks (the
  * blocks set how often a staged tile is reused and how many work-groups there are). Within a
  * family its default first, then the others nearest it (in steps of x2); ties go to larger
- * blocks, the order of the space's axes. */
+ * blocks, the order of the space's axes. Blocks below MIN_BLOCK are ranked only as the default
+ * (the last resort of a device with little local memory). */
 unsigned clattn__backward_cost(const clattn__family *f, const clattn__device *dev,
                                const clattn__class *k, const clattn__config *c) {
   clattn__config def = family_default(f, dev, k, c);
+  if (!def.bq ||
+      ((c->bq < MIN_BLOCK || c->bkv < MIN_BLOCK) && (c->bq != def.bq || c->bkv != def.bkv)))
+    return CLATTN__UNRANKED;
   unsigned base = f->tensor_cores ? 0 : 100;
-  return base + steps(c->bq, def.bq ? def.bq : 1) + steps(c->bkv, def.bkv ? def.bkv : 1);
+  return base + steps(c->bq, def.bq) + steps(c->bkv, def.bkv);
 }
 
 void clattn__backward_defines(const clattn__family *f, const clattn__device *dev,

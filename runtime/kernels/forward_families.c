@@ -197,6 +197,13 @@ unsigned clattn__mma_min_block_q(const clattn__config *c) {
 
 /* ---- what the forward families share ---- */
 
+/* Rows per work-item are a config field of the families that search them (forward_tiles). */
+static int has_axis(const clattn__family *f, unsigned field) {
+  for (unsigned a = 0; a < f->naxes; a++)
+    if (f->axes[a].field == field) return 1;
+  return 0;
+}
+
 unsigned clattn__one_row(const clattn__config *c) {
   return 1;
 }
@@ -234,7 +241,7 @@ int clattn__forward_check(const clattn__family *f, const clattn__device *dev,
              c->bq, c->bkv);
     return 0;
   }
-  if (f->min_block_q == clattn__tiles_min_block_q && (c->bq % rm_of(c) || c->bkv % c->tpr)) {
+  if (has_axis(f, CLATTN__AX_RM) && (c->bq % rm_of(c) || c->bkv % c->tpr)) {
     snprintf(why, why_len,
              "%s BQ=%u BKV=%u: BQ must be a multiple of the rows per work-item (%u) and BKV of "
              "the work-items along the keys (%u)",
@@ -266,7 +273,7 @@ int clattn__forward_check(const clattn__family *f, const clattn__device *dev,
  * (stage 2 is its alone). Rows per work-item mean something to forward_tiles only. */
 int clattn__forward_accept(const clattn__family *f, const clattn_config *in, clattn__config *out,
                            char *why, size_t why_len) {
-  int tiles = f->min_block_q == clattn__tiles_min_block_q;
+  int tiles = has_axis(f, CLATTN__AX_RM);
   if (!in->block_q || !in->block_kv || !in->threads_per_row || in->block_q > 4096 ||
       in->block_kv > 4096 || in->threads_per_row > 1024 || in->stage_kv > 2 || in->pad > 64 ||
       in->rows_per_item > 1024 || in->vector_width > 16) {

@@ -123,7 +123,7 @@ static const clattn__family table[] = {
      .files = {"backward.cl"},
      .entries = {"bwd_dkdv", "bwd_dq"},
      .max_dim = 256,
-     .axes = {{CLATTN__AX_BQ, 7, POW2_BLOCKS}, {CLATTN__AX_BKV, 7, POW2_BLOCKS}},
+     .axes = {{CLATTN__AX_BQ, 9, POW2_BLOCKS}, {CLATTN__AX_BKV, 9, POW2_BLOCKS}},
      .naxes = 2,
      .check = clattn__backward_check,
      .local_bytes = clattn__bwd_rows_local,
@@ -140,7 +140,7 @@ static const clattn__family table[] = {
      .entries = {"bwd_dkdv", "bwd_dq"},
      .tensor_cores = 1,
      .max_dim = 128,
-     .axes = {{CLATTN__AX_BQ, 7, POW2_BLOCKS}, {CLATTN__AX_BKV, 7, POW2_BLOCKS}},
+     .axes = {{CLATTN__AX_BQ, 9, POW2_BLOCKS}, {CLATTN__AX_BKV, 9, POW2_BLOCKS}},
      .naxes = 2,
      .check = clattn__backward_check,
      .local_bytes = clattn__bwd_mma_local,
@@ -331,7 +331,9 @@ size_t clattn__configs_ranked(const clattn__device *dev, const clattn__class *k,
     for (size_t i = 0, size = family_space(f); i < size; i++) {
       clattn__config c = family_config(id, i);
       if (!clattn__config_legal(dev, k, &c, why, sizeof why)) continue;
-      all[n].cfg = c, all[n].cost = f->cost(f, dev, k, &c), all[n].order = (unsigned)n;
+      unsigned cost = f->cost(f, dev, k, &c);
+      if (cost == CLATTN__UNRANKED) continue;
+      all[n].cfg = c, all[n].cost = cost, all[n].order = (unsigned)n;
       n++;
     }
   }

@@ -89,6 +89,7 @@ typedef enum clattn__role {
   CLATTN__ROLE_STANDARD
 } clattn__role;
 #define CLATTN__NO_FAMILY (~0u)
+#define CLATTN__UNRANKED (~0u)
 
 typedef struct clattn__family clattn__family;
 /* Each hook gets its own entry (f), so that a family's code never looks itself up. */
@@ -112,7 +113,8 @@ struct clattn__family {
    * entry point. */
   size_t (*local_bytes)(const clattn__device *dev, const clattn__class *k, const clattn__config *c);
   void (*work_groups)(const clattn__config *c, size_t *wg);
-  /* Lower ranks first in the heuristic (all families of a pass are ranked together). */
+  /* Lower ranks first in the heuristic (all families of a pass are ranked together);
+   * CLATTN__UNRANKED leaves a legal config out of the ranking (still legal as an override). */
   unsigned (*cost)(const clattn__family *f, const clattn__device *dev, const clattn__class *k,
                    const clattn__config *c);
   /* Its -D defines (the build options before $CLATTN_BUILD_OPTIONS). */

@@ -60,7 +60,8 @@ clattn_status clattn__enqueue_plan(clattn_context *ctx, cl_command_queue queue, 
     cl_uint nw = i ? (in_order || !prev ? 0 : 1) : num_wait;
     const cl_event *w = i ? (nw ? &prev : NULL) : wait;
     st = clattn__launch_grid(ctx, queue, in_order, &l[i], 0, nw, w,
-                             first && !*first ? &ev_first : NULL, &ev_last);
+                             first && !*first ? &ev_first : NULL,
+                             last || !in_order ? &ev_last : NULL);
     if (prev) clReleaseEvent(prev);
     prev = ev_last;
     if (ev_first) *first = ev_first;
@@ -69,6 +70,7 @@ clattn_status clattn__enqueue_plan(clattn_context *ctx, cl_command_queue queue, 
     *last = prev;
   else if (prev)
     clReleaseEvent(prev);
+  if (st != CLATTN_OK && first && *first) clReleaseEvent(*first), *first = NULL;
   return st;
 }
 

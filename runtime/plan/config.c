@@ -9,7 +9,7 @@
 void clattn__config_to_public(const clattn__config *c, clattn_config *out) {
   memset(out, 0, sizeof *out);
   const clattn__family *f = clattn__family_of(c);
-  snprintf(out->kernel, sizeof out->kernel, "%s", f ? f->name : "unknown");
+  snprintf(out->kernel, sizeof out->kernel, "%s", f ? f->name : "");
   out->block_q = c->bq, out->block_kv = c->bkv;
   /* A field the family does not use reads as its neutral value, 1 (pad: 0). */
   out->threads_per_row = c->tpr ? c->tpr : 1;

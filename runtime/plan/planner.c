@@ -291,8 +291,9 @@ void clattn__plan_choice(clattn_context *ctx, const clattn__class *cls, clattn__
     return;
   }
   memset(c, 0, sizeof *c);
-  clattn__configs_ranked(&ctx->device, cls, c, 1);
-  snprintf(origin, 16, "heuristic");
+  c->kernel = CLATTN__NO_FAMILY; /* none fits: the public form names no kernel */
+  snprintf(origin, 16, "%s",
+           clattn__configs_ranked(&ctx->device, cls, c, 1) ? "heuristic" : "none");
 }
 
 void clattn__plans_forget(clattn_context *ctx, const clattn__class *cls) {

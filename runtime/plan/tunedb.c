@@ -151,11 +151,11 @@ static int parse_entry(const cJSON *e, clattn__db_entry *out, char *why, size_t 
   clattn_config pub;
   memset(&pub, 0, sizeof pub);
   unsigned stage = 0;
-  if (!get_str(cfg, "kernel", kernel, sizeof kernel) || !get_uint(cfg, "block_q", 1024, &u[5]) ||
-      !is_pow2_in(u[5], 1, 1024) || !get_uint(cfg, "block_kv", 1024, &u[6]) ||
-      !is_pow2_in(u[6], 1, 1024) || !get_uint(cfg, "threads_per_row", 1024, &u[7]) ||
-      !is_pow2_in(u[7], 1, 1024) || !get_bool(cfg, "stage_kv", &stage) ||
-      !get_uint(cfg, "pad", 1, &u[8])) {
+  if (!get_str(cfg, "kernel", kernel, sizeof kernel) || !kernel[0] ||
+      !get_uint(cfg, "block_q", 1024, &u[5]) || !is_pow2_in(u[5], 1, 1024) ||
+      !get_uint(cfg, "block_kv", 1024, &u[6]) || !is_pow2_in(u[6], 1, 1024) ||
+      !get_uint(cfg, "threads_per_row", 1024, &u[7]) || !is_pow2_in(u[7], 1, 1024) ||
+      !get_bool(cfg, "stage_kv", &stage) || !get_uint(cfg, "pad", 1, &u[8])) {
     snprintf(why, why_len, "an entry's config has a missing or bad field");
     return 0;
   }
@@ -187,6 +187,11 @@ static int parse_entry(const cJSON *e, clattn__db_entry *out, char *why, size_t 
   char bad[200];
   if (!clattn__config_from_public(&pub, &out->cfg, bad, sizeof bad)) {
     snprintf(why, why_len, "an entry's config: %s", bad);
+    return 0;
+  }
+  if (pub.stage_kv == 2 && out->cfg.stage != 2) {
+    snprintf(why, why_len, "an entry's config has split_kv on kernel %s, which cannot split",
+             kernel);
     return 0;
   }
   if (clattn__family_of(&out->cfg)->pass != out->cls.pass) {
