@@ -244,3 +244,21 @@ Test(tiling, test_only_family_is_never_planned) {
   cr_assert_str_neq(info.kernel, "forward_naive");
   clattn_context_destroy(ctx);
 }
+
+/* The backward's last resort: where local memory holds no 4-row block (3 KiB at d = 128), the
+ * largest equal blocks that fit, below the searched sizes, are still its default (the tuner's
+ * space never offers them otherwise). */
+Test(tiling, backward_default_below_the_searched_blocks) {
+  clattn__device dev = gpu(3);
+  clattn__class k = {128, 128, 0, 1024, CLATTN__BACKWARD};
+  clattn__config all[256];
+  size_t n = clattn__configs_ranked(&dev, &k, all, 256);
+  cr_assert_eq(n, 1, "only the last resort is ranked: %zu", n);
+  cr_assert_str_eq(clattn__family_of(&all[0])->name, "backward_rows");
+  cr_assert_eq(all[0].bq, 2);
+  cr_assert_eq(all[0].bkv, 2);
+  /* With room for 4-row blocks, nothing below them is ranked. */
+  dev = gpu(48);
+  n = clattn__configs_ranked(&dev, &k, all, 256);
+  for (size_t i = 0; i < n; i++) cr_assert(all[i].bq >= 4 && all[i].bkv >= 4, "rank %zu", i);
+}

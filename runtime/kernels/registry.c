@@ -8,8 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The backward's block sizes; below 4 only as a device's last resort (backward_families.c). */
 #define POW2_BLOCKS                                                                                \
-  { 256, 128, 64, 32, 16, 8, 4 }
+  { 256, 128, 64, 32, 16, 8, 4, 2, 1 }
 
 /* forward_naive (cl/forward_naive.cl), test-only: a work-item per query row, no local memory.
  * Its model is small enough to live beside its entry. */
@@ -56,7 +57,7 @@ static const clattn__family table[] = {
      .pass = CLATTN__FORWARD,
      .files = {"common.cl", "forward.cl"},
      .entries = {"clattn_forward"},
-     .max_dim = 256,
+     .max_dim = CLATTN__MAX_FUSED_DIM,
      .axes = {{CLATTN__AX_BQ, 8, {128, 64, 32, 16, 8, 4, 2, 1}},
               {CLATTN__AX_BKV, 5, {128, 64, 32, 16, 8}},
               {CLATTN__AX_TPR, 6, {1, 2, 4, 8, 16, 32}},
@@ -78,7 +79,7 @@ static const clattn__family table[] = {
      .pass = CLATTN__FORWARD,
      .files = {"common.cl", "forward_tiles.cl"},
      .entries = {"clattn_forward"},
-     .max_dim = 256,
+     .max_dim = CLATTN__MAX_FUSED_DIM,
      .axes = {{CLATTN__AX_BQ, 8, {128, 64, 32, 16, 8, 4, 2, 1}},
               {CLATTN__AX_BKV, 5, {128, 64, 32, 16, 8}},
               {CLATTN__AX_TPR, 6, {1, 2, 4, 8, 16, 32}},
@@ -101,7 +102,7 @@ static const clattn__family table[] = {
      .files = {"common.cl", "mma.cl", "forward_mma.cl"},
      .entries = {"clattn_forward"},
      .tensor_cores = 1,
-     .max_dim = 256,
+     .max_dim = CLATTN__MAX_FUSED_DIM,
      .axes = {{CLATTN__AX_BQ, 4, {16, 32, 64, 128}},
               {CLATTN__AX_BKV, 5, {8, 16, 32, 64, 128}},
               {CLATTN__AX_PAD, 2, {0, 1}},
@@ -122,7 +123,7 @@ static const clattn__family table[] = {
      .pass = CLATTN__BACKWARD,
      .files = {"backward.cl"},
      .entries = {"bwd_dkdv", "bwd_dq"},
-     .max_dim = 256,
+     .max_dim = CLATTN__MAX_FUSED_DIM,
      .axes = {{CLATTN__AX_BQ, 9, POW2_BLOCKS}, {CLATTN__AX_BKV, 9, POW2_BLOCKS}},
      .naxes = 2,
      .check = clattn__backward_check,
@@ -156,7 +157,7 @@ static const clattn__family table[] = {
      .pass = CLATTN__FORWARD,
      .files = {"forward_naive.cl"},
      .entries = {"clattn_forward"},
-     .max_dim = 256,
+     .max_dim = CLATTN__MAX_FUSED_DIM,
      .explicit_only = 1,
      .axes = {{CLATTN__AX_BQ, 4, {16, 32, 64, 128}}},
      .naxes = 1,

@@ -48,7 +48,7 @@ enum {
 };
 typedef struct clattn__axis {
   unsigned field, n;
-  unsigned values[8];
+  unsigned values[12];
 } clattn__axis;
 
 /* Keys split into ranges computed by separate work-groups (flash-decoding), each writing its

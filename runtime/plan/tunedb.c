@@ -129,8 +129,8 @@ static int parse_entry(const cJSON *e, clattn__db_entry *out, char *why, size_t 
   snprintf(hex, sizeof hex, "%s", hash->valuestring);
   out->source_hash = strtoull(hex, NULL, 16);
   if (!get_str(cls, "dtype", dtype, sizeof dtype) || strcmp(dtype, "f32") ||
-      !get_uint(cls, "head_dim", 256, &u[2]) || u[2] < 1 ||
-      !get_uint(cls, "head_dim_v", 256, &u[3]) || u[3] < 1 ||
+      !get_uint(cls, "head_dim", CLATTN__MAX_FUSED_DIM, &u[2]) || u[2] < 1 ||
+      !get_uint(cls, "head_dim_v", CLATTN__MAX_FUSED_DIM, &u[3]) || u[3] < 1 ||
       !get_bool(cls, "causal", &out->cls.causal) || !get_uint(cls, "seqlen_bucket", 65536, &u[4]) ||
       clattn__seqlen_bucket(u[4]) != u[4]) {
     snprintf(why, why_len, "an entry's class has a missing or bad field");
