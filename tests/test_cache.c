@@ -63,9 +63,10 @@ Test(cache, kernel_dir_replaces_embedded_source) {
   cr_assert_eq(clattn__program_cache_size(ctx), 1);
   clattn__sources src;
   cr_assert_eq(clattn__sources_load(ctx, CLATTN__FORWARD, &src), CLATTN_OK);
+  /* Every family whose file has the marker reads the edited copy (the others have no copy). */
   for (unsigned v = 0; v < clattn__families(); v++)
-    if (src.text[v])
-    cr_assert(strstr(src.text[v], "/* edited copy */"), "the kernel dir's text is used");
+    if (src.text[v] && strstr(src.text[v], "#define WG"))
+      cr_assert(strstr(src.text[v], "/* edited copy */"), "the kernel dir's text is used");
   cr_assert(ctx->programs->source_hash == src.hash[0] || ctx->programs->source_hash == src.hash[1],
             "the program was built from an edited copy");
   clattn__sources_free(&src);
