@@ -1,22 +1,62 @@
 /* Definitions shared by the kernels; the runtime puts this text before each kernel's source
- * (runtime/jit.c), so the kernel files stay standalone readable OpenCL C otherwise. */
+ * (its registry entry's files, runtime/kernels/registry.c), so the kernel files stay standalone
+ * readable OpenCL C otherwise. */
 
 /* Vector width of the global loads that fill the tiles (VEC = 1, 2 or 4; D and DV are
- * multiples of it). vloadn needs only float alignment, so any offset and stride stays correct;
- * aligned views load faster. */
+ * multiples of it). vloadn needs only the element's alignment, so any offset and stride stays
+ * correct; aligned views load faster. */
 #ifndef VEC
 #define VEC 1
 #endif
+/* Storage type of the tensors (-DDTYPE, the problem's clattn_dtype): 0 fp32, 1 fp16 through
+ * vload_half / vstore_half (core OpenCL 1.2: no cl_khr_fp16 needed, the value is widened to
+ * float on load), 2 bf16 as 16-bit words, widened by a shift and rounded to nearest even on
+ * store, NaN kept NaN. Arithmetic is fp32 whatever the storage. LDS(p) loads one element as
+ * float, STS(p, x) stores one. */
+#ifndef DTYPE
+#define DTYPE 0
+#endif
+#if DTYPE == 1
+typedef half stor_t;
+#define LDS(p) vload_half(0, p)
+#define STS(p, x) vstore_half_rte((x), 0, p)
+#elif DTYPE == 2
+typedef ushort stor_t;
+#define LDS(p) as_float((uint)(*(p)) << 16)
+#define STS(p, x) (*(p) = bf16_round(x))
+inline ushort bf16_round(float x) {
+  const uint u = as_uint(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u); /* quiet NaN */
+  return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+#else
+typedef float stor_t;
+#define LDS(p) (*(p))
+#define STS(p, x) (*(p) = (x))
+#endif
+
 #if VEC == 4
 typedef float4 floatv;
+#if DTYPE == 1
+#define VLOAD(p) vload_half4(0, p)
+#elif DTYPE == 2
+#define VLOAD(p) as_float4(convert_uint4(vload4(0, p)) << 16)
+#else
 #define VLOAD(p) vload4(0, p)
+#endif
 #define VGET(x, e) ((e) == 0 ? (x).s0 : (e) == 1 ? (x).s1 : (e) == 2 ? (x).s2 : (x).s3)
 #elif VEC == 2
 typedef float2 floatv;
+#if DTYPE == 1
+#define VLOAD(p) vload_half2(0, p)
+#elif DTYPE == 2
+#define VLOAD(p) as_float2(convert_uint2(vload2(0, p)) << 16)
+#else
 #define VLOAD(p) vload2(0, p)
+#endif
 #define VGET(x, e) ((e) == 0 ? (x).s0 : (x).s1)
 #else
 typedef float floatv;
-#define VLOAD(p) (*(p))
+#define VLOAD(p) LDS(p)
 #define VGET(x, e) (x)
 #endif

@@ -11,7 +11,8 @@
  * Parameters (-D): D, DV head dims; BQ, BKV tile sizes; TPR work-items per row; STAGE_KV
  * (1: K/V tiles copied to local memory, 0: read straight from global memory, which suits CPUs
  * whose local memory is ordinary memory); PAD floats appended to each local row; CAUSAL.
- * runtime/tiling.c mirrors the local-memory formula below; keep the two in step.
+ * runtime/kernels/forward_families.c mirrors the local-memory formula below; keep the two in
+ * step.
  *
  * Scores are kept in the log2 domain: the query tile is multiplied by scale·log2(e) on load so
  * the softmax uses exp2; LSE converts back: lse = (m + log2 l)·ln 2.
@@ -30,13 +31,13 @@
 #define KAT(j, c) Ks[(j)*QS + (c)]
 #define VAT(j, c) Vs[(j)*VS + (c)]
 #else
-#define KAT(j, c) k[kbase + (ulong)(kv0 + (j)) * k_ss + (c)]
-#define VAT(j, c) v[vbase + (ulong)(kv0 + (j)) * v_ss + (c)]
+#define KAT(j, c) LDS(k + kbase + (ulong)(kv0 + (j)) * k_ss + (c))
+#define VAT(j, c) LDS(v + vbase + (ulong)(kv0 + (j)) * v_ss + (c))
 #endif
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
-clattn_forward(__global const float *q, __global const float *k, __global const float *v,
-               __global float *o, __global float *lse, ulong q_off, ulong q_sb, ulong q_ss,
+clattn_forward(__global const stor_t *q, __global const stor_t *k, __global const stor_t *v,
+               __global stor_t *o, __global float *lse, ulong q_off, ulong q_sb, ulong q_ss,
                ulong q_sh, ulong k_off, ulong k_sb, ulong k_ss, ulong k_sh, ulong v_off,
                ulong v_sb, ulong v_ss, ulong v_sh, ulong o_off, ulong o_sb, ulong o_ss,
                ulong o_sh, uint heads_q, uint group, uint seqlen_q, uint seqlen_kv,
@@ -143,7 +144,7 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
     const ulong obase = o_off + split * o_split + b * o_sb + h * o_sh + (ulong)row * o_ss;
     for (uint u = 0; u < DVP; u++) {
       const uint c = t + u * TPR;
-      if (c < DV) o[obase + c] = acc[u] * inv;
+      if (c < DV) STS(o + obase + c, acc[u] * inv);
     }
     if (write_lse && t == 0)
       lse[lse_off + split * lse_split + (b * heads_q + h) * seqlen_q + row] = l > 0.0f ? (m + log2(l)) * M_LN2_F : -INFINITY;

@@ -10,7 +10,8 @@
  *
  * Parameters (-D): D, DV head dims; BQ, BKV tile sizes; RM rows per work-item; TX work-items
  * along the keys (BKV % TX == 0, BQ % RM == 0); PAD floats appended to local rows; CAUSAL.
- * runtime/tiling.c mirrors the local-memory formula below; keep the two in step.
+ * runtime/kernels/forward_families.c mirrors the local-memory formula below; keep the two in
+ * step.
  */
 
 
@@ -23,8 +24,8 @@
 #define VS (DV + PAD)               /* Vs: [key][column] */
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
-clattn_forward(__global const float *q, __global const float *k, __global const float *v,
-               __global float *o, __global float *lse, ulong q_off, ulong q_sb, ulong q_ss,
+clattn_forward(__global const stor_t *q, __global const stor_t *k, __global const stor_t *v,
+               __global stor_t *o, __global float *lse, ulong q_off, ulong q_sb, ulong q_ss,
                ulong q_sh, ulong k_off, ulong k_sb, ulong k_ss, ulong k_sh, ulong v_off,
                ulong v_sb, ulong v_ss, ulong v_sh, ulong o_off, ulong o_sb, ulong o_ss,
                ulong o_sh, uint heads_q, uint group, uint seqlen_q, uint seqlen_kv,
@@ -155,7 +156,7 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
       const ulong obase = o_off + split * o_split + b * o_sb + h * o_sh + (ulong)row * o_ss;
       for (uint u = 0; u < DVP; u++) {
         const uint c = tx + TX * u;
-        if (c < DV) o[obase + c] = acc[i][u] * inv;
+        if (c < DV) STS(o + obase + c, acc[i][u] * inv);
       }
       if (write_lse && tx == 0)
         lse[lse_off + split * lse_split + (b * heads_q + h) * seqlen_q + row] = l > 0.0f ? (m[i] + log2(l)) * M_LN2_F : -INFINITY;

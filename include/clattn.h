@@ -103,7 +103,10 @@ typedef struct clattn_problem {
   size_t seqlen_kv;
   size_t head_dim;    /* of Q and K, 1..256 */
   size_t head_dim_v;  /* of V and O, 1..256 */
-  clattn_dtype dtype; /* storage type; accumulation is always fp32. CLATTN_F32 only for now */
+  clattn_dtype dtype; /* storage of q, k, v, o (and the gradients): CLATTN_F32, or CLATTN_F16 /
+                         CLATTN_BF16 (16-bit elements; offsets and strides still count
+                         elements) on the fused forward's portable kernels for now;
+                         accumulation and LSE are always fp32 */
   float scale;
   unsigned flags;             /* CLATTN_CAUSAL */
   clattn_algorithm algorithm; /* CLATTN_ALGO_AUTO (0) by default */
@@ -192,7 +195,8 @@ CLATTN_API const char *clattn_last_error(const clattn_context *ctx);
  * and is NULL on error, when nothing is left enqueued.
  * Errors: INVALID_ARGUMENT (NULL pointer, zero head_dim, heads_q not a multiple of heads_kv, a
  * view outside its buffer, overlapping output, size overflow, an unknown algorithm),
- * UNSUPPORTED (F16/BF16; head_dim > 256 with CLATTN_ALGO_FUSED; the standard algorithm on an
+ * UNSUPPORTED (F16/BF16 on the standard path, i.e. CLATTN_ALGO_STANDARD or head dims above 256;
+ * head_dim > 256 with CLATTN_ALGO_FUSED; the standard algorithm on an
  * out-of-order queue or with element indices of 2^31 and above, which CLBlast cannot address),
  * BUILD, OPENCL, OUT_OF_RESOURCES (the standard path's workspace for one head does not fit: the
  * message names the bytes needed and available). Thread safe. */

@@ -25,6 +25,8 @@ const char *test_tmpdir(void);
 
 /* A device buffer of n floats, filled with value. */
 cl_mem test_buffer(clattn_context *ctx, size_t n, float value);
+/* The same in a storage type (half: value's 16-bit pattern). */
+cl_mem test_buffer_of(clattn_context *ctx, clattn_dtype t, size_t n, float value);
 
 /* A tiny valid problem and its packed tensors: checks that a context still works after a
  * failure (the result is compared against the reference). */

@@ -635,3 +635,38 @@ Test(tunedb, file_written_before_the_registry) {
   clattn__db_free(&db);
   clattn_context_destroy(ctx);
 }
+
+/* The storage type is part of the class: a half entry of the tuning database is written with
+ * its "dtype", read back as such, and never applies to the fp32 class (nor the other way). */
+Test(tunedb, half_classes_keep_their_dtype) {
+  clattn_context *ctx = test_context(NULL);
+  char path[512];
+  snprintf(path, sizeof path, "%s/half-db.json", test_tmpdir());
+  remove(path);
+  clattn__sources src;
+  cr_assert_eq(clattn__sources_load(ctx, CLATTN__FORWARD, &src), CLATTN_OK);
+  clattn__db_entry e;
+  memset(&e, 0, sizeof e);
+  clattn__db_device_of(&ctx->device, &e.dev);
+  e.cls = (clattn__class){64, 64, 1, 1024, CLATTN__FORWARD, CLATTN_BF16};
+  char why[256];
+  clattn_config rows = {"forward_rows", 32, 16, 2, 0, 1, 1, 2};
+  cr_assert(clattn__config_from_public(&rows, &e.cfg, why, sizeof why), "%s", why);
+  e.source_hash = src.hash[e.cfg.kernel];
+  cr_assert_eq(clattn__db_save_merged(path, &e, 1, why, sizeof why), CLATTN_OK, "%s", why);
+  clattn__db db = {0};
+  size_t skipped = 0;
+  cr_assert_eq(clattn__db_load(path, &db, &skipped, why, sizeof why), CLATTN_OK, "%s", why);
+  cr_assert_eq(db.count, 1);
+  cr_assert_eq(skipped, 0);
+  cr_assert_eq(db.entries[0].cls.dtype, CLATTN_BF16);
+  clattn__match level;
+  cr_assert_not_null(clattn__db_lookup(&db, &ctx->device, src.hash, &e.cls, &level));
+  clattn__class f32 = e.cls, f16 = e.cls;
+  f32.dtype = CLATTN_F32, f16.dtype = CLATTN_F16;
+  cr_assert_null(clattn__db_lookup(&db, &ctx->device, src.hash, &f32, &level));
+  cr_assert_null(clattn__db_lookup(&db, &ctx->device, src.hash, &f16, &level));
+  clattn__db_free(&db);
+  clattn__sources_free(&src);
+  clattn_context_destroy(ctx);
+}

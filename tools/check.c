@@ -6,16 +6,48 @@
 #include <string.h>
 #include <time.h>
 
+size_t check_elem_size(clattn_dtype t) {
+  return t == CLATTN_F32 ? sizeof(float) : sizeof(uint16_t);
+}
+
+void *check_pack(clattn_dtype t, const float *x, size_t n) {
+  if (t == CLATTN_F32) return NULL;
+  uint16_t *bits = malloc((n ? n : 1) * sizeof *bits);
+  for (size_t i = 0; bits && i < n; i++) bits[i] = ref_half_bits(t, x[i]);
+  return bits;
+}
+
+cl_int check_read(cl_command_queue queue, cl_mem buf, clattn_dtype t, float *out, size_t n,
+                  cl_uint num_wait, const cl_event *wait) {
+  if (t == CLATTN_F32)
+    return clEnqueueReadBuffer(queue, buf, CL_TRUE, 0, n * sizeof(float), out, num_wait, wait,
+                               NULL);
+  uint16_t *bits = malloc((n ? n : 1) * sizeof *bits);
+  if (!bits) return CL_OUT_OF_HOST_MEMORY;
+  cl_int err =
+      clEnqueueReadBuffer(queue, buf, CL_TRUE, 0, n * sizeof *bits, bits, num_wait, wait, NULL);
+  for (size_t i = 0; err == CL_SUCCESS && i < n; i++) out[i] = ref_half_value(t, bits[i]);
+  free(bits);
+  return err;
+}
+
 cl_int check_make_tensor(cl_context cl, check_tensor *t, const check_spec *sp, size_t seq,
                          size_t heads, size_t dim, uint64_t *rng) {
   size_t b = sp->problem.batch, packed = b * seq * heads * dim;
+  clattn_dtype dt = sp->problem.dtype;
   t->elems = sp->offset + packed;
   t->host = malloc((t->elems ? t->elems : 1) * sizeof(float));
   if (!t->host) return CL_OUT_OF_HOST_MEMORY;
   ref_fill_normal(t->host, t->elems, rng);
+  /* Half storage: the device gets the rounded values, and the references read the same. */
+  for (size_t i = 0; dt != CLATTN_F32 && i < t->elems; i++) t->host[i] = ref_round(dt, t->host[i]);
+  void *bits = check_pack(dt, t->host, t->elems);
+  if (dt != CLATTN_F32 && !bits) return CL_OUT_OF_HOST_MEMORY;
   cl_int err;
-  t->buf = clCreateBuffer(cl, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
-                          (t->elems ? t->elems : 1) * sizeof(float), t->host, &err);
+  t->buf =
+      clCreateBuffer(cl, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                     (t->elems ? t->elems : 1) * check_elem_size(dt), bits ? bits : t->host, &err);
+  free(bits);
   t->view = sp->bhsd ? clattn_bhsd(t->buf, seq, heads, dim) : clattn_bshd(t->buf, seq, heads, dim);
   t->view.offset = sp->offset;
   return err;
@@ -143,8 +175,8 @@ clattn_status check_run(clattn_context *ctx, const check_spec *sp, check_result 
   if (st != CLATTN_OK) goto done;
   cl_command_queue queue = clattn_context_queue(ctx);
   float *lse_host = calloc(rows ? rows : 1, sizeof(float));
-  err = clEnqueueReadBuffer(queue, t[3].buf, CL_TRUE, 0, t[3].elems * sizeof(float), t[3].host,
-                            ran ? 1 : 0, ran ? &ran : NULL, NULL);
+  err =
+      check_read(queue, t[3].buf, p->dtype, t[3].host, t[3].elems, ran ? 1 : 0, ran ? &ran : NULL);
   if (err == CL_SUCCESS && lse && rows)
     err = clEnqueueReadBuffer(queue, lse, CL_TRUE, 0, rows * sizeof(float), lse_host, ran ? 1 : 0,
                               ran ? &ran : NULL, NULL);
@@ -174,12 +206,12 @@ clattn_status check_run(clattn_context *ctx, const check_spec *sp, check_result 
                  dv * sizeof(float));
     r->err_o = max_err_f64(o64, got, n);
     r->naive_err_o = max_err_f64(o64, o32, n);
-    r->tol_o = 2.0 * r->naive_err_o + 1e-6;
+    r->tol_o = 2.0 * r->naive_err_o + ref_tolerance_floor(p->dtype);
     r->pass = r->err_o <= r->tol_o;
     if (lse) {
       r->err_lse = max_err_f64(l64, lse_host, rows);
       r->naive_err_lse = max_err_f64(l64, l32, rows);
-      r->tol_lse = 2.0 * r->naive_err_lse + 1e-6;
+      r->tol_lse = 2.0 * r->naive_err_lse + ref_tolerance_floor(p->dtype);
       r->pass = r->pass && r->err_lse <= r->tol_lse;
     }
     free(o64), free(l64), free(o32), free(l32), free(got);

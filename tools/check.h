@@ -6,7 +6,8 @@
 #include "reference.h"
 
 /* One checked run: random N(0,1) data laid out as asked, forward on the device, compared with
- * the references under the rule max|out - ref| <= 2 * max|naive - ref| + 1e-6. */
+ * the references under the rule max|out - ref| <= 2 * max|naive - ref| + 1e-6 (half storage:
+ * the same-precision naive implementation, + 1e-4). */
 typedef struct check_spec {
   clattn_problem problem;
   int bhsd;      /* 0: [B][S][H][D] views, 1: [B][H][S][D] */
@@ -42,7 +43,14 @@ typedef struct check_tensor {
   cl_mem buf;
   clattn_tensor view;
 } check_tensor;
-/* Random N(0,1) data [batch][seq][heads][dim] (or bhsd) after sp->offset elements. */
+/* Bytes per element of a storage type; the 16-bit patterns of n floats (NULL for CLATTN_F32,
+ * which needs none; caller frees); a blocking read of n elements of buf as floats. */
+size_t check_elem_size(clattn_dtype t);
+void *check_pack(clattn_dtype t, const float *x, size_t n);
+cl_int check_read(cl_command_queue queue, cl_mem buf, clattn_dtype t, float *out, size_t n,
+                  cl_uint num_wait, const cl_event *wait);
+/* Random N(0,1) data [batch][seq][heads][dim] (or bhsd) after sp->offset elements, in the
+ * problem's storage type (host copy: the stored values, as floats). */
 cl_int check_make_tensor(cl_context cl, check_tensor *t, const check_spec *sp, size_t seq,
                          size_t heads, size_t dim, uint64_t *rng);
 ref_view check_host_view(const check_tensor *t);

@@ -82,8 +82,11 @@ int cmd_explain(int argc, char **argv) {
       printf("why:       %s\n", info.reason);
       printf("local:     %.1f of %.1f KiB\n", info.local_mem_bytes / 1024.0,
              info.local_mem_available / 1024.0);
-      printf("backward:  %s BQ=%u BKV=%u (%s)\n", info.backward.kernel, info.backward.block_q,
-             info.backward.block_kv, info.backward_origin);
+      if (info.backward.kernel[0])
+        printf("backward:  %s BQ=%u BKV=%u (%s)\n", info.backward.kernel, info.backward.block_q,
+               info.backward.block_kv, info.backward_origin);
+      else
+        printf("backward:  none (no backward kernel computes this problem on this device)\n");
     }
     printf("flops:     %.4g (FlashAttention convention)\n", info.flops);
     printf("traffic:   global memory, modelled (LSE not counted)\n");

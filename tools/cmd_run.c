@@ -174,7 +174,7 @@ int cmd_run(int argc, char **argv) {
     sp.compare_with = base;
   }
   if (backward) {
-    if (!strcmp(info.algorithm, "fused"))
+    if (!strcmp(info.algorithm, "fused") && info.backward.kernel[0])
       printf("backward: %s BQ=%u BKV=%u (%s)\n", info.backward.kernel, info.backward.block_q,
              info.backward.block_kv, info.backward_origin);
     check_bwd_result br;
@@ -205,8 +205,10 @@ int cmd_run(int argc, char **argv) {
     goto out;
   }
   if (!sp.skip_check) {
-    printf("check:   max|o - ref| = %.3g (tolerance %.3g = 2 x naive fp32 %.3g + 1e-6)", r.err_o,
-           r.tol_o, r.naive_err_o);
+    static const char *const naive[] = {"naive fp32", "naive fp16", "naive bf16"};
+    printf("check:   max|o - ref| = %.3g (tolerance %.3g = 2 x %s %.3g + %.0e)", r.err_o, r.tol_o,
+           naive[sp.problem.dtype <= CLATTN_BF16 ? sp.problem.dtype : 0], r.naive_err_o,
+           ref_tolerance_floor(sp.problem.dtype));
     if (sp.with_lse) printf("; max|lse - ref| = %.3g (tolerance %.3g)", r.err_lse, r.tol_lse);
     printf(" -> %s\n", r.pass ? "PASS" : "FAIL");
   }

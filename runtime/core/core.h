@@ -82,10 +82,14 @@ typedef struct clattn__shape {
   unsigned causal;
   int empty;             /* nothing to compute: batch, heads_q or seqlen_q is 0 */
   clattn_algorithm algo; /* resolved: CLATTN_ALGO_FUSED or CLATTN_ALGO_STANDARD */
+  clattn_dtype dtype;    /* storage of Q, K, V, O (and the gradients); LSE is always fp32 */
+  size_t elem;           /* bytes per stored element */
 } clattn__shape;
 
 clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_problem *p,
                                          clattn__shape *out);
+/* "CLATTN_F32", "CLATTN_F16" or "CLATTN_BF16". */
+const char *clattn__dtype_name(clattn_dtype dtype);
 clattn_status clattn__check_forward_tensors(clattn_context *ctx, const clattn__shape *s,
                                             const clattn_tensor *q, const clattn_tensor *k,
                                             const clattn_tensor *v, const clattn_tensor *o,

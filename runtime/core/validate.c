@@ -15,13 +15,11 @@
 clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_problem *p,
                                          clattn__shape *s) {
   if (!p) return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "problem is NULL");
-  if (p->dtype == CLATTN_F16 || p->dtype == CLATTN_BF16)
-    return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
-                        "dtype %s is not supported yet: only CLATTN_F32 storage is implemented",
-                        p->dtype == CLATTN_F16 ? "CLATTN_F16" : "CLATTN_BF16");
-  if (p->dtype != CLATTN_F32)
+  if (p->dtype != CLATTN_F32 && p->dtype != CLATTN_F16 && p->dtype != CLATTN_BF16)
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "dtype %d is not a clattn_dtype",
                         (int)p->dtype);
+  s->dtype = p->dtype;
+  s->elem = p->dtype == CLATTN_F32 ? 4 : 2;
   if (p->flags & ~(unsigned)CLATTN_CAUSAL)
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "unknown flags 0x%x",
                         p->flags & ~(unsigned)CLATTN_CAUSAL);
@@ -49,6 +47,12 @@ clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_probl
                         MAX_STANDARD_DIM);
   s->algo = p->algorithm == CLATTN_ALGO_STANDARD || !fused_fits ? CLATTN_ALGO_STANDARD
                                                                 : CLATTN_ALGO_FUSED;
+  /* Half storage runs on the portable fused forward kernels so far (docs/DESIGN.md). */
+  if (s->dtype != CLATTN_F32 && s->algo == CLATTN_ALGO_STANDARD)
+    return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
+                        "%s on the standard path (CLATTN_ALGO_STANDARD, or head dims %zu/%zu above "
+                        "%d) is not supported yet: the standard path computes CLATTN_F32 storage",
+                        clattn__dtype_name(s->dtype), s->d, s->dv, CLATTN__MAX_FUSED_DIM);
   if (!isfinite(p->scale))
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "scale is not finite");
   s->scale = p->scale != 0.0f ? p->scale : (float)(1.0 / sqrt((double)s->d));
@@ -108,7 +112,8 @@ static clattn_status check_buffer(clattn_context *ctx, const char *name, cl_mem 
 /* Checks that every element of a [n0][n1][n2][dim] view lies in its buffer; *r gets the byte
  * range it spans (empty when the view is). */
 static clattn_status check_view(clattn_context *ctx, const char *name, const clattn_tensor *t,
-                                size_t n0, size_t n1, size_t n2, size_t dim, region *r) {
+                                size_t n0, size_t n1, size_t n2, size_t dim, size_t elem,
+                                region *r) {
   r->root = NULL;
   r->lo = r->hi = 0;
   if (!t) return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "tensor %s is NULL", name);
@@ -117,11 +122,10 @@ static clattn_status check_view(clattn_context *ctx, const char *name, const cla
   size_t last = t->offset, bytes;
   if (!mul_add(&last, n0, t->stride_batch) || !mul_add(&last, n1, t->stride_seq) ||
       !mul_add(&last, n2, t->stride_head) || !mul_add(&last, dim, 1) ||
-      __builtin_add_overflow(last, 1, &bytes) ||
-      __builtin_mul_overflow(bytes, sizeof(float), &bytes))
+      __builtin_add_overflow(last, 1, &bytes) || __builtin_mul_overflow(bytes, elem, &bytes))
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
                         "%s: offset and strides overflow the address range", name);
-  r->lo = t->offset * sizeof(float);
+  r->lo = t->offset * elem;
   r->hi = bytes;
   return check_buffer(ctx, name, t->buffer, bytes, r);
 }
@@ -154,8 +158,8 @@ static int overlaps_itself(const clattn_tensor *t, size_t n0, size_t n1, size_t 
 /* check_view for an output, which must also not overlap itself. */
 static clattn_status check_output_view(clattn_context *ctx, const char *name,
                                        const clattn_tensor *t, size_t n0, size_t n1, size_t n2,
-                                       size_t dim, region *r) {
-  clattn_status st = check_view(ctx, name, t, n0, n1, n2, dim, r);
+                                       size_t dim, size_t elem, region *r) {
+  clattn_status st = check_view(ctx, name, t, n0, n1, n2, dim, elem, r);
   if (st == CLATTN_OK && r->root && overlaps_itself(t, n0, n1, n2, dim))
     st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
                       "%s: two of its elements share an address (strides batch %zu, seq %zu, "
@@ -175,10 +179,10 @@ clattn_status clattn__check_forward_tensors(clattn_context *ctx, const clattn__s
   region rq, rk, rv, ro, rl = {0};
   clattn_status st;
   size_t nq = s->empty ? 0 : s->seqlen_q, nkv = s->empty ? 0 : s->seqlen_kv;
-  if ((st = check_view(ctx, "q", q, s->batch, nq, s->heads_q, s->d, &rq)) ||
-      (st = check_view(ctx, "k", k, s->batch, nkv, s->heads_kv, s->d, &rk)) ||
-      (st = check_view(ctx, "v", v, s->batch, nkv, s->heads_kv, s->dv, &rv)) ||
-      (st = check_output_view(ctx, "o", o, s->batch, nq, s->heads_q, s->dv, &ro)))
+  if ((st = check_view(ctx, "q", q, s->batch, nq, s->heads_q, s->d, s->elem, &rq)) ||
+      (st = check_view(ctx, "k", k, s->batch, nkv, s->heads_kv, s->d, s->elem, &rk)) ||
+      (st = check_view(ctx, "v", v, s->batch, nkv, s->heads_kv, s->dv, s->elem, &rv)) ||
+      (st = check_output_view(ctx, "o", o, s->batch, nq, s->heads_q, s->dv, s->elem, &ro)))
     return st;
   if (lse && !s->empty) {
     size_t n;
@@ -216,14 +220,14 @@ clattn_status clattn__check_backward_tensors(clattn_context *ctx, const clattn__
   region rq, rk, rv, ro, rg, rl = {0}, rdq, rdk, rdv;
   size_t nq = s->empty ? 0 : s->seqlen_q, nkv = s->seqlen_kv, b = s->batch;
   size_t heads = s->heads_q ? s->heads_kv : 0;
-  if ((st = check_view(ctx, "q", q, b, nq, s->heads_q, s->d, &rq)) ||
-      (st = check_view(ctx, "k", k, b, nkv, heads, s->d, &rk)) ||
-      (st = check_view(ctx, "v", v, b, nkv, heads, s->dv, &rv)) ||
-      (st = check_view(ctx, "o", o, b, nq, s->heads_q, s->dv, &ro)) ||
-      (st = check_view(ctx, "d_o", d_o, b, nq, s->heads_q, s->dv, &rg)) ||
-      (st = check_output_view(ctx, "dq", dq, b, nq, s->heads_q, s->d, &rdq)) ||
-      (st = check_output_view(ctx, "dk", dk, b, nkv, heads, s->d, &rdk)) ||
-      (st = check_output_view(ctx, "dv", dv, b, nkv, heads, s->dv, &rdv)))
+  if ((st = check_view(ctx, "q", q, b, nq, s->heads_q, s->d, s->elem, &rq)) ||
+      (st = check_view(ctx, "k", k, b, nkv, heads, s->d, s->elem, &rk)) ||
+      (st = check_view(ctx, "v", v, b, nkv, heads, s->dv, s->elem, &rv)) ||
+      (st = check_view(ctx, "o", o, b, nq, s->heads_q, s->dv, s->elem, &ro)) ||
+      (st = check_view(ctx, "d_o", d_o, b, nq, s->heads_q, s->dv, s->elem, &rg)) ||
+      (st = check_output_view(ctx, "dq", dq, b, nq, s->heads_q, s->d, s->elem, &rdq)) ||
+      (st = check_output_view(ctx, "dk", dk, b, nkv, heads, s->d, s->elem, &rdk)) ||
+      (st = check_output_view(ctx, "dv", dv, b, nkv, heads, s->dv, s->elem, &rdv)))
     return st;
   if (lse && !s->empty) {
     rl.hi = b * s->heads_q * s->seqlen_q * sizeof(float);
@@ -253,4 +257,8 @@ clattn_tensor clattn_bshd(cl_mem buf, size_t seqlen, size_t heads, size_t dim) {
 clattn_tensor clattn_bhsd(cl_mem buf, size_t seqlen, size_t heads, size_t dim) {
   clattn_tensor t = {buf, 0, heads * seqlen * dim, dim, seqlen * dim};
   return t;
+}
+
+const char *clattn__dtype_name(clattn_dtype dtype) {
+  return dtype == CLATTN_F16 ? "CLATTN_F16" : dtype == CLATTN_BF16 ? "CLATTN_BF16" : "CLATTN_F32";
 }

@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The storage types of the families that take half precision too (cl/common.cl). */
+#define HALF_TOO (1u << CLATTN_F32 | 1u << CLATTN_F16 | 1u << CLATTN_BF16)
+
 /* The backward's block sizes; below 4 only as a device's last resort (backward_families.c). */
 #define POW2_BLOCKS                                                                                \
   { 256, 128, 64, 32, 16, 8, 4, 2, 1 }
@@ -57,6 +60,7 @@ static const clattn__family table[] = {
      .pass = CLATTN__FORWARD,
      .files = {"common.cl", "forward.cl"},
      .entries = {"clattn_forward"},
+     .dtypes = HALF_TOO,
      .max_dim = CLATTN__MAX_FUSED_DIM,
      .axes = {{CLATTN__AX_BQ, 8, {128, 64, 32, 16, 8, 4, 2, 1}},
               {CLATTN__AX_BKV, 5, {128, 64, 32, 16, 8}},
@@ -79,6 +83,7 @@ static const clattn__family table[] = {
      .pass = CLATTN__FORWARD,
      .files = {"common.cl", "forward_tiles.cl"},
      .entries = {"clattn_forward"},
+     .dtypes = HALF_TOO,
      .max_dim = CLATTN__MAX_FUSED_DIM,
      .axes = {{CLATTN__AX_BQ, 8, {128, 64, 32, 16, 8, 4, 2, 1}},
               {CLATTN__AX_BKV, 5, {128, 64, 32, 16, 8}},
@@ -243,6 +248,12 @@ int clattn__config_legal(const clattn__device *dev, const clattn__class *k, cons
              clattn__pass_name((clattn__pass)k->pass));
     return 0;
   }
+  unsigned dtypes = f->dtypes ? f->dtypes : 1u << CLATTN_F32;
+  if (!(dtypes >> k->dtype & 1u)) {
+    snprintf(why, why_len, "%s does not compute %s storage yet", f->name,
+             clattn__dtype_name((clattn_dtype)k->dtype));
+    return 0;
+  }
   if (!f->check(f, dev, k, c, why, why_len)) return 0;
   if (k->d > f->max_dim || k->dv > f->max_dim) {
     snprintf(why, why_len, "%s: head dims %u/%u, it computes at most %u", f->name, k->d, k->dv,
@@ -272,6 +283,10 @@ void clattn__config_options(const clattn__device *dev, const clattn__class *cls,
     f->defines(f, dev, cls, c, out, len);
   else if (len)
     out[0] = 0;
+  /* The storage type (cl/common.cl's DTYPE); fp32, the default, adds nothing, so its options and
+   * cache keys stay what they were. */
+  size_t at = strlen(out);
+  if (cls->dtype != CLATTN_F32 && at < len) snprintf(out + at, len - at, " -DDTYPE=%u", cls->dtype);
   /* Extra options for experiments ($CLATTN_BUILD_OPTIONS, e.g. -cl-nv-verbose) are part of the
    * options, hence of every cache key. */
   const char *extra = dev->build_options; /* read once, when the context was made */

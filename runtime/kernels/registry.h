@@ -19,6 +19,7 @@ typedef struct clattn__class {
   unsigned causal;
   unsigned bucket; /* sequence-length bucket of seqlen_q (clattn__seqlen_bucket) */
   unsigned pass;   /* clattn__pass */
+  unsigned dtype;  /* clattn_dtype of the stored tensors */
 } clattn__class;
 
 /* A config of one family; the fields a family does not use are fixed by it (clattn__family's
@@ -100,6 +101,7 @@ struct clattn__family {
   const char *files[4];   /* cl/ files of its program, joined in order */
   const char *entries[3]; /* its kernel functions (NULL-terminated), launched in order */
   unsigned tensor_cores;  /* needs NVIDIA tensor cores (or their emulation) */
+  unsigned dtypes;        /* storage types it computes, as bits 1 << clattn_dtype (0: fp32) */
   unsigned max_dim;       /* the largest head dim it computes */
   unsigned explicit_only; /* never ranked or tuned: runs only as an override (test families) */
   clattn__axis axes[CLATTN__AXES]; /* its space, outermost axis first */

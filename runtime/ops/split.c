@@ -17,8 +17,9 @@ unsigned clattn__split_count(const clattn_context *ctx, const clattn__shape *s,
   *kv_per_split = (unsigned)s->seqlen_kv;
   /* The workspace is reused call after call, which an out-of-order queue would race on; an
    * override is run as given. */
+  /* Half storage: the partial outputs would need the kernels' fp32 output (not built yet). */
   if (!ctx->queue_in_order || !strcmp(p->origin, "override") || groups >= units ||
-      s->seqlen_kv < 4 * bkv)
+      s->seqlen_kv < 4 * bkv || s->dtype != CLATTN_F32)
     return 1;
   size_t want = (units + groups - 1) / groups, most = s->seqlen_kv / (2 * bkv); /* >= 2 tiles */
   size_t count = want < most ? want : most;

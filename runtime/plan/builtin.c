@@ -53,6 +53,7 @@ static const builtin table[] = {
 
 int clattn__builtin_find(const clattn__device *dev, const clattn__class *cls, clattn__config *out) {
   const builtin *best = NULL;
+  if (cls->dtype != CLATTN_F32) return 0; /* every row was measured with fp32 storage */
   for (const builtin *b = table; b->platform; b++) {
     if (!strstr(dev->platform_name, b->platform) || !strstr(dev->name, b->device) ||
         !(dev->type & b->type) || b->pass != cls->pass || b->d != cls->d || b->dv != cls->dv ||

@@ -9,7 +9,8 @@ unsigned clattn__seqlen_bucket(size_t n) {
 }
 
 clattn__class clattn__class_of(const clattn__shape *s, clattn__pass pass) {
-  clattn__class c = {(unsigned)s->d, (unsigned)s->dv, s->causal, clattn__seqlen_bucket(s->seqlen_q),
-                     (unsigned)pass};
+  clattn__class c = {(unsigned)s->d, (unsigned)s->dv,
+                     s->causal,      clattn__seqlen_bucket(s->seqlen_q),
+                     (unsigned)pass, (unsigned)s->dtype};
   return c;
 }

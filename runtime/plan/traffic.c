@@ -24,11 +24,17 @@ double clattn__forward_flops(const clattn__shape *s) {
          (double)(s->d + s->dv);
 }
 
+/* Bytes per stored element of Q, K, V and O; a shape made without it (tests) is fp32. LSE is
+ * always fp32. */
+static double elem(const clattn__shape *s) {
+  return s->elem ? (double)s->elem : (double)sizeof(float);
+}
+
 clattn__bytes clattn__traffic_fused(const clattn__shape *s, const clattn__config *c, int lse) {
-  const double f = sizeof(float), heads = (double)s->batch * (double)s->heads_q;
+  const double f = elem(s), heads = (double)s->batch * (double)s->heads_q;
   const double rows = heads * (double)s->seqlen_q;
   clattn__bytes b = {rows * (double)s->d * f, rows * (double)s->dv * f};
-  if (lse) b.write += rows * f;
+  if (lse) b.write += rows * sizeof(float);
   /* K and V stream once per reader: the work-group when it stages them in local memory
    * (forward_tiles always does), each query row when forward_rows reads them directly. */
   size_t bq = c->bq ? c->bq : 1, step = c->stage ? bq : 1;

@@ -93,6 +93,15 @@ static int is_pow2_in(unsigned long long v, unsigned long long lo, unsigned long
 }
 
 /* One entry; 0 and why when a field is missing, of the wrong type or out of range. */
+/* The class's storage type as the file names it (clattn_dtype's order). */
+static const char *const dtype_names[3] = {"f32", "f16", "bf16"};
+
+static int dtype_of(const char *name) {
+  for (int i = 0; i < 3; i++)
+    if (!strcmp(name, dtype_names[i])) return i;
+  return -1;
+}
+
 static int parse_entry(const cJSON *e, clattn__db_entry *out, char *why, size_t why_len) {
   memset(out, 0, sizeof *out);
   const cJSON *dev = cJSON_GetObjectItemCaseSensitive(e, "device");
@@ -128,8 +137,8 @@ static int parse_entry(const cJSON *e, clattn__db_entry *out, char *why, size_t 
   }
   snprintf(hex, sizeof hex, "%s", hash->valuestring);
   out->source_hash = strtoull(hex, NULL, 16);
-  if (!get_str(cls, "dtype", dtype, sizeof dtype) || strcmp(dtype, "f32") ||
-      !get_uint(cls, "head_dim", CLATTN__MAX_FUSED_DIM, &u[2]) || u[2] < 1 ||
+  int dt = dtype_of(get_str(cls, "dtype", dtype, sizeof dtype) ? dtype : "");
+  if (dt < 0 || !get_uint(cls, "head_dim", CLATTN__MAX_FUSED_DIM, &u[2]) || u[2] < 1 ||
       !get_uint(cls, "head_dim_v", CLATTN__MAX_FUSED_DIM, &u[3]) || u[3] < 1 ||
       !get_bool(cls, "causal", &out->cls.causal) || !get_uint(cls, "seqlen_bucket", 65536, &u[4]) ||
       clattn__seqlen_bucket(u[4]) != u[4]) {
@@ -137,6 +146,7 @@ static int parse_entry(const cJSON *e, clattn__db_entry *out, char *why, size_t 
     return 0;
   }
   out->cls.d = (unsigned)u[2], out->cls.dv = (unsigned)u[3], out->cls.bucket = (unsigned)u[4];
+  out->cls.dtype = (unsigned)dt;
   /* "pass" (absent in files written before backward tuning): which kernels the entry tunes. */
   char pass[16] = "forward";
   if (cJSON_GetObjectItemCaseSensitive(cls, "pass") &&
@@ -329,7 +339,7 @@ static cJSON *entry_json(const clattn__db_entry *e) {
   snprintf(hex, sizeof hex, "%016llx", (unsigned long long)e->source_hash);
   cJSON_AddStringToObject(o, "source_hash", hex);
   cJSON *c = cJSON_AddObjectToObject(o, "class");
-  cJSON_AddStringToObject(c, "dtype", "f32");
+  cJSON_AddStringToObject(c, "dtype", dtype_names[e->cls.dtype < 3 ? e->cls.dtype : 0]);
   cJSON_AddNumberToObject(c, "head_dim", e->cls.d);
   cJSON_AddNumberToObject(c, "head_dim_v", e->cls.dv);
   cJSON_AddBoolToObject(c, "causal", e->cls.causal);
@@ -478,9 +488,9 @@ const clattn__db_entry *clattn__db_lookup(const clattn__db *db, const clattn__de
   unsigned best_dist = ~0u;
   for (size_t i = 0; i < db->count; i++) {
     const clattn__db_entry *e = &db->entries[i];
-    if (e->cls.pass != cls->pass || e->cfg.kernel >= CLATTN__MAX_FAMILIES ||
-        e->source_hash != source_hash[e->cfg.kernel] || e->cls.d != cls->d ||
-        e->cls.dv != cls->dv || e->cls.causal != cls->causal)
+    if (e->cls.pass != cls->pass || e->cls.dtype != cls->dtype ||
+        e->cfg.kernel >= CLATTN__MAX_FAMILIES || e->source_hash != source_hash[e->cfg.kernel] ||
+        e->cls.d != cls->d || e->cls.dv != cls->dv || e->cls.causal != cls->causal)
       continue;
     clattn__match m = match_level(&e->dev, &me);
     unsigned dist = bucket_distance(e->cls.bucket, cls->bucket);

@@ -3,6 +3,72 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
+
+/* ---- half storage: rounding to nearest even, as the kernels store (cl/common.cl) ---- */
+
+static uint16_t f16_bits(float f) {
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  uint32_t sign = (x >> 16) & 0x8000u, e = (x >> 23) & 0xffu, m = x & 0x7fffffu;
+  if (e == 0xffu) return (uint16_t)(sign | 0x7c00u | (m ? 0x200u | (m >> 13) : 0u));
+  int exp = (int)e - 127 + 15;
+  if (exp >= 31) return (uint16_t)(sign | 0x7c00u); /* overflow: infinity */
+  if (exp <= 0) {                                   /* a subnormal half, or zero */
+    if (exp < -10) return (uint16_t)sign;
+    m |= 0x800000u;
+    unsigned shift = (unsigned)(14 - exp);
+    uint32_t h = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+    if (rem > half || (rem == half && (h & 1u))) h++;
+    return (uint16_t)(sign | h);
+  }
+  uint32_t h = ((uint32_t)exp << 10) | (m >> 13), rem = m & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++; /* a carry rounds up the exponent */
+  return (uint16_t)(sign | h);
+}
+
+static float f16_value(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;
+  if (e == 0x1fu)
+    x = sign | 0x7f800000u | (m << 13);
+  else if (e == 0)
+    return (sign ? -1.0f : 1.0f) * ldexpf((float)m, -24);
+  else
+    x = sign | ((e - 15u + 127u) << 23) | (m << 13);
+  float f;
+  memcpy(&f, &x, sizeof f);
+  return f;
+}
+
+static uint16_t bf16_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+static float bf16_value(uint16_t b) {
+  uint32_t u = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+uint16_t ref_half_bits(clattn_dtype t, float x) {
+  return t == CLATTN_BF16 ? bf16_bits(x) : f16_bits(x);
+}
+
+float ref_half_value(clattn_dtype t, uint16_t bits) {
+  return t == CLATTN_BF16 ? bf16_value(bits) : f16_value(bits);
+}
+
+double ref_tolerance_floor(clattn_dtype t) {
+  return t == CLATTN_F32 ? 1e-6 : 1e-4;
+}
+
+float ref_round(clattn_dtype t, float x) {
+  return t == CLATTN_F32 ? x : ref_half_value(t, ref_half_bits(t, x));
+}
 
 static uint64_t next_u64(uint64_t *s) { /* xorshift64* */
   *s ^= *s >> 12, *s ^= *s << 25, *s ^= *s >> 27;
@@ -23,6 +89,7 @@ typedef struct {
   size_t b, hq, hkv, nq, nkv, d, dv;
   double scale;
   int causal;
+  clattn_dtype dtype;
 } dims;
 
 static dims dims_of(const clattn_problem *p) {
@@ -34,7 +101,8 @@ static dims dims_of(const clattn_problem *p) {
             p->head_dim,
             p->head_dim_v ? p->head_dim_v : p->head_dim,
             p->scale != 0.0f ? p->scale : 1.0 / sqrt((double)p->head_dim),
-            (p->flags & CLATTN_CAUSAL) != 0};
+            (p->flags & CLATTN_CAUSAL) != 0,
+            p->dtype};
   return s;
 }
 
@@ -93,6 +161,32 @@ static void row_f32(const dims *s, ref_view q, ref_view k, ref_view v, size_t b,
   if (lse) *lse = n ? mx + logf(sum) : -INFINITY;
 }
 
+/* The naive implementation in half storage (the baseline of the half-precision rule): S =
+ * (scale Q) K^T rounded to the type, the softmax in fp32, P rounded, O = P V rounded, every
+ * product accumulated in fp32. The LSE is the fp32 softmax's. */
+static void row_half(const dims *s, ref_view q, ref_view k, ref_view v, size_t b, size_t h,
+                     size_t i, float *sc, float *oi, float *lse) {
+  size_t hk = h / (s->hq / s->hkv), n = visible(s, i);
+  const float *qi = at(q, b, i, h);
+  float mx = -INFINITY, sum = 0.0f, scale = (float)s->scale;
+  for (size_t j = 0; j < n; j++) {
+    const float *kj = at(k, b, j, hk);
+    float dot = 0.0f;
+    for (size_t c = 0; c < s->d; c++) dot += ref_round(s->dtype, scale * qi[c]) * kj[c];
+    sc[j] = ref_round(s->dtype, dot);
+    if (sc[j] > mx) mx = sc[j];
+  }
+  for (size_t j = 0; j < n; j++) sum += (sc[j] = expf(sc[j] - mx));
+  for (size_t j = 0; j < n; j++) sc[j] = ref_round(s->dtype, sc[j] / sum);
+  for (size_t c = 0; c < s->dv; c++) oi[c] = 0.0f;
+  for (size_t j = 0; j < n; j++) {
+    const float *vj = at(v, b, j, hk);
+    for (size_t c = 0; c < s->dv; c++) oi[c] += sc[j] * vj[c];
+  }
+  for (size_t c = 0; c < s->dv; c++) oi[c] = ref_round(s->dtype, oi[c]);
+  if (lse) *lse = n ? mx + logf(sum) : -INFINITY;
+}
+
 void ref_row_f64(const clattn_problem *p, ref_view q, ref_view k, ref_view v, size_t b, size_t h,
                  size_t i, double *o_row, double *lse) {
   dims s = dims_of(p);
@@ -130,7 +224,10 @@ void ref_forward_f32(const clattn_problem *p, ref_view q, ref_view k, ref_view v
     for (size_t h = 0; h < s.hq; h++)
       for (size_t i = 0; i < s.nq; i++) {
         size_t row = (b * s.hq + h) * s.nq + i;
-        row_f32(&s, q, k, v, b, h, i, sc, o + row * s.dv, lse ? lse + row : NULL);
+        if (s.dtype == CLATTN_F32)
+          row_f32(&s, q, k, v, b, h, i, sc, o + row * s.dv, lse ? lse + row : NULL);
+        else
+          row_half(&s, q, k, v, b, h, i, sc, o + row * s.dv, lse ? lse + row : NULL);
       }
   free(sc);
 }

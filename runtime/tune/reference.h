@@ -10,6 +10,15 @@
 
 #include <stdint.h>
 
+/* Half storage (CLATTN_F16, CLATTN_BF16): a float's 16-bit pattern, rounded to nearest even
+ * (NaN stays NaN), and back; ref_round rounds a float to the type (unchanged for CLATTN_F32).
+ * The views below hold floats; half inputs are the rounded values. */
+uint16_t ref_half_bits(clattn_dtype t, float x);
+float ref_half_value(clattn_dtype t, uint16_t bits);
+float ref_round(clattn_dtype t, float x);
+/* The rule's constant: 1e-6 for fp32 storage, 1e-4 for half (FlashAttention's test rule). */
+double ref_tolerance_floor(clattn_dtype t);
+
 /* N(0, 1) samples from a seeded generator (state must not be 0). */
 void ref_fill_normal(float *x, size_t n, uint64_t *state);
 
@@ -23,6 +32,8 @@ typedef struct ref_view {
  * NULL. Defaults of the problem (heads_kv, head_dim_v, scale) are applied here. */
 void ref_forward_f64(const clattn_problem *p, ref_view q, ref_view k, ref_view v, double *o,
                      double *lse);
+/* The naive implementation in the problem's storage: the fp32 loop for CLATTN_F32; for half
+ * storage the same-precision one (S, P and O rounded to the type, fp32 sums). */
 void ref_forward_f32(const clattn_problem *p, ref_view q, ref_view k, ref_view v, float *o,
                      float *lse);
 /* One row (b, h, i) of the same: o_row gets head_dim_v values; lse may be NULL. The tuner's

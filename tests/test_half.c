@@ -1,0 +1,98 @@
+/* Half storage (CLATTN_F16, CLATTN_BF16) on the portable fused forward kernels: the rule of
+ * DESIGN.md against the double reference of the same (rounded) inputs, relative to the naive
+ * same-precision implementation (S, P and O rounded to the type, fp32 sums), + 1e-4. Outputs
+ * start NaN in their own type. Not a cross product: fp16 on shapes of every kind the list has,
+ * bf16 on a few, each through the device's plan (forward_tiles on PoCL) and forward_rows forced;
+ * and what is not there yet (backward, standard path, tensor cores, tuning) says so. */
+#include "common.h"
+
+#include <string.h>
+
+static void run(clattn_dtype t, size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d,
+                size_t dv, unsigned flags, int bhsd, size_t offset, int lse,
+                const clattn_config *cfg) {
+  clattn_problem p = {b, hq, hkv, nq, nkv, d, dv, t, 0.0f, flags, CLATTN_ALGO_FUSED};
+  test_forward_shape(&p, bhsd, offset, lse, cfg);
+}
+
+enum { BSHD = 0, BHSD = 1, NOLSE = 0, LSE = 1 };
+#define C CLATTN_CAUSAL
+#define F16 CLATTN_F16
+#define BF16 CLATTN_BF16
+
+/* forward_rows with K/V read from global memory (its other staging path) and vector loads. */
+static const clattn_config rows = {"forward_rows", 32, 16, 2, 0, 1, 1, 2};
+
+/*                                          b  hq hkv   nq   nkv    d   dv flags layout off lse */
+Test(half, f16_d1_len1) {
+  run(F16, 1, 1, 0, 1, 1, 1, 0, 0, BSHD, 0, LSE, NULL);
+}
+Test(half, f16_d59_len17) {
+  run(F16, 2, 3, 0, 17, 17, 59, 0, 0, BSHD, 0, NOLSE, NULL);
+}
+Test(half, f16_d111_113x203_bhsd) {
+  run(F16, 1, 2, 0, 113, 203, 111, 0, 0, BHSD, 0, LSE, NULL);
+}
+Test(half, f16_d256_80x64) {
+  run(F16, 1, 2, 0, 80, 64, 256, 0, 0, BSHD, 0, NOLSE, NULL);
+}
+Test(half, f16_d128_1023x1024_causal_bhsd) {
+  run(F16, 1, 1, 0, 1023, 1024, 128, 0, C, BHSD, 0, LSE, NULL);
+}
+Test(half, f16_causal_q_longer) {
+  run(F16, 1, 2, 0, 203, 113, 64, 0, C, BSHD, 0, LSE, NULL);
+}
+Test(half, f16_empty_kv) {
+  run(F16, 2, 2, 0, 7, 0, 32, 0, 0, BSHD, 0, LSE, NULL);
+}
+Test(half, f16_dv_smaller_causal_bhsd) {
+  run(F16, 1, 2, 0, 61, 45, 100, 32, C, BHSD, 0, NOLSE, NULL);
+}
+Test(half, f16_gqa) {
+  run(F16, 2, 8, 2, 129, 129, 64, 0, 0, BSHD, 0, LSE, NULL);
+}
+Test(half, f16_offset_odd) {
+  run(F16, 2, 3, 0, 33, 41, 40, 0, 0, BSHD, 37, LSE, NULL);
+}
+Test(half, f16_decode_row) {
+  run(F16, 2, 4, 0, 1, 1000, 128, 0, C, BSHD, 0, LSE, NULL);
+}
+Test(half, f16_rows) {
+  run(F16, 1, 4, 1, 77, 77, 32, 0, C, BHSD, 3, LSE, &rows);
+}
+Test(half, bf16_d59_len17) {
+  run(BF16, 2, 3, 0, 17, 17, 59, 0, 0, BSHD, 0, LSE, NULL);
+}
+Test(half, bf16_causal_gqa_offset) {
+  run(BF16, 1, 2, 2, 31, 29, 17, 0, C, BHSD, 5, LSE, NULL);
+}
+Test(half, bf16_d256_causal_gqa_bhsd) {
+  run(BF16, 1, 2, 1, 130, 130, 256, 0, C, BHSD, 3, LSE, NULL);
+}
+Test(half, bf16_rows) {
+  run(BF16, 1, 2, 0, 113, 203, 64, 0, C, BSHD, 0, LSE, &rows);
+}
+
+/* What half storage lacks so far says so, and the context stays usable. */
+Test(half, not_yet_rejected) {
+  clattn_context *ctx = test_context(NULL);
+  clattn_problem p = {1, 2, 0, 16, 16, 64, 0, CLATTN_F16, 0.0f, 0, CLATTN_ALGO_FUSED};
+  /* The backward: refused before anything is read. */
+  clattn_tensor none = {0};
+  cr_assert_eq(clattn_backward(ctx, &p, &none, &none, &none, &none, &none, NULL, &none, &none,
+                               &none, 0, NULL, NULL),
+               CLATTN_ERR_UNSUPPORTED);
+  cr_assert(strstr(clattn_last_error(ctx), "CLATTN_F16"), "%s", clattn_last_error(ctx));
+  /* The tensor-core forward, as an override. */
+  clattn_config mma = test_mma_config(64, 32);
+  cr_assert_eq(clattn_override_config(ctx, &p, &mma), CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(ctx), "CLATTN_F16 storage"), "%s", clattn_last_error(ctx));
+  /* Tuning. */
+  clattn_tune_options opt = {0};
+  clattn_tune_result r;
+  opt.budget_seconds = 1, opt.dry_run = 1;
+  cr_assert_eq(clattn_tune(ctx, &p, &opt, &r), CLATTN_ERR_UNSUPPORTED);
+  cr_assert(strstr(clattn_last_error(ctx), "CLATTN_F16"), "%s", clattn_last_error(ctx));
+  test_context_still_works(ctx);
+  clattn_context_destroy(ctx);
+}
