@@ -35,7 +35,7 @@ void clattn__db_free(clattn__db *db) {
   memset(db, 0, sizeof *db);
 }
 
-static int same_device(const clattn__db_device *a, const clattn__db_device *b) {
+int clattn__db_same_device(const clattn__db_device *a, const clattn__db_device *b) {
   return !strcmp(a->platform, b->platform) && !strcmp(a->platform_version, b->platform_version) &&
          !strcmp(a->vendor, b->vendor) && !strcmp(a->name, b->name) &&
          !strcmp(a->driver, b->driver) && a->compute_units == b->compute_units &&
@@ -43,7 +43,7 @@ static int same_device(const clattn__db_device *a, const clattn__db_device *b) {
 }
 
 static int same_key(const clattn__db_entry *a, const clattn__db_entry *b) {
-  return same_device(&a->dev, &b->dev) && a->source_hash == b->source_hash &&
+  return clattn__db_same_device(&a->dev, &b->dev) && a->source_hash == b->source_hash &&
          !memcmp(&a->cls, &b->cls, sizeof a->cls);
 }
 
@@ -458,46 +458,4 @@ clattn_status clattn__db_save_merged(const char *path, const clattn__db_entry *e
   flock(fd, LOCK_UN);
   close(fd);
   return st;
-}
-
-/* ---- lookup ---- */
-
-static clattn__match match_level(const clattn__db_device *e, const clattn__db_device *d) {
-  if (same_device(e, d)) return CLATTN__MATCH_EXACT;
-  if (!strcmp(e->vendor, d->vendor) && !strcmp(e->name, d->name) && e->local_mem == d->local_mem)
-    return CLATTN__MATCH_DEVICE;
-  if (!strcmp(e->vendor, d->vendor) && e->gpu == d->gpu) return CLATTN__MATCH_VENDOR_TYPE;
-  return CLATTN__MATCH_NONE;
-}
-
-static unsigned bucket_distance(unsigned a, unsigned b) {
-  unsigned n = 0;
-  if (!a || !b) return ~0u; /* not a bucket (a caller's class): never loop on it */
-  while (a < b) a *= 4, n++;
-  while (b < a) b *= 4, n++;
-  return n;
-}
-
-const clattn__db_entry *clattn__db_lookup(const clattn__db *db, const clattn__device *dev,
-                                          const uint64_t *source_hash, const clattn__class *cls,
-                                          clattn__match *level) {
-  clattn__db_device me;
-  clattn__db_device_of(dev, &me);
-  const clattn__db_entry *best = NULL;
-  clattn__match best_level = CLATTN__MATCH_NONE;
-  unsigned best_dist = ~0u;
-  for (size_t i = 0; i < db->count; i++) {
-    const clattn__db_entry *e = &db->entries[i];
-    if (e->cls.pass != cls->pass || e->cls.dtype != cls->dtype ||
-        e->cfg.kernel >= CLATTN__MAX_FAMILIES || e->source_hash != source_hash[e->cfg.kernel] ||
-        e->cls.d != cls->d || e->cls.dv != cls->dv || e->cls.causal != cls->causal)
-      continue;
-    clattn__match m = match_level(&e->dev, &me);
-    unsigned dist = bucket_distance(e->cls.bucket, cls->bucket);
-    if (m == CLATTN__MATCH_NONE) continue;
-    if (m > best_level || (m == best_level && dist < best_dist))
-      best = e, best_level = m, best_dist = dist;
-  }
-  *level = best_level;
-  return best;
 }

@@ -35,6 +35,8 @@ typedef enum clattn__match {
 } clattn__match;
 
 void clattn__db_device_of(const clattn__device *d, clattn__db_device *out);
+/* Same platform (and version), vendor, name and driver. */
+int clattn__db_same_device(const clattn__db_device *a, const clattn__db_device *b);
 
 /* Reads path into db (emptied first). A missing file is an empty database (CLATTN_OK). A file
  * that cannot be read or parsed, is not a clattn tuning database or is of an unknown version,
