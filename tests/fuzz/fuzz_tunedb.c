@@ -40,17 +40,17 @@ static void check_entry(const clattn__db_entry *e) {
   FUZZ_CHECK(e->cls.d >= 1 && e->cls.d <= 256 && e->cls.dv >= 1 && e->cls.dv <= 256,
              "head dims %u/%u", e->cls.d, e->cls.dv);
   FUZZ_CHECK(clattn__seqlen_bucket(e->cls.bucket) == e->cls.bucket, "bucket %u", e->cls.bucket);
-  FUZZ_CHECK(e->cls.causal <= 1 && e->cls.backward <= 1, "causal %u backward %u", e->cls.causal,
-             e->cls.backward);
+  FUZZ_CHECK(e->cls.causal <= 1 && e->cls.pass < CLATTN__PASSES && e->cls.dtype <= CLATTN_BF16,
+             "causal %u pass %u dtype %u", e->cls.causal, e->cls.pass, e->cls.dtype);
   FUZZ_CHECK(is_pow2(e->cfg.bq, 1024) && is_pow2(e->cfg.bkv, 1024), "blocks %u/%u", e->cfg.bq,
              e->cfg.bkv);
-  FUZZ_CHECK(e->cfg.variant < (e->cls.backward ? CLATTN__BWD_VARIANTS : CLATTN__VARIANTS),
-             "variant %u", e->cfg.variant);
-  if (!e->cls.backward) {
+  const clattn__family *f = clattn__family_of(&e->cfg);
+  FUZZ_CHECK(f && f->pass == e->cls.pass, "kernel %u of another pass or none", e->cfg.kernel);
+  if (e->cls.pass == CLATTN__FORWARD) {
     FUZZ_CHECK(is_pow2(e->cfg.tpr, 1024) && is_pow2(e->cfg.rm, 1024) && is_pow2(e->cfg.vec, 4),
                "tpr %u rm %u vec %u", e->cfg.tpr, e->cfg.rm, e->cfg.vec);
     FUZZ_CHECK(e->cfg.stage <= 2 && e->cfg.pad <= 1, "stage %u pad %u", e->cfg.stage, e->cfg.pad);
-    FUZZ_CHECK(e->cfg.stage < 2 || e->cfg.variant == 2, "split_kv on variant %u", e->cfg.variant);
+    FUZZ_CHECK(e->cfg.stage < 2 || f->tensor_cores, "split_kv on %s", f->name);
   }
   FUZZ_CHECK(isfinite(e->median_ms) && isfinite(e->spread), "timings not finite");
 }
@@ -99,8 +99,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (i >= 32) continue;
     clattn__device dev;
     device_of_entry(e, &dev);
-    uint64_t hashes[CLATTN__VARIANTS];
-    for (unsigned v = 0; v < CLATTN__VARIANTS; v++) hashes[v] = e->source_hash;
+    uint64_t hashes[CLATTN__MAX_FAMILIES];
+    for (unsigned v = 0; v < CLATTN__MAX_FAMILIES; v++) hashes[v] = e->source_hash;
     clattn__match level = CLATTN__MATCH_NONE;
     const clattn__db_entry *found = clattn__db_lookup(&db, &dev, hashes, &e->cls, &level);
     FUZZ_CHECK(found != NULL && level == CLATTN__MATCH_EXACT,

@@ -32,7 +32,9 @@ static cl_context other_cl; /* a second OpenCL context: its buffer must be refus
 static cl_mem buffers[BUFFERS];
 /* Scratch for the self-overlap check: a bit per float of the largest root buffer. */
 #define ROOT_BYTES ((size_t)256 << 10)
-static uint8_t seen[ROOT_BYTES / sizeof(float) / 8];
+static uint8_t seen[ROOT_BYTES / 2 / 8]; /* a bit per element of the smallest type (half) */
+/* Bytes per element of the input's problem (fp32 4, half 2): set per input, before the checks. */
+static size_t elem_bytes = sizeof(float);
 
 static void release_all(void) {
   for (int i = BUFFERS - 1; i >= 0; i--)
@@ -167,12 +169,12 @@ static void check_in_bounds(view *w) {
     u128 last = (u128)t->offset + (u128)(w->n[0] - 1) * t->stride_batch +
                 (u128)(w->n[1] - 1) * t->stride_seq + (u128)(w->n[2] - 1) * t->stride_head +
                 (w->n[3] - 1);
-    u128 end = (last + 1) * sizeof(float);
+    u128 end = (last + 1) * elem_bytes;
     size_t size = mem_info(t->buffer, CL_MEM_SIZE), origin;
     FUZZ_CHECK(end <= size, "%s: the view ends at byte %llu of a %zu-byte buffer", w->name,
                (unsigned long long)end, size);
     w->root = root_of(t->buffer, &origin);
-    w->lo = origin + (u128)t->offset * sizeof(float);
+    w->lo = origin + (u128)t->offset * elem_bytes;
     w->hi = origin + end;
   }
 }
@@ -185,10 +187,10 @@ static int next_index(size_t *i, const size_t *n) {
 }
 
 /* No two elements of an output (in bounds, non-empty) at one address. The view lies in a root
- * of at most ROOT_BYTES, so a collision shows within ROOT_BYTES / 4 + 1 elements: the walk is
- * bounded. */
+ * of at most ROOT_BYTES, so a collision shows within ROOT_BYTES / elem_bytes + 1 elements: the
+ * walk is bounded. */
 static void check_no_self_overlap(const view *w) {
-  size_t origin_elems = (size_t)(w->lo / sizeof(float)) - w->t->offset;
+  size_t origin_elems = (size_t)(w->lo / elem_bytes) - w->t->offset;
   memset(seen, 0, sizeof seen);
   size_t i[4] = {0, 0, 0, 0};
   const clattn_tensor *t = w->t;
@@ -211,6 +213,9 @@ static int overlap(const view *a, const view *b) {
 
 static void check_accepted(const clattn__shape *s, int backward, view *views, int nviews,
                            cl_mem lse) {
+  FUZZ_CHECK(s->elem == (s->dtype == CLATTN_F32 ? 4u : 2u), "dtype %d with %zu-byte elements",
+             (int)s->dtype, s->elem);
+  elem_bytes = s->elem;
   FUZZ_CHECK(s->d >= 1 && s->dv >= 1 && s->d <= 16384 && s->dv <= 16384, "head dims %zu/%zu", s->d,
              s->dv);
   FUZZ_CHECK(s->algo != CLATTN_ALGO_FUSED || (s->d <= 256 && s->dv <= 256),

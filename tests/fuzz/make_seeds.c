@@ -51,7 +51,8 @@ static void tunedb_seeds(clattn_context *ctx, const char *dir) {
   clattn__db_entry e[3];
   memset(e, 0, sizeof e);
   clattn__sources src = {0}, bwd = {0};
-  if (clattn__sources_load(ctx, &src) != CLATTN_OK || clattn__bwd_sources_load(ctx, &bwd))
+  if (clattn__sources_load(ctx, CLATTN__FORWARD, &src) != CLATTN_OK ||
+      clattn__sources_load(ctx, CLATTN__BACKWARD, &bwd) != CLATTN_OK)
     fprintf(stderr, "kernel sources: %s\n", clattn_last_error(ctx)), failed = 1;
   for (int i = 0; i < 3; i++) {
     clattn__db_device_of(&ctx->device, &e[i].dev);
@@ -63,10 +64,10 @@ static void tunedb_seeds(clattn_context *ctx, const char *dir) {
   clattn__class tiles = {64, 64, 1, clattn__seqlen_bucket(4096), 0};
   clattn__config tiles_cfg = {32, 16, 4, 1, 1, 1, 2, 4};
   clattn__class back = {64, 64, 0, clattn__seqlen_bucket(1024), 1};
-  clattn__config back_cfg = {32, 32, 0, 0, 0, 0, 0, 0};
+  clattn__config back_cfg = {32, 32, 0, 0, 0, clattn__family_find("backward_rows"), 0, 0};
   e[0].cls = rows, e[0].cfg = rows_cfg, e[0].source_hash = src.hash[0];
   e[1].cls = tiles, e[1].cfg = tiles_cfg, e[1].source_hash = src.hash[1];
-  e[2].cls = back, e[2].cfg = back_cfg, e[2].source_hash = bwd.hash[0];
+  e[2].cls = back, e[2].cfg = back_cfg, e[2].source_hash = bwd.hash[back_cfg.kernel];
   clattn__sources_free(&src);
   clattn__sources_free(&bwd);
   char path[4200], why[256];
