@@ -8,3 +8,23 @@ source "$dir/nvidia-env.sh"
 export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export CLATTN_CACHE_DIR=/tmp/clattn-cache CLATTN_DEVICE=${CLATTN_DEVICE:-NVIDIA}
 cl="$dir/clattn"
+
+# DESIGN.md's shape list (tools/gpu-shapes.txt) through `clattn run` with extra arguments, each
+# run checked and killed after LIMIT seconds: a line per shape in $out/correctness_NAME.txt and
+# a summary line on stdout. Usage: gpu_check_list NAME LIMIT [clattn run arguments...]
+gpu_check_list() {
+  local name=$1 limit=$2 pass_n=0 fail_n=0 r
+  shift 2
+  while read -r b hq hkv nq nkv d dv f lay off; do
+    local args=(--batch $b --heads $hq --heads-kv $hkv --seqlen-q $nq --seqlen-kv $nkv
+      --head-dim $d --head-dim-v $dv --layout $lay --offset $off --lse --repeat 0 --warmup 0 "$@")
+    [ "$f" = c ] && args+=(--causal)
+    if timeout "$limit" "$cl" run "${args[@]}" >"$out/run.tmp" 2>&1; then
+      pass_n=$((pass_n + 1)) r=PASS
+    else fail_n=$((fail_n + 1)) r=FAIL; fi
+    echo "$r ${args[*]} | $(grep -E 'check|plan:|clattn:' "$out/run.tmp" | tr '\n' ' ' | cut -c1-300)" \
+      >>"$out/correctness_$name.txt"
+  done < <(grep -v "^#" "$(dirname "${BASH_SOURCE[0]}")/gpu-shapes.txt")
+  rm -f "$out/run.tmp"
+  echo "$name: $pass_n passed, $fail_n failed"
+}

@@ -8,22 +8,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/gpu-env.sh" "${1:-.gpu}"
 { echo "commit $(cat "$dir/commit")"; nvidia-smi --query-gpu=name,driver_version --format=csv; } \
   | tee "$out/env.txt"
-shapes=$(grep -v "^#" "$here/gpu-shapes.txt")
-for dt in f16 bf16; do
-  pass_n=0 fail_n=0
-  while read -r b hq hkv nq nkv d dv f lay off; do
-    args=(--batch $b --heads $hq --heads-kv $hkv --seqlen-q $nq --seqlen-kv $nkv --head-dim $d
-      --head-dim-v $dv --layout $lay --offset $off --lse --repeat 0 --warmup 0 --dtype $dt)
-    [ "$f" = c ] && args+=(--causal)
-    if timeout 200 "$cl" run "${args[@]}" >"$out/run.tmp" 2>&1; then
-      pass_n=$((pass_n + 1)) r=PASS
-    else fail_n=$((fail_n + 1)) r=FAIL; fi
-    echo "$r ${args[*]} | $(grep -E 'check|plan:|clattn:' "$out/run.tmp" | tr '\n' ' ' | cut -c1-300)" \
-      >>"$out/correctness_$dt.txt"
-  done <<<"$shapes"
-  echo "$dt: $pass_n passed, $fail_n failed" | tee -a "$out/env.txt"
-done
-rm -f "$out/run.tmp"
+for dt in f16 bf16; do gpu_check_list "$dt" 200 --dtype "$dt" | tee -a "$out/env.txt"; done
 for dt in f32 f16 bf16; do for d in 64 128; do for n in 1024 4096; do for c in 0 1; do
   args=(--batch $((16384 / n)) --heads $((2048 / d)) --seqlen $n --head-dim $d --no-check
     --warmup 3 --repeat 10 --layout bhsd --dtype $dt)

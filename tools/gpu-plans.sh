@@ -19,20 +19,5 @@ if [ -x "$dir/base/clattn" ]; then
     | tee -a "$out/env.txt"
 fi
 
-shapes=$(grep -v "^#" "$here/gpu-shapes.txt")
-for pass in forward backward; do
-  pass_n=0 fail_n=0
-  while read -r b hq hkv nq nkv d dv f lay off; do
-    args=(--batch $b --heads $hq --heads-kv $hkv --seqlen-q $nq --seqlen-kv $nkv --head-dim $d
-      --head-dim-v $dv --layout $lay --offset $off --lse --repeat 0 --warmup 0)
-    [ "$f" = c ] && args+=(--causal)
-    [ $pass = backward ] && args+=(--backward)
-    if timeout 120 "$cl" run "${args[@]}" >"$out/run.tmp" 2>&1; then
-      pass_n=$((pass_n + 1)) r=PASS
-    else fail_n=$((fail_n + 1)) r=FAIL; fi
-    echo "$r ${args[*]} | $(grep -E 'check|plan:|clattn:' "$out/run.tmp" | tr '\n' ' ' | cut -c1-300)" \
-      >>"$out/correctness_$pass.txt"
-  done <<<"$shapes"
-  echo "$pass: $pass_n passed, $fail_n failed" | tee -a "$out/env.txt"
-done
-rm -f "$out/run.tmp"
+gpu_check_list forward 120 | tee -a "$out/env.txt"
+gpu_check_list backward 120 --backward | tee -a "$out/env.txt"
