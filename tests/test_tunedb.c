@@ -670,3 +670,38 @@ Test(tunedb, half_classes_keep_their_dtype) {
   clattn__sources_free(&src);
   clattn_context_destroy(ctx);
 }
+
+/* A file's config is read as the API reads one, and refused where the API would refuse it: an
+ * empty kernel name (which once read as forward_rows) and split_kv on a backward kernel (which
+ * cannot split). Each such entry is skipped, the others kept. */
+Test(tunedb, unnamed_or_unsplittable_kernels_are_skipped) {
+  clattn_context *ctx = context_with_db();
+  clattn__db_entry e[2] = {entry_for(ctx), entry_for(ctx)};
+  clattn__sources src;
+  cr_assert_eq(clattn__sources_load(ctx, CLATTN__BACKWARD, &src), CLATTN_OK);
+  clattn__config bwd = {0};
+  bwd.kernel = clattn__family_find("backward_rows"), bwd.bq = 16, bwd.bkv = 32;
+  e[1].cls.pass = CLATTN__BACKWARD, e[1].cfg = bwd, e[1].source_hash = src.hash[bwd.kernel];
+  clattn__sources_free(&src);
+  save(e, 2);
+  char buf[16384], edited[17000], why[256];
+  read_db(buf, sizeof buf);
+  const char *edits[2][3] = {
+      {"\"forward_rows\"", "\"\"", "bad field"},
+      {"\"backward_rows\"", "\"backward_rows\", \"split_kv\": true", "cannot split"}};
+  for (int i = 0; i < 2; i++) {
+    const char *at = strstr(buf, edits[i][0]);
+    cr_assert_not_null(at, "%s not in the file", edits[i][0]);
+    snprintf(edited, sizeof edited, "%.*s%s%s", (int)(at - buf), buf, edits[i][1],
+             at + strlen(edits[i][0]));
+    write_text(edited);
+    clattn__db db = {0};
+    size_t skipped = 0;
+    cr_assert_eq(clattn__db_load(db_path, &db, &skipped, why, sizeof why), CLATTN_OK, "%s", why);
+    cr_assert_eq(skipped, 1, "edit %d: %zu skipped", i, skipped);
+    cr_assert_eq(db.count, 1, "edit %d: the other entry is kept", i);
+    cr_assert(strstr(why, edits[i][2]), "edit %d: %s", i, why);
+    clattn__db_free(&db);
+  }
+  clattn_context_destroy(ctx);
+}
