@@ -363,6 +363,10 @@ Test(tunedb, built_in_defaults_for_the_h200) {
       cr_assert_not(clattn__config_legal(&h200, &cls, c, why, sizeof why));
       h200.tensor_cores = 1;
     }
+  /* The rows are fp32 measurements: a half class of the same shape has none. */
+  clattn__class half = {64, 64, 0, 4096, CLATTN__FORWARD, CLATTN_F16};
+  clattn__config unused;
+  cr_assert_not(clattn__builtin_find(&h200, &half, &unused), "an fp32 row matched an fp16 class");
   snprintf(h200.name, sizeof h200.name, "NVIDIA A100");
   clattn__class cls = {64, 64, 0, 4096};
   clattn__config none;

@@ -7,10 +7,10 @@
 #include <string.h>
 
 typedef struct {
-  const char *platform; /* substring of the platform name */
-  const char *device;   /* substring of the device name ("" for any) */
-  cl_device_type type;  /* the device must be of this type */
-  unsigned pass, d, dv, causal, bucket;
+  const char *platform;                        /* substring of the platform name */
+  const char *device;                          /* substring of the device name ("" for any) */
+  cl_device_type type;                         /* the device must be of this type */
+  unsigned pass, dtype, d, dv, causal, bucket; /* the class; dtype a clattn_dtype */
   clattn_config cfg; /* kernel, block_q, block_kv, threads_per_row, stage_kv, pad, rows_per_item,
                         vector_width: read as the API reads a config */
 } builtin;
@@ -20,14 +20,15 @@ typedef struct {
 #define GPU CL_DEVICE_TYPE_GPU
 #define FWD CLATTN__FORWARD
 #define BWD CLATTN__BACKWARD
+#define F32 CLATTN_F32
 
 static const builtin table[] = {
     /* PoCL 3.1 on a 2-core AMD EPYC (x86-64, AVX-512): `clattn tune --budget 120` over both
      * kernel variants, 2026-12-02, docs/BENCHMARKS.md. */
-    {POCL, "", CPU, FWD, 64, 64, 0, 1024, {"forward_tiles", 128, 32, 1, 1, 0, 1, 1}},
-    {POCL, "", CPU, FWD, 64, 64, 1, 1024, {"forward_tiles", 128, 64, 1, 1, 0, 1, 1}},
-    {POCL, "", CPU, FWD, 128, 128, 0, 1024, {"forward_tiles", 64, 64, 2, 1, 1, 1, 1}},
-    {POCL, "", CPU, FWD, 128, 128, 1, 1024, {"forward_tiles", 64, 128, 2, 1, 0, 1, 1}},
+    {POCL, "", CPU, FWD, F32, 64, 64, 0, 1024, {"forward_tiles", 128, 32, 1, 1, 0, 1, 1}},
+    {POCL, "", CPU, FWD, F32, 64, 64, 1, 1024, {"forward_tiles", 128, 64, 1, 1, 0, 1, 1}},
+    {POCL, "", CPU, FWD, F32, 128, 128, 0, 1024, {"forward_tiles", 64, 64, 2, 1, 1, 1, 1}},
+    {POCL, "", CPU, FWD, F32, 128, 128, 1, 1024, {"forward_tiles", 64, 128, 2, 1, 0, 1, 1}},
     /* NVIDIA H200, driver 580.159.04 (NVIDIA CUDA OpenCL 3.0): forward_mma (tensor cores,
      * 3xTF32) with 128-row blocks, padded rows, 16-byte loads and K/V tiles stored split into
      * TF32 parts: 32-key tiles at d = 64, 16-key tiles at d = 128 (32 do not fit split; 4.5%
@@ -35,29 +36,100 @@ static const builtin table[] = {
      * device call (`tools/gpu-bench.sh`, commit 74ea817): 1.11-1.24x at d = 64, 0.76-0.79x at
      * d = 128. DESIGN.md's shapes all passed there with these (2026-12-03, docs/BENCHMARKS.md).
      * Head dims above 128 spill registers in it and keep the heuristic's portable configs. */
-    {"NVIDIA CUDA", "H200", GPU, FWD, 64, 64, 0, 4096, {"forward_mma", 128, 32, 1, 2, 1, 1, 4}},
-    {"NVIDIA CUDA", "H200", GPU, FWD, 64, 64, 1, 4096, {"forward_mma", 128, 32, 1, 2, 1, 1, 4}},
-    {"NVIDIA CUDA", "H200", GPU, FWD, 128, 128, 0, 4096, {"forward_mma", 128, 16, 1, 2, 1, 1, 4}},
-    {"NVIDIA CUDA", "H200", GPU, FWD, 128, 128, 1, 4096, {"forward_mma", 128, 16, 1, 2, 1, 1, 4}},
+    {"NVIDIA CUDA",
+     "H200",
+     GPU,
+     FWD,
+     F32,
+     64,
+     64,
+     0,
+     4096,
+     {"forward_mma", 128, 32, 1, 2, 1, 1, 4}},
+    {"NVIDIA CUDA",
+     "H200",
+     GPU,
+     FWD,
+     F32,
+     64,
+     64,
+     1,
+     4096,
+     {"forward_mma", 128, 32, 1, 2, 1, 1, 4}},
+    {"NVIDIA CUDA",
+     "H200",
+     GPU,
+     FWD,
+     F32,
+     128,
+     128,
+     0,
+     4096,
+     {"forward_mma", 128, 16, 1, 2, 1, 1, 4}},
+    {"NVIDIA CUDA",
+     "H200",
+     GPU,
+     FWD,
+     F32,
+     128,
+     128,
+     1,
+     4096,
+     {"forward_mma", 128, 16, 1, 2, 1, 1, 4}},
     /* The backward on the H200: backward_mma with 128-query and 128-key blocks (eight warps per
      * work-group), the fastest of 32/32 to 128/128 at d = 64 and 128, N = 4096, causal and not:
      * 5-22% faster than the blocks of the time ("backward_mma's work-groups on the H200",
      * docs/BENCHMARKS.md, commit 424105d). The heuristic picks the same blocks there; the entry
      * keeps them if the heuristic's ranking changes. */
-    {"NVIDIA CUDA", "H200", GPU, BWD, 64, 64, 0, 4096, {"backward_mma", 128, 128, 1, 1, 0, 1, 1}},
-    {"NVIDIA CUDA", "H200", GPU, BWD, 64, 64, 1, 4096, {"backward_mma", 128, 128, 1, 1, 0, 1, 1}},
-    {"NVIDIA CUDA", "H200", GPU, BWD, 128, 128, 0, 4096, {"backward_mma", 128, 128, 1, 1, 0, 1, 1}},
-    {"NVIDIA CUDA", "H200", GPU, BWD, 128, 128, 1, 4096, {"backward_mma", 128, 128, 1, 1, 0, 1, 1}},
+    {"NVIDIA CUDA",
+     "H200",
+     GPU,
+     BWD,
+     F32,
+     64,
+     64,
+     0,
+     4096,
+     {"backward_mma", 128, 128, 1, 1, 0, 1, 1}},
+    {"NVIDIA CUDA",
+     "H200",
+     GPU,
+     BWD,
+     F32,
+     64,
+     64,
+     1,
+     4096,
+     {"backward_mma", 128, 128, 1, 1, 0, 1, 1}},
+    {"NVIDIA CUDA",
+     "H200",
+     GPU,
+     BWD,
+     F32,
+     128,
+     128,
+     0,
+     4096,
+     {"backward_mma", 128, 128, 1, 1, 0, 1, 1}},
+    {"NVIDIA CUDA",
+     "H200",
+     GPU,
+     BWD,
+     F32,
+     128,
+     128,
+     1,
+     4096,
+     {"backward_mma", 128, 128, 1, 1, 0, 1, 1}},
     {0}, /* end */
 };
 
 int clattn__builtin_find(const clattn__device *dev, const clattn__class *cls, clattn__config *out) {
   const builtin *best = NULL;
-  if (cls->dtype != CLATTN_F32) return 0; /* every row was measured with fp32 storage */
   for (const builtin *b = table; b->platform; b++) {
     if (!strstr(dev->platform_name, b->platform) || !strstr(dev->name, b->device) ||
-        !(dev->type & b->type) || b->pass != cls->pass || b->d != cls->d || b->dv != cls->dv ||
-        b->causal != cls->causal)
+        !(dev->type & b->type) || b->pass != cls->pass || b->dtype != cls->dtype ||
+        b->d != cls->d || b->dv != cls->dv || b->causal != cls->causal)
       continue;
     /* The class's own bucket, else the largest bucket measured at or below it, else any. */
     if (!best || b->bucket == cls->bucket ||
