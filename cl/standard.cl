@@ -135,8 +135,8 @@ __kernel void bwd_dscores(__global float *ws, const ulong ds_off, __global const
   ws[ds_off + g] = ws[g] * (ws[ds_off + g] - drow[row_base + g / seqlen_kv]);
 }
 
-__kernel void bwd_rowdot(__global const float *o, const ulong o_off, const ulong o_sb,
-                         const ulong o_ss, const ulong o_sh, __global const float *d_o,
+__kernel void bwd_rowdot(__global const stor_t *o, const ulong o_off, const ulong o_sb,
+                         const ulong o_ss, const ulong o_sh, __global const stor_t *d_o,
                          const ulong g_off, const ulong g_sb, const ulong g_ss, const ulong g_sh,
                          __global float *drow, const uint heads_q, const uint seqlen_q,
                          const uint dv, const ulong n, const ulong base) {
@@ -149,7 +149,7 @@ __kernel void bwd_rowdot(__global const float *o, const ulong o_off, const ulong
   const ulong ob = o_off + b * o_sb + (ulong)i * o_ss + h * o_sh;
   const ulong gb = g_off + b * g_sb + (ulong)i * g_ss + h * g_sh;
   float acc = 0.0f;
-  for (uint c = 0; c < dv; c++) acc = fma(o[ob + c], d_o[gb + c], acc);
+  for (uint c = 0; c < dv; c++) acc = fma(LDS(o + ob + c), LDS(d_o + gb + c), acc);
   drow[r] = acc;
 }
 

@@ -181,7 +181,7 @@ static const clattn__family table[] = {
      .role = CLATTN__ROLE_MERGE,
      .files = {"merge.cl"},
      .entries = {"merge_splits"}},
-    {.name = "standard", .role = CLATTN__ROLE_STANDARD, .files = {"standard.cl"}},
+    {.name = "standard", .role = CLATTN__ROLE_STANDARD, .files = {"common.cl", "standard.cl"}},
 };
 
 enum { COUNT = sizeof table / sizeof *table };
