@@ -35,6 +35,24 @@ typedef float stor_t;
 #define STS(p, x) (*(p) = (x))
 #endif
 
+/* The forward kernels' output O (their last argument, OUT_ARG): in half storage an int o_f32
+ * follows, nonzero when the call's keys are split (runtime/ops/split.c), so the ranges' partial
+ * outputs are written as fp32 for the merge to combine, and only the merged O is rounded. fp32
+ * storage has no such argument. STO(o, i, x) stores element i. */
+#if DTYPE != 0
+#define OUT_ARG , int o_f32
+#define STO(p, i, x)                                                                               \
+  do {                                                                                             \
+    if (o_f32)                                                                                     \
+      ((__global float *)(p))[i] = (x);                                                            \
+    else                                                                                           \
+      STS((p) + (i), (x));                                                                         \
+  } while (0)
+#else
+#define OUT_ARG
+#define STO(p, i, x) ((p)[i] = (x))
+#endif
+
 #if VEC == 4
 typedef float4 floatv;
 #if DTYPE == 1

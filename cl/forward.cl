@@ -43,7 +43,7 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
                ulong o_sh, uint heads_q, uint group, uint seqlen_q, uint seqlen_kv,
                uint num_qblocks, ulong group_base, float scale_log2, int write_lse,
                uint num_splits, uint kv_per_split, ulong o_split, ulong lse_off,
-               ulong lse_split) {
+               ulong lse_split OUT_ARG) {
   __local float Qs[D * BQP];
   __local float Ss[BKV * BQP];
 #if STAGE_KV
@@ -144,7 +144,7 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
     const ulong obase = o_off + split * o_split + b * o_sb + h * o_sh + (ulong)row * o_ss;
     for (uint u = 0; u < DVP; u++) {
       const uint c = t + u * TPR;
-      if (c < DV) STS(o + obase + c, acc[u] * inv);
+      if (c < DV) STO(o, obase + c, acc[u] * inv);
     }
     if (write_lse && t == 0)
       lse[lse_off + split * lse_split + (b * heads_q + h) * seqlen_q + row] = l > 0.0f ? (m + log2(l)) * M_LN2_F : -INFINITY;

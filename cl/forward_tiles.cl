@@ -31,7 +31,7 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
                ulong o_sh, uint heads_q, uint group, uint seqlen_q, uint seqlen_kv,
                uint num_qblocks, ulong group_base, float scale_log2, int write_lse,
                uint num_splits, uint kv_per_split, ulong o_split, ulong lse_off,
-               ulong lse_split) {
+               ulong lse_split OUT_ARG) {
   __local float Qs[D * BQP];
   __local float Ks[D * BKVP];
   __local float Vs[BKV * VS];
@@ -156,7 +156,7 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
       const ulong obase = o_off + split * o_split + b * o_sb + h * o_sh + (ulong)row * o_ss;
       for (uint u = 0; u < DVP; u++) {
         const uint c = tx + TX * u;
-        if (c < DV) STS(o + obase + c, acc[i][u] * inv);
+        if (c < DV) STO(o, obase + c, acc[i][u] * inv);
       }
       if (write_lse && tx == 0)
         lse[lse_off + split * lse_split + (b * heads_q + h) * seqlen_q + row] = l > 0.0f ? (m[i] + log2(l)) * M_LN2_F : -INFINITY;

@@ -2,9 +2,10 @@
  * range s gave each row O_s, normalised over its keys, and LSE_s. Then
  * O = sum_s exp(LSE_s - M) O_s / sum_s exp(LSE_s - M) and LSE = M + log sum_s exp(LSE_s - M),
  * with M the largest LSE_s; a row no range saw (M = -inf) gets O = 0 and LSE = -inf.
- * One work-item per (row, column) of the output; rows are [batch][head][query], packed. */
+ * One work-item per (row, column) of the output; rows are [batch][head][query], packed. The
+ * partials are fp32 in every storage type; O is stored in the call's (cl/common.cl's DTYPE). */
 __kernel void merge_splits(__global const float *part, const ulong lse_off, const uint splits,
-                           const ulong rows, const uint dv, __global float *o, const ulong o_off,
+                           const ulong rows, const uint dv, __global stor_t *o, const ulong o_off,
                            const ulong o_sb, const ulong o_ss, const ulong o_sh, const uint heads,
                            const uint seqlen_q, __global float *lse, const int write_lse,
                            const ulong base) {
@@ -24,6 +25,6 @@ __kernel void merge_splits(__global const float *part, const ulong lse_off, cons
   const ulong bh = r / seqlen_q;
   const uint h = (uint)(bh % heads);
   const ulong b = bh / heads;
-  o[o_off + b * o_sb + (ulong)i * o_ss + h * o_sh + c] = sum > 0.0f ? acc / sum : 0.0f;
+  STS(o + o_off + b * o_sb + (ulong)i * o_ss + h * o_sh + c, sum > 0.0f ? acc / sum : 0.0f);
   if (write_lse && c == 0) lse[r] = sum > 0.0f ? m + log(sum) : -INFINITY;
 }

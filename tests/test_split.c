@@ -40,14 +40,28 @@ Test(split, decode_is_split_and_exact) {
   clattn_context_destroy(ctx);
 }
 
-/* Packed [B][S][H][D] data, a forced split of key ranges one tile long, against the references;
- * cfg (optional) overrides the kernel config. */
-static void forced_cfg(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d, size_t dv,
-                       unsigned flags, const clattn_config *cfg) {
+/* Uploads n host floats in storage t (half: rounded, and the host copy rounded with them, so the
+ * references see the values the device does). */
+static cl_mem upload(clattn_context *ctx, clattn_dtype t, float *x, size_t n) {
+  for (size_t i = 0; i < n; i++) x[i] = ref_round(t, x[i]);
+  void *bits = check_pack(t, x, n);
+  cl_int err;
+  cl_mem m = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_COPY_HOST_PTR,
+                            n * check_elem_size(t), bits ? bits : x, &err);
+  cr_assert_eq(err, CL_SUCCESS);
+  free(bits);
+  return m;
+}
+
+/* Packed [B][S][H][D] data in storage t, a forced split of key ranges one tile long, against the
+ * references (half: the same-precision naive and its floor); cfg (optional) overrides the
+ * kernel config. */
+static void forced_cfg(clattn_dtype t, size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv,
+                       size_t d, size_t dv, unsigned flags, const clattn_config *cfg) {
   clattn_context *ctx = test_context(NULL);
   clattn_problem p = {0};
   p.batch = b, p.heads_q = hq, p.heads_kv = hkv, p.seqlen_q = nq, p.seqlen_kv = nkv;
-  p.head_dim = d, p.head_dim_v = dv, p.flags = flags;
+  p.head_dim = d, p.head_dim_v = dv, p.flags = flags, p.dtype = t;
   if (cfg)
     cr_assert_eq(clattn_override_config(ctx, &p, cfg), CLATTN_OK, "%s", clattn_last_error(ctx));
   clattn__shape s;
@@ -61,12 +75,8 @@ static void forced_cfg(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, s
   float *hq_ = malloc(nqe * 4), *hk = malloc(nke * 4), *hv = malloc(nve * 4);
   uint64_t rng = 12345;
   ref_fill_normal(hq_, nqe, &rng), ref_fill_normal(hk, nke, &rng), ref_fill_normal(hv, nve, &rng);
-  cl_int err;
-  cl_context cl = clattn_context_cl_context(ctx);
-  cl_mem bq = clCreateBuffer(cl, CL_MEM_COPY_HOST_PTR, nqe * 4, hq_, &err);
-  cl_mem bk = clCreateBuffer(cl, CL_MEM_COPY_HOST_PTR, nke * 4, hk, &err);
-  cl_mem bv = clCreateBuffer(cl, CL_MEM_COPY_HOST_PTR, nve * 4, hv, &err);
-  cl_mem bo = test_buffer(ctx, noe, NAN), bl = test_buffer(ctx, rows, NAN);
+  cl_mem bq = upload(ctx, t, hq_, nqe), bk = upload(ctx, t, hk, nke), bv = upload(ctx, t, hv, nve);
+  cl_mem bo = test_buffer_of(ctx, t, noe, NAN), bl = test_buffer(ctx, rows, NAN);
   clattn_tensor tq = clattn_bshd(bq, nq, hq, d), tk = clattn_bshd(bk, nkv, s.heads_kv, d),
                 tv = clattn_bshd(bv, nkv, s.heads_kv, s.dv), to = clattn_bshd(bo, nq, hq, s.dv);
   cl_event done = NULL;
@@ -79,7 +89,7 @@ static void forced_cfg(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, s
         *l32 = malloc(rows * 4);
   double *ref = malloc(noe * 8), *lref = malloc(rows * 8);
   cl_command_queue queue = clattn_context_queue(ctx);
-  clEnqueueReadBuffer(queue, bo, CL_TRUE, 0, noe * 4, got, 0, NULL, NULL);
+  cr_assert_eq(check_read(queue, bo, t, got, noe, 0, NULL), CL_SUCCESS);
   clEnqueueReadBuffer(queue, bl, CL_TRUE, 0, rows * 4, lse, 0, NULL, NULL);
   ref_view vq = {hq_, 0, tq.stride_batch, tq.stride_seq, tq.stride_head};
   ref_view vk = {hk, 0, tk.stride_batch, tk.stride_seq, tk.stride_head};
@@ -103,9 +113,10 @@ static void forced_cfg(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, s
           naive_l = fmax(naive_l, fabs(l32[r] - lref[r]));
         }
       }
-  cr_assert_leq(err_o, 2 * naive_o + 1e-6, "O error %g, naive %g (%u ranges)", err_o, naive_o,
+  double floor = ref_tolerance_floor(t);
+  cr_assert_leq(err_o, 2 * naive_o + floor, "O error %g, naive %g (%u ranges)", err_o, naive_o,
                 count);
-  cr_assert_leq(err_l, 2 * naive_l + 1e-6, "LSE error %g, naive %g", err_l, naive_l);
+  cr_assert_leq(err_l, 2 * naive_l + floor, "LSE error %g, naive %g", err_l, naive_l);
   free(hq_), free(hk), free(hv), free(got), free(lse), free(n32), free(l32), free(ref), free(lref);
   cl_mem m[] = {bq, bk, bv, bo, bl};
   for (int i = 0; i < 5; i++) clReleaseMemObject(m[i]);
@@ -114,7 +125,7 @@ static void forced_cfg(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, s
 
 static void forced(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d, size_t dv,
                    unsigned flags) {
-  forced_cfg(b, hq, hkv, nq, nkv, d, dv, flags, NULL);
+  forced_cfg(CLATTN_F32, b, hq, hkv, nq, nkv, d, dv, flags, NULL);
 }
 
 Test(split, ranges_empty_for_early_causal_rows) {
@@ -133,7 +144,34 @@ Test(split, gqa_odd_dims) {
 Test(split, forward_mma) {
   setenv("CLATTN_MMA_EMULATE", "1", 1); /* read when the context is created */
   clattn_config mma = test_mma_config(32, 16);
-  forced_cfg(1, 2, 0, 40, 150, 64, 0, CLATTN_CAUSAL, &mma);
-  forced_cfg(2, 2, 1, 17, 90, 59, 40, 0, &mma);
-  forced_cfg(1, 3, 0, 20, 100, 8, 0, CLATTN_CAUSAL, &mma); /* small tiles: with the prefetch */
+  forced_cfg(CLATTN_F32, 1, 2, 0, 40, 150, 64, 0, CLATTN_CAUSAL, &mma);
+  forced_cfg(CLATTN_F32, 2, 2, 1, 17, 90, 59, 40, 0, &mma);
+  forced_cfg(CLATTN_F32, 1, 3, 0, 20, 100, 8, 0, CLATTN_CAUSAL, &mma); /* with the prefetch */
+}
+
+/* Half storage: the ranges write fp32 partials (cl/common.cl's OUT_ARG) and the merge rounds O
+ * once; causal ranges empty for early rows, rows that see no key, GQA with odd dims, in fp16 and
+ * bf16, on the device's plan and on forward_rows forced (its other kernel). */
+Test(split, half) {
+  clattn_config rows = {"forward_rows", 32, 16, 2, 0, 1, 1, 2};
+  forced_cfg(CLATTN_F16, 1, 2, 0, 200, 300, 64, 0, CLATTN_CAUSAL, NULL);
+  forced_cfg(CLATTN_F16, 1, 1, 0, 300, 100, 32, 0, CLATTN_CAUSAL, &rows);
+  forced_cfg(CLATTN_BF16, 2, 4, 2, 17, 250, 59, 40, 0, NULL);
+  forced_cfg(CLATTN_BF16, 1, 2, 0, 3, 400, 128, 0, CLATTN_CAUSAL, &rows);
+}
+
+/* Through the public API, where the device has idle compute units: a decode row in half. */
+Test(split, half_decode_through_the_api) {
+  clattn_problem p = {1, 2, 1, 1, 1000, 64, 0, CLATTN_F16, 0.0f, 0, CLATTN_ALGO_FUSED};
+  clattn_context *ctx = test_context(NULL);
+  clattn_plan_info info;
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK, "%s", clattn_last_error(ctx));
+  unsigned units = 0;
+  clGetDeviceInfo(clattn_context_device(ctx), CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units,
+                  NULL);
+  if (units >= 3) cr_assert_geq(info.kv_splits, 2, "%s", info.reason);
+  clattn_context_destroy(ctx);
+  test_forward_shape(&p, 0, 0, 1, NULL);
+  p.dtype = CLATTN_BF16, p.flags = CLATTN_CAUSAL, p.seqlen_q = 3, p.head_dim = 59;
+  test_forward_shape(&p, 1, 7, 1, NULL);
 }

@@ -90,6 +90,9 @@ clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_probl
                                          clattn__shape *out);
 /* "CLATTN_F32", "CLATTN_F16" or "CLATTN_BF16". */
 const char *clattn__dtype_name(clattn_dtype dtype);
+/* The build option that selects cl/common.cl's storage type: "" for fp32 (whose options and
+ * cache keys stay what they were), " -DDTYPE=1" or " -DDTYPE=2". */
+const char *clattn__dtype_define(clattn_dtype dtype);
 clattn_status clattn__check_forward_tensors(clattn_context *ctx, const clattn__shape *s,
                                             const clattn_tensor *q, const clattn_tensor *k,
                                             const clattn_tensor *v, const clattn_tensor *o,

@@ -259,6 +259,10 @@ clattn_tensor clattn_bhsd(cl_mem buf, size_t seqlen, size_t heads, size_t dim) {
   return t;
 }
 
+const char *clattn__dtype_define(clattn_dtype dtype) {
+  return dtype == CLATTN_F16 ? " -DDTYPE=1" : dtype == CLATTN_BF16 ? " -DDTYPE=2" : "";
+}
+
 const char *clattn__dtype_name(clattn_dtype dtype) {
   return dtype == CLATTN_F16 ? "CLATTN_F16" : dtype == CLATTN_BF16 ? "CLATTN_BF16" : "CLATTN_F32";
 }

@@ -333,6 +333,9 @@ unsigned clattn__forward_bind(const clattn__family *f, const clattn__config *c,
   clattn__arg(&a, sizeof o_split, &o_split);
   clattn__arg(&a, sizeof lse_off, &lse_off);
   clattn__arg(&a, sizeof lse_split, &lse_split);
+  /* Half storage: cl/common.cl's OUT_ARG, the split's partials written as fp32. */
+  cl_int o_f32 = b->split != NULL;
+  if (s->dtype != CLATTN_F32) clattn__arg(&a, sizeof o_f32, &o_f32);
   *err = a.err;
   out[0].kernel = kernels[0];
   out[0].groups = nqb * splits * s->heads_q * s->batch; /* checked against overflow (ops) */

@@ -179,7 +179,7 @@ static const clattn__family table[] = {
     /* Helper programs, built with fixed options: no config, looked up by role. */
     {.name = "merge",
      .role = CLATTN__ROLE_MERGE,
-     .files = {"merge.cl"},
+     .files = {"common.cl", "merge.cl"},
      .entries = {"merge_splits"}},
     {.name = "standard", .role = CLATTN__ROLE_STANDARD, .files = {"common.cl", "standard.cl"}},
 };
@@ -286,7 +286,7 @@ void clattn__config_options(const clattn__device *dev, const clattn__class *cls,
   /* The storage type (cl/common.cl's DTYPE); fp32, the default, adds nothing, so its options and
    * cache keys stay what they were. */
   size_t at = strlen(out);
-  if (cls->dtype != CLATTN_F32 && at < len) snprintf(out + at, len - at, " -DDTYPE=%u", cls->dtype);
+  if (at < len) snprintf(out + at, len - at, "%s", clattn__dtype_define((clattn_dtype)cls->dtype));
   /* Extra options for experiments ($CLATTN_BUILD_OPTIONS, e.g. -cl-nv-verbose) are part of the
    * options, hence of every cache key. */
   const char *extra = dev->build_options; /* read once, when the context was made */

@@ -17,9 +17,8 @@ unsigned clattn__split_count(const clattn_context *ctx, const clattn__shape *s,
   *kv_per_split = (unsigned)s->seqlen_kv;
   /* The workspace is reused call after call, which an out-of-order queue would race on; an
    * override is run as given. */
-  /* Half storage: the partial outputs would need the kernels' fp32 output (not built yet). */
   if (!ctx->queue_in_order || !strcmp(p->origin, "override") || groups >= units ||
-      s->seqlen_kv < 4 * bkv || s->dtype != CLATTN_F32)
+      s->seqlen_kv < 4 * bkv)
     return 1;
   size_t want = (units + groups - 1) / groups, most = s->seqlen_kv / (2 * bkv); /* >= 2 tiles */
   size_t count = want < most ? want : most;
@@ -31,12 +30,14 @@ unsigned clattn__split_count(const clattn_context *ctx, const clattn__shape *s,
   return (unsigned)((s->seqlen_kv + per - 1) / per);
 }
 
-static clattn_status merge_kernel(clattn_context *ctx, cl_kernel *out) {
+/* The merge stores O in the call's storage type (cl/common.cl's DTYPE; fp32 adds nothing). */
+static clattn_status merge_kernel(clattn_context *ctx, clattn_dtype t, cl_kernel *out) {
   const clattn__family *f = clattn__family_for(CLATTN__ROLE_MERGE);
-  char *src = NULL;
+  char *src = NULL, options[32];
+  snprintf(options, sizeof options, "-cl-std=CL1.2%s", clattn__dtype_define(t));
   clattn_status st = clattn__family_source(ctx, f, &src);
   cl_program prog = NULL;
-  if (st == CLATTN_OK) st = clattn__build(ctx, src, "-cl-std=CL1.2", &prog);
+  if (st == CLATTN_OK) st = clattn__build(ctx, src, options, &prog);
   free(src);
   if (st != CLATTN_OK) return st;
   cl_int err;
@@ -70,7 +71,7 @@ clattn_status clattn__forward_split(clattn_context *ctx, const clattn__shape *s,
   if (__builtin_mul_overflow(rows, (size_t)count * (s->dv + 1) * sizeof(float), &bytes))
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "split keys: workspace size overflows");
   cl_kernel merge = NULL;
-  clattn_status st = merge_kernel(ctx, &merge);
+  clattn_status st = merge_kernel(ctx, s->dtype, &merge);
   if (st == CLATTN_OK) st = ensure_split_ws(ctx, bytes);
   if (st != CLATTN_OK) {
     if (merge) clReleaseKernel(merge);

@@ -36,7 +36,7 @@ clattn_status clattn__bwd_rowsum(clattn_context *ctx, const clattn__shape *s,
   /* O and dO in the problem's storage (cl/common.cl's DTYPE; fp32 adds nothing). */
   char options[64];
   snprintf(options, sizeof options, "-D WG=1 -D CPI=0 -D CAUSAL=0%s",
-           s->dtype == CLATTN_F16 ? " -DDTYPE=1" : s->dtype == CLATTN_BF16 ? " -DDTYPE=2" : "");
+           clattn__dtype_define(s->dtype));
   clattn_status st = clattn__std_kernel(ctx, "bwd_rowdot", options, &k);
   if (st != CLATTN_OK) return st;
   cl_ulong ov[4] = {o->offset, o->stride_batch, o->stride_seq, o->stride_head};

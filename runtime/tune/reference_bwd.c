@@ -1,7 +1,8 @@
 /* Gradients of attention on the host, in double (the reference) and in plain fp32 (the naive
  * implementation DESIGN.md's gradient tolerance is relative to): dS = P o (dP - D) with
  * D = rowsum(dO o O), dQ = scale dS K, dK = scale dS^T Q (summed over the query heads of a
- * GQA group), dV = P^T dO. O and P are recomputed here in the same precision. */
+ * GQA group), dV = P^T dO. O and P are recomputed here in the same precision; half storage has
+ * its own naive backward (backward_half). */
 #include "reference.h"
 
 #include <math.h>
@@ -69,4 +70,70 @@ static const float *at(ref_view t, size_t b, size_t s, size_t h) {
   }
 
 REF_BACKWARD(ref_backward_f64, double, exp)
-REF_BACKWARD(ref_backward_f32, float, expf)
+static REF_BACKWARD(backward_fp32, float, expf)
+
+    /* The naive backward in half storage (the baseline of the half-precision gradient rule): what
+     * autograd does through the naive half forward (FlashAttention's tests): S = (scale Q) K^T and
+     * P = softmax(S) rounded as in the forward, dP = dO V^T rounded, D = rowsum(P o dP) in fp32,
+     * dS = P o (dP - D) rounded; dQ = scale dS K, dK = dS^T (scale Q) and dV = P^T dO summed in
+     * fp32 (over rows and the query heads of a GQA group) and rounded once. */
+    static void backward_half(const clattn_problem *p, ref_view q, ref_view k, ref_view v,
+                              ref_view d_o, float *dq, float *dk, float *dv) {
+  clattn_dtype t = p->dtype;
+  size_t B = p->batch, HQ = p->heads_q, HKV = p->heads_kv ? p->heads_kv : HQ;
+  size_t NQ = p->seqlen_q, NKV = p->seqlen_kv, D = p->head_dim;
+  size_t DV = p->head_dim_v ? p->head_dim_v : D, G = HQ / HKV;
+  float scale = p->scale != 0.0f ? p->scale : (float)(1.0 / sqrt((double)D));
+  memset(dq, 0, B * HQ * NQ * D * sizeof(float));
+  memset(dk, 0, B * HKV * NKV * D * sizeof(float));
+  memset(dv, 0, B * HKV * NKV * DV * sizeof(float));
+  float *pr = malloc((NKV ? NKV : 1) * sizeof(float)),
+        *dp = malloc((NKV ? NKV : 1) * sizeof(float));
+  float *qs = malloc(D * sizeof(float));
+  for (size_t b = 0; pr && dp && qs && b < B; b++)
+    for (size_t h = 0; h < HQ; h++)
+      for (size_t i = 0; i < NQ; i++) {
+        size_t hk = h / G, n = NKV;
+        if (p->flags & CLATTN_CAUSAL) {
+          long long lim = (long long)i + (long long)NKV - (long long)NQ + 1;
+          n = lim <= 0 ? 0 : (size_t)lim;
+        }
+        if (n == 0) continue;
+        const float *qi = at(q, b, i, h), *gi = at(d_o, b, i, h);
+        for (size_t c = 0; c < D; c++) qs[c] = ref_round(t, scale * qi[c]);
+        float mx = -INFINITY, sum = 0.0f, Di = 0.0f;
+        for (size_t j = 0; j < n; j++) {
+          const float *kj = at(k, b, j, hk), *vj = at(v, b, j, hk);
+          float dot = 0.0f, g = 0.0f;
+          for (size_t c = 0; c < D; c++) dot += qs[c] * kj[c];
+          for (size_t c = 0; c < DV; c++) g += gi[c] * vj[c];
+          pr[j] = ref_round(t, dot);
+          dp[j] = ref_round(t, g);
+          if (pr[j] > mx) mx = pr[j];
+        }
+        for (size_t j = 0; j < n; j++) sum += (pr[j] = expf(pr[j] - mx));
+        for (size_t j = 0; j < n; j++) pr[j] = ref_round(t, pr[j] / sum), Di += pr[j] * dp[j];
+        float *dqi = dq + ((b * HQ + h) * NQ + i) * D;
+        for (size_t j = 0; j < n; j++) {
+          const float *kj = at(k, b, j, hk), ds = ref_round(t, pr[j] * (dp[j] - Di));
+          float *dkj = dk + ((b * HKV + hk) * NKV + j) * D;
+          float *dvj = dv + ((b * HKV + hk) * NKV + j) * DV;
+          for (size_t c = 0; c < D; c++) dqi[c] += ds * kj[c], dkj[c] += ds * qs[c];
+          for (size_t c = 0; c < DV; c++) dvj[c] += pr[j] * gi[c];
+        }
+        for (size_t c = 0; c < D; c++) dqi[c] = ref_round(t, scale * dqi[c]);
+      }
+  for (size_t x = 0; x < B * HKV * NKV * D; x++) dk[x] = ref_round(t, dk[x]);
+  for (size_t x = 0; x < B * HKV * NKV * DV; x++) dv[x] = ref_round(t, dv[x]);
+  free(pr);
+  free(dp);
+  free(qs);
+}
+
+void ref_backward_f32(const clattn_problem *p, ref_view q, ref_view k, ref_view v, ref_view d_o,
+                      float *dq, float *dk, float *dv) {
+  if (p->dtype == CLATTN_F32)
+    backward_fp32(p, q, k, v, d_o, dq, dk, dv);
+  else
+    backward_half(p, q, k, v, d_o, dq, dk, dv);
+}
