@@ -10,16 +10,18 @@
  * bitwise identical run to run. With P = exp(S - LSE): dV += P dO, dP = dO V^T,
  * dS = P (dP - D), dK += scale dS Q, dQ += scale dS K. A row whose LSE is -inf saw no key and
  * contributes nothing (exp(S - LSE) is never evaluated for it).
+ * Storage (cl/common.cl's DTYPE): Q, K, V, dO and the gradients in fp32, fp16 or bf16, widened
+ * to fp32 on load; every sum is fp32 and each gradient is rounded once, when it is stored.
  * Defines: D, DV head dims; BQ, BKV block sizes (the work-group sizes of bwd_dq and bwd_dkdv);
  * CAUSAL (bottom-right aligned). */
 
 __kernel __attribute__((reqd_work_group_size(BKV, 1, 1))) void
-bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
-         __global const float *k, ulong k_off, ulong k_sb, ulong k_ss, ulong k_sh,
-         __global const float *v, ulong v_off, ulong v_sb, ulong v_ss, ulong v_sh,
-         __global const float *d_o, ulong g_off, ulong g_sb, ulong g_ss, ulong g_sh,
-         __global const float *lse, __global const float *drow, __global float *dk,
-         ulong dk_off, ulong dk_sb, ulong dk_ss, ulong dk_sh, __global float *dv, ulong dv_off,
+bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
+         __global const stor_t *k, ulong k_off, ulong k_sb, ulong k_ss, ulong k_sh,
+         __global const stor_t *v, ulong v_off, ulong v_sb, ulong v_ss, ulong v_sh,
+         __global const stor_t *d_o, ulong g_off, ulong g_sb, ulong g_ss, ulong g_sh,
+         __global const float *lse, __global const float *drow, __global stor_t *dk,
+         ulong dk_off, ulong dk_sb, ulong dk_ss, ulong dk_sh, __global stor_t *dv, ulong dv_off,
          ulong dv_sb, ulong dv_ss, ulong dv_sh, uint heads_q, uint heads_kv, uint seqlen_q,
          uint seqlen_kv, uint num_kblocks, float scale, ulong group_base) {
   __local float Qs[BQ * D];
@@ -39,8 +41,8 @@ bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_s
   float kj[D], vj[DV], dkj[D], dvj[DV];
   const ulong kbase = k_off + b * k_sb + (ulong)(key ? j : 0) * k_ss + hk * k_sh;
   const ulong vbase = v_off + b * v_sb + (ulong)(key ? j : 0) * v_ss + hk * v_sh;
-  for (uint c = 0; c < D; c++) kj[c] = key ? k[kbase + c] : 0.0f, dkj[c] = 0.0f;
-  for (uint c = 0; c < DV; c++) vj[c] = key ? v[vbase + c] : 0.0f, dvj[c] = 0.0f;
+  for (uint c = 0; c < D; c++) kj[c] = key ? LDS(k + kbase + c) : 0.0f, dkj[c] = 0.0f;
+  for (uint c = 0; c < DV; c++) vj[c] = key ? LDS(v + vbase + c) : 0.0f, dvj[c] = 0.0f;
 
   /* Rows before the first that sees this block's first key see none of it. */
   uint q_first = 0;
@@ -57,11 +59,11 @@ bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_s
       barrier(CLK_LOCAL_MEM_FENCE);
       for (uint t = lid; t < BQ * D; t += BKV) {
         const uint r = t / D, c = t % D;
-        Qs[t] = r < nr ? q[qbase + (ulong)(q0 + r) * q_ss + c] : 0.0f;
+        Qs[t] = r < nr ? LDS(q + qbase + (ulong)(q0 + r) * q_ss + c) : 0.0f;
       }
       for (uint t = lid; t < BQ * DV; t += BKV) {
         const uint r = t / DV, c = t % DV;
-        Gs[t] = r < nr ? d_o[gbase + (ulong)(q0 + r) * g_ss + c] : 0.0f;
+        Gs[t] = r < nr ? LDS(d_o + gbase + (ulong)(q0 + r) * g_ss + c) : 0.0f;
       }
       for (uint r = lid; r < BQ; r += BKV) {
         Ls[r] = r < nr ? lse[rbase + q0 + r] : -INFINITY;
@@ -90,17 +92,17 @@ bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_s
   if (key) {
     const ulong kb_out = dk_off + b * dk_sb + (ulong)j * dk_ss + hk * dk_sh;
     const ulong vb_out = dv_off + b * dv_sb + (ulong)j * dv_ss + hk * dv_sh;
-    for (uint c = 0; c < D; c++) dk[kb_out + c] = dkj[c] * scale;
-    for (uint c = 0; c < DV; c++) dv[vb_out + c] = dvj[c];
+    for (uint c = 0; c < D; c++) STS(dk + kb_out + c, dkj[c] * scale);
+    for (uint c = 0; c < DV; c++) STS(dv + vb_out + c, dvj[c]);
   }
 }
 
 __kernel __attribute__((reqd_work_group_size(BQ, 1, 1))) void
-bwd_dq(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
-       __global const float *k, ulong k_off, ulong k_sb, ulong k_ss, ulong k_sh,
-       __global const float *v, ulong v_off, ulong v_sb, ulong v_ss, ulong v_sh,
-       __global const float *d_o, ulong g_off, ulong g_sb, ulong g_ss, ulong g_sh,
-       __global const float *lse, __global const float *drow, __global float *dq, ulong dq_off,
+bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
+       __global const stor_t *k, ulong k_off, ulong k_sb, ulong k_ss, ulong k_sh,
+       __global const stor_t *v, ulong v_off, ulong v_sb, ulong v_ss, ulong v_sh,
+       __global const stor_t *d_o, ulong g_off, ulong g_sb, ulong g_ss, ulong g_sh,
+       __global const float *lse, __global const float *drow, __global stor_t *dq, ulong dq_off,
        ulong dq_sb, ulong dq_ss, ulong dq_sh, uint heads_q, uint heads_kv, uint seqlen_q,
        uint seqlen_kv, uint num_qblocks, float scale, ulong group_base) {
   __local float Ks[BKV * D];
@@ -121,8 +123,8 @@ bwd_dq(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
   float qi[D], gi[DV], dqi[D];
   const ulong qbase = q_off + b * q_sb + (ulong)(row ? i : 0) * q_ss + h * q_sh;
   const ulong gbase = g_off + b * g_sb + (ulong)(row ? i : 0) * g_ss + h * g_sh;
-  for (uint c = 0; c < D; c++) qi[c] = row ? q[qbase + c] : 0.0f, dqi[c] = 0.0f;
-  for (uint c = 0; c < DV; c++) gi[c] = row ? d_o[gbase + c] : 0.0f;
+  for (uint c = 0; c < D; c++) qi[c] = row ? LDS(q + qbase + c) : 0.0f, dqi[c] = 0.0f;
+  for (uint c = 0; c < DV; c++) gi[c] = row ? LDS(d_o + gbase + c) : 0.0f;
 
   uint kv_end = seqlen_kv;
 #if CAUSAL
@@ -135,11 +137,11 @@ bwd_dq(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint t = lid; t < BKV * D; t += BQ) {
       const uint jj = t / D, c = t % D;
-      Ks[t] = jj < nk ? k[kb0 + (ulong)(kv0 + jj) * k_ss + c] : 0.0f;
+      Ks[t] = jj < nk ? LDS(k + kb0 + (ulong)(kv0 + jj) * k_ss + c) : 0.0f;
     }
     for (uint t = lid; t < BKV * DV; t += BQ) {
       const uint jj = t / DV, c = t % DV;
-      Vs[t] = jj < nk ? v[vb0 + (ulong)(kv0 + jj) * v_ss + c] : 0.0f;
+      Vs[t] = jj < nk ? LDS(v + vb0 + (ulong)(kv0 + jj) * v_ss + c) : 0.0f;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     if (li == -INFINITY) continue;
@@ -158,6 +160,6 @@ bwd_dq(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
   }
   if (row) {
     const ulong ob = dq_off + b * dq_sb + (ulong)i * dq_ss + h * dq_sh;
-    for (uint c = 0; c < D; c++) dq[ob + c] = dqi[c] * scale;
+    for (uint c = 0; c < D; c++) STS(dq + ob + c, dqi[c] * scale);
   }
 }

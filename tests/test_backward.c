@@ -1,6 +1,7 @@
 /* The backward pass against the double-precision reference under DESIGN.md's gradient rule
- * (max|g - ref| <= 3 * max|naive fp32 - ref| + 1e-6) on the forward shape list; the reference
- * itself against finite differences; determinism; bad input. */
+ * (max|g - ref| <= 3 * max|naive - ref| + 1e-6, the naive in the same storage; half: + 1e-4) on
+ * the forward shape list; the reference itself against finite differences; determinism; bad
+ * input. */
 #include "common.h"
 
 #include <math.h>
@@ -8,8 +9,18 @@
 /* tests/CMakeLists.txt builds this file three times: for the fused backward (suite "backward");
  * with TEST_STANDARD, for the standard path's (suite "standard_backward"); with TEST_MMA, for the
  * tensor-core kernels backward_mma, forced on every shape they support (head dims up to 128) and
- * run with mma.sync emulated (CLATTN_MMA_EMULATE) where the device has no tensor cores. */
-#ifdef TEST_STANDARD
+ * run with mma.sync emulated (CLATTN_MMA_EMULATE) where the device has no tensor cores; with
+ * TEST_HALF, for the fused backward in fp16 storage on the whole list and in bf16 on a few shapes
+ * (suite "backward_half"). */
+#ifdef TEST_HALF
+#define STORAGE CLATTN_F16
+#else
+#define STORAGE CLATTN_F32
+#endif
+#if defined(TEST_HALF)
+#define SUITE backward_half
+#define ALGORITHM CLATTN_ALGO_FUSED
+#elif defined(TEST_STANDARD)
 #define SUITE standard_backward
 #define ALGORITHM CLATTN_ALGO_STANDARD
 #elif defined(TEST_MMA)
@@ -27,7 +38,7 @@ __attribute__((constructor)) static void emulate_mma(void) {
 #include <string.h>
 
 typedef struct {
-  clattn_problem p;
+  clattn_problem p;     /* its dtype is the buffers' storage; host copies hold the rounded values */
   size_t hkv, dv, n[8]; /* element counts: q k v o do dq dk dv (each buffer has GUARD more) */
   float *host[5];       /* q k v o(unused) d_o */
   cl_mem buf[8], lse;   /* q k v o d_o dq dk dv */
@@ -38,12 +49,15 @@ enum { Q, K, V, O, DO, DQ, DK, DV };
 /* NaN elements after each buffer, which no call may write. */
 enum { GUARD = 16 };
 
-/* The outputs (O, LSE, the gradients) start NaN, so that an element a call leaves unwritten
- * fails the comparison instead of passing on what the buffer held. */
-static void fill_nan(clattn_context *ctx, cl_mem buf, size_t n) {
+/* The outputs (O, LSE, the gradients) start NaN in their storage, so that an element a call
+ * leaves unwritten fails the comparison instead of passing on what the buffer held. */
+static void fill_nan(clattn_context *ctx, clattn_dtype t, cl_mem buf, size_t n) {
   float nan = NAN;
-  cr_assert_eq(clEnqueueFillBuffer(clattn_context_queue(ctx), buf, &nan, sizeof nan, 0,
-                                   n * sizeof nan, 0, NULL, NULL),
+  uint16_t bits = t == CLATTN_F32 ? 0 : ref_half_bits(t, NAN);
+  size_t size = check_elem_size(t);
+  cr_assert_eq(clEnqueueFillBuffer(clattn_context_queue(ctx), buf,
+                                   t == CLATTN_F32 ? (void *)&nan : (void *)&bits, size, 0,
+                                   n * size, 0, NULL, NULL),
                CL_SUCCESS);
   clFinish(clattn_context_queue(ctx));
 }
@@ -66,11 +80,14 @@ static void setup(grads *g, clattn_context *ctx, const clattn_problem *p, int bh
     g->n[t] = n;
     float *host = malloc((n + GUARD) * sizeof *host);
     ref_fill_normal(host, n, &rng);
+    for (size_t i = 0; i < n; i++) host[i] = ref_round(p->dtype, host[i]);
     if (t == O || t >= DQ)
       for (size_t i = 0; i < n; i++) host[i] = NAN;
     for (size_t i = n; i < n + GUARD; i++) host[i] = NAN;
+    void *bits = check_pack(p->dtype, host, n + GUARD);
     g->buf[t] = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_COPY_HOST_PTR,
-                               (n + GUARD) * sizeof *host, host, &err);
+                               (n + GUARD) * check_elem_size(p->dtype), bits ? bits : host, &err);
+    free(bits);
     cr_assert_eq(err, CL_SUCCESS);
     g->view[t] = bhsd ? clattn_bhsd(g->buf[t], seq[t], heads[t], dim[t])
                       : clattn_bshd(g->buf[t], seq[t], heads[t], dim[t]);
@@ -98,10 +115,10 @@ static void backward(grads *g, clattn_context *ctx) {
   clReleaseEvent(done);
 }
 
-static float *read(clattn_context *ctx, cl_mem m, size_t n) {
+/* n elements of storage t, widened to floats. */
+static float *read(clattn_context *ctx, clattn_dtype t, cl_mem m, size_t n) {
   float *x = malloc((n ? n : 1) * sizeof *x);
-  if (n)
-    clEnqueueReadBuffer(clattn_context_queue(ctx), m, CL_TRUE, 0, n * sizeof *x, x, 0, NULL, NULL);
+  if (n) cr_assert_eq(check_read(clattn_context_queue(ctx), m, t, x, n, 0, NULL), CL_SUCCESS);
   return x;
 }
 
@@ -158,12 +175,17 @@ static void expect_right(const grads *g, clattn_context *ctx) {
   double *refs[] = {rq, rk, rv};
   float *naive[] = {fq, fk, fv};
   for (int i = 0; i < 3; i++) {
-    float *dev = read(ctx, g->buf[outs[i]], g->n[outs[i]] + GUARD);
+    float *dev = read(ctx, p->dtype, g->buf[outs[i]], g->n[outs[i]] + GUARD);
     double err, nerr;
     int untouched;
     compare(g, dev, g->n[outs[i]], &g->view[outs[i]], heads[i], seqs[i], dims[i], refs[i], naive[i],
             &err, &nerr, &untouched);
-    cr_expect_leq(err, 3 * nerr + 1e-6, "%s: error %g, naive fp32 %g", names[i], err, nerr);
+    cr_expect_leq(err, 3 * nerr + ref_tolerance_floor(p->dtype), "%s: error %g, naive %s %g",
+                  names[i], err,
+                  p->dtype == CLATTN_F32   ? "fp32"
+                  : p->dtype == CLATTN_F16 ? "fp16"
+                                           : "bf16",
+                  nerr);
     cr_expect(untouched, "%s: an element outside the gradient (offset, guard) was written",
               names[i]);
     free(dev);
@@ -190,9 +212,9 @@ static void check_shape(const clattn_problem *p, int bhsd, size_t offset,
   clattn_context_destroy(ctx);
 }
 
-static void run(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d, size_t dv,
-                unsigned flags, int bhsd, size_t offset) {
-  clattn_problem p = {b, hq, hkv, nq, nkv, d, dv, CLATTN_F32, 0.0f, flags, ALGORITHM};
+static void run_in(clattn_dtype t, size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d,
+                   size_t dv, unsigned flags, int bhsd, size_t offset) {
+  clattn_problem p = {b, hq, hkv, nq, nkv, d, dv, t, 0.0f, flags, ALGORITHM};
 #ifdef TEST_MMA
   /* Two warps in each kernel, four 8-row steps per staged query block. */
   clattn_config mma = {.kernel = "backward_mma", .block_q = 32, .block_kv = 32};
@@ -200,6 +222,11 @@ static void run(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d
 #else
   check_shape(&p, bhsd, offset, NULL);
 #endif
+}
+
+static void run(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d, size_t dv,
+                unsigned flags, int bhsd, size_t offset) {
+  run_in(STORAGE, b, hq, hkv, nq, nkv, d, dv, flags, bhsd, offset);
 }
 
 #define C CLATTN_CAUSAL
@@ -256,11 +283,27 @@ Test(SUITE, d256_causal_gqa_offset) {
   run(1, 2, 1, 130, 130, 256, 0, C, 1, 3);
 }
 
+#ifdef TEST_HALF
+/* bf16 on a few shapes of the list's kinds (fp16 has all of them above). */
+Test(SUITE, bf16_d59_len17) {
+  run_in(CLATTN_BF16, 2, 3, 0, 17, 17, 59, 0, 0, 0, 0);
+}
+Test(SUITE, bf16_causal_gqa_offset_bhsd) {
+  run_in(CLATTN_BF16, 1, 4, 2, 77, 93, 24, 40, C, 1, 5);
+}
+Test(SUITE, bf16_d128_causal_q_shorter) {
+  run_in(CLATTN_BF16, 1, 2, 0, 113, 203, 128, 0, C, 0, 0);
+}
+Test(SUITE, bf16_decode_one_query) {
+  run_in(CLATTN_BF16, 2, 4, 1, 1, 300, 64, 0, C, 0, 0);
+}
+#endif
+
 #ifndef TEST_STANDARD
 /* Unequal blocks, either way round, on causal GQA with partial blocks: bwd_dq's work-group and
  * bwd_dkdv's staged rows are BQ, bwd_dkdv's work-group and bwd_dq's staged keys BKV. */
 Test(SUITE, forced_blocks) {
-  clattn_problem p = {2, 4, 2, 77, 93, 24, 40, CLATTN_F32, 0.0f, C, ALGORITHM};
+  clattn_problem p = {2, 4, 2, 77, 93, 24, 40, STORAGE, 0.0f, C, ALGORITHM};
 #ifdef TEST_MMA
   clattn_config tall = {.kernel = "backward_mma", .block_q = 16, .block_kv = 64};
   clattn_config wide = {.kernel = "backward_mma", .block_q = 64, .block_kv = 16};
@@ -277,16 +320,16 @@ Test(SUITE, forced_blocks) {
  * the first against the references (identical wrong gradients would pass otherwise). */
 Test(SUITE, deterministic) {
   clattn_context *ctx = test_context(NULL);
-  clattn_problem p = {2, 4, 2, 97, 131, 48, 40, CLATTN_F32, 0.0f, C, ALGORITHM};
+  clattn_problem p = {2, 4, 2, 97, 131, 48, 40, STORAGE, 0.0f, C, ALGORITHM};
   grads g;
   setup(&g, ctx, &p, 0, 0);
   float *first[3] = {0};
   for (int run = 0; run < 20; run++) {
-    for (int i = 0; i < 3; i++) fill_nan(ctx, g.buf[DQ + i], g.n[DQ + i]);
+    for (int i = 0; i < 3; i++) fill_nan(ctx, p.dtype, g.buf[DQ + i], g.n[DQ + i]);
     backward(&g, ctx);
     if (run == 0) expect_right(&g, ctx);
     for (int i = 0; i < 3; i++) {
-      float *x = read(ctx, g.buf[DQ + i], g.n[DQ + i]);
+      float *x = read(ctx, p.dtype, g.buf[DQ + i], g.n[DQ + i]);
       for (size_t e = 0; e < g.n[DQ + i]; e++)
         cr_assert(isfinite(x[e]), "run %d: gradient %d element %zu is %g", run, i, e, x[e]);
       if (!first[i])
@@ -307,7 +350,8 @@ Test(SUITE, deterministic) {
 
 /* The double reference against central finite differences of L = sum(O o G), on tiny shapes
  * (GQA, causal with a row that sees no key, d != dv). */
-static double loss(const clattn_problem *p, ref_view q, ref_view k, ref_view v, const float *gr) {
+__attribute__((unused)) static double loss(const clattn_problem *p, ref_view q, ref_view k,
+                                           ref_view v, const float *gr) {
   size_t dv = p->head_dim_v ? p->head_dim_v : p->head_dim;
   size_t n = p->batch * p->heads_q * p->seqlen_q * dv;
   double *o = malloc(n * sizeof *o), l = 0;
@@ -317,6 +361,7 @@ static double loss(const clattn_problem *p, ref_view q, ref_view k, ref_view v, 
   return l;
 }
 
+#ifndef TEST_HALF /* host-only and the same in every suite: the fp32 suites have them */
 Test(SUITE, reference_matches_finite_differences) {
   clattn_problem p = {1, 2, 1, 4, 3, 3, 2, CLATTN_F32, 0.7f, C};
   size_t nq = 1 * 4 * 2 * 3, nk = 1 * 3 * 1 * 3, nv = 1 * 3 * 1 * 2, no = 1 * 2 * 4 * 2;
@@ -390,3 +435,4 @@ Test(SUITE, bad_input) {
   test_context_still_works(ctx);
   clattn_context_destroy(ctx);
 }
+#endif

@@ -3,7 +3,7 @@
  * same-precision implementation (S, P and O rounded to the type, fp32 sums), + 1e-4. Outputs
  * start NaN in their own type. Not a cross product: fp16 on shapes of every kind the list has,
  * bf16 on a few, each through the device's plan (forward_tiles on PoCL) and forward_rows forced;
- * and what is not there yet (backward, standard path, tensor cores, tuning) says so. */
+ * and what is not there yet (standard path, tensor cores, tuning) says so. */
 #include "common.h"
 
 #include <string.h>
@@ -77,12 +77,10 @@ Test(half, bf16_rows) {
 Test(half, not_yet_rejected) {
   clattn_context *ctx = test_context(NULL);
   clattn_problem p = {1, 2, 0, 16, 16, 64, 0, CLATTN_F16, 0.0f, 0, CLATTN_ALGO_FUSED};
-  /* The backward: refused before anything is read. */
-  clattn_tensor none = {0};
-  cr_assert_eq(clattn_backward(ctx, &p, &none, &none, &none, &none, &none, NULL, &none, &none,
-                               &none, 0, NULL, NULL),
-               CLATTN_ERR_UNSUPPORTED);
-  cr_assert(strstr(clattn_last_error(ctx), "CLATTN_F16"), "%s", clattn_last_error(ctx));
+  /* The tensor-core backward, as an override (suite backward_half has the portable one). */
+  clattn_config bmma = {.kernel = "backward_mma", .block_q = 32, .block_kv = 32};
+  cr_assert_eq(clattn_override_config(ctx, &p, &bmma), CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(ctx), "CLATTN_F16 storage"), "%s", clattn_last_error(ctx));
   /* The tensor-core forward, as an override. */
   clattn_config mma = test_mma_config(64, 32);
   cr_assert_eq(clattn_override_config(ctx, &p, &mma), CLATTN_ERR_INVALID_ARGUMENT);

@@ -5,7 +5,8 @@
 #   tools/test.sh --sanitize [ctest args]  the suite under ASan and UBSan, in build-sanitize,
 #                                          less the suites that run the forward's shape list
 #                                          again on other kernels (forward_mma, forward_rows,
-#                                          tiles; backward_mma the backward's): their host code
+#                                          tiles; backward_mma and backward_half the
+#                                          backward's): their host code
 #                                          is the forward's and backward's, and CI's 30 minutes
 #                                          on 2 cores have no room for them twice
 set -euo pipefail
@@ -30,7 +31,7 @@ if [ "${1:-}" = "--sanitize" ]; then
   # shape list) and the layering check (nm, no code run). The package test builds a consumer
   # without the sanitizer's runtime, which an instrumented library cannot be loaded into.
   exec ctest --output-on-failure -j"$(nproc)" \
-    -E '^(forward_mma|backward_mma|forward_rows|tiles|forward_naive|standard|selftest|plan|layers|package)/' "$@"
+    -E '^(forward_mma|backward_mma|backward_half|forward_rows|tiles|forward_naive|standard|selftest|plan|layers|package)/' "$@"
 fi
 tools/build.sh
 cd "${BUILD_DIR:-build}"

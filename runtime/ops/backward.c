@@ -30,11 +30,6 @@ clattn_status clattn_backward(clattn_context *ctx, const clattn_problem *problem
                       "backward: head dims %zu/%zu; the fused kernels support at most %d (the "
                       "standard algorithm goes further)",
                       s.d, s.dv, CLATTN__MAX_FUSED_DIM);
-  if (st == CLATTN_OK && s.dtype != CLATTN_F32)
-    st = clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
-                      "backward with %s storage is not supported yet: the backward kernels and "
-                      "the standard path compute CLATTN_F32",
-                      clattn__dtype_name(s.dtype));
   if (st == CLATTN_OK && num_wait && !wait)
     st =
         clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "num_wait is %u but wait is NULL", num_wait);
