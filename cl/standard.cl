@@ -1,6 +1,10 @@
 /* Kernels of the standard (unfused) path: the row softmax between the two CLBlast GEMMs, and the
  * output of a call with no keys.
  *
+ * The kernels that touch the caller's tensors (empty_rows, bwd_rowdot, pack_rows, store_rows)
+ * read and write them in the storage type stor_t (cl/common.cl, -DDTYPE); the workspace is
+ * always fp32, since CLBlast's SGEMM computes there.
+ *
  * softmax_rows: one work-group of WG work-items per row of the score workspace S (already scaled
  * by the GEMM), in place: P = exp(S - max) / sum over the keys the row sees, 0 elsewhere, and
  * LSE = max + log(sum). With CPI > 0 each work-item keeps its CPI columns in registers, so S is
@@ -92,7 +96,7 @@ softmax_rows(__global float *s, __global float *lse, const uint seqlen_q, const 
 
 /* seqlen_kv = 0: every row sees no key, so O = 0 and LSE = -inf. One work-item per (row, column)
  * of the strided output view; base counts work-groups (clattn__std_launch). */
-__kernel void empty_rows(__global float *o, const ulong o_off, const ulong o_sb, const ulong o_ss,
+__kernel void empty_rows(__global stor_t *o, const ulong o_off, const ulong o_sb, const ulong o_ss,
                          const ulong o_sh, __global float *lse, const int write_lse,
                          const uint heads, const uint seqlen_q, const uint dv, const ulong base) {
   const ulong g = base * get_local_size(0) + get_global_id(0);
@@ -102,7 +106,7 @@ __kernel void empty_rows(__global float *o, const ulong o_off, const ulong o_sb,
   const ulong bh = r / seqlen_q;
   const uint h = (uint)(bh % heads);
   const ulong b = bh / heads;
-  o[o_off + b * o_sb + (ulong)i * o_ss + h * o_sh + c] = 0.0f;
+  STS(o + o_off + b * o_sb + (ulong)i * o_ss + h * o_sh + c, 0.0f);
   if (write_lse && c == 0) lse[r] = -INFINITY;
 }
 
@@ -153,11 +157,12 @@ __kernel void bwd_rowdot(__global const stor_t *o, const ulong o_off, const ulon
   drow[r] = acc;
 }
 
-/* The standard path's packed copy of a view whose row stride CLBlast cannot take as a leading
- * dimension (below the row's length: a broadcast's 0, overlapping rows): the [rows][cols] matrix
- * of each batch*heads entry from `first` on, one after another from dst_off. group: query heads
- * per head of the view (K and V under GQA). One work-item per element; base counts work-groups. */
-__kernel void pack_rows(__global float *dst, const ulong dst_off, __global const float *src,
+/* The standard path's packed copy of a view CLBlast cannot read in place: one whose row stride
+ * is below the row's length (a broadcast's 0, overlapping rows), or any view in half storage,
+ * which is widened here to the fp32 that SGEMM reads. The [rows][cols] matrix of each batch*heads
+ * entry from `first` on, one after another from dst_off. group: query heads per head of the view
+ * (K and V under GQA). One work-item per element; base counts work-groups. */
+__kernel void pack_rows(__global float *dst, const ulong dst_off, __global const stor_t *src,
                         const ulong off, const ulong sb, const ulong ss, const ulong sh,
                         const uint heads_q, const uint group, const uint rows, const uint cols,
                         const ulong first, const ulong n, const ulong base) {
@@ -169,5 +174,26 @@ __kernel void pack_rows(__global float *dst, const ulong dst_off, __global const
   const ulong bh = first + m / rows;
   const ulong b = bh / heads_q;
   const uint h = (uint)(bh % heads_q) / group;
-  dst[dst_off + g] = src[off + b * sb + (ulong)r * ss + h * sh + c];
+  dst[dst_off + g] = LDS(src + off + b * sb + (ulong)r * ss + h * sh + c);
+}
+
+/* The way out of the workspace for a half output (O, dQ, dK, dV): its GEMM wrote fp32
+ * [rows][cols] matrices from src_off, entry e of the view (b * heads + h, heads: the view's own)
+ * in matrix e % slots; each element is rounded to nearest even into the strided view. Entries
+ * [first, first + n / (rows * cols)). One work-item per element; base counts work-groups. */
+__kernel void store_rows(__global stor_t *dst, const ulong off, const ulong sb, const ulong ss,
+                         const ulong sh, __global const float *src, const ulong src_off,
+                         const uint heads, const uint rows, const uint cols, const ulong first,
+                         const ulong slots, const ulong n, const ulong base) {
+  const ulong g = base * get_local_size(0) + get_global_id(0);
+  if (g >= n) return;
+  const uint c = (uint)(g % cols);
+  const ulong m = g / cols;
+  const uint r = (uint)(m % rows);
+  const ulong e = first + m / rows;
+  const ulong b = e / heads;
+  const uint h = (uint)(e % heads);
+  const ulong mat = (ulong)rows * cols;
+  STS(dst + off + b * sb + (ulong)r * ss + h * sh + c,
+      src[src_off + (e % slots) * mat + (ulong)r * cols + c]);
 }

@@ -55,6 +55,19 @@ Test(traffic, standard_round_trips) {
   cr_assert_float_eq(clattn__traffic_standard(&s, 0).read, 32.0 + 64.0 + 40.0 + 64.0, 1e-9);
 }
 
+/* Half storage on the standard path: Q, K, V are read in 2 bytes, widened to fp32 copies the
+ * GEMMs read; O is written as fp32, read back and written in 2 bytes. Scores stay fp32. */
+Test(traffic, standard_half_counts_its_copies) {
+  clattn__shape s = shape(1, 1, 4, 4, 2, 0);
+  s.dtype = CLATTN_F16, s.elem = 2;
+  clattn__bytes b = clattn__traffic_standard(&s, 1);
+  /* 24 elements of Q, K, V, 8 of O. Reads: 24 * 2 + 24 * 4 (the GEMMs' copies) + 8 * 4 (the
+   * rounding pass) + S 64 + P 64. Writes: 24 * 4 (the copies) + S 64 + P 64 + O 8 * 4 in fp32,
+   * 8 * 2 rounded, LSE 16. */
+  cr_assert_float_eq(b.read, 48.0 + 96.0 + 32.0 + 64.0 + 64.0, 1e-9);
+  cr_assert_float_eq(b.write, 96.0 + 64.0 + 64.0 + 32.0 + 16.0 + 16.0, 1e-9);
+}
+
 Test(traffic, gqa_counts_per_query_head) {
   clattn__shape s = shape(2, 4, 8, 8, 4, 0);
   s.heads_kv = 2;

@@ -47,12 +47,6 @@ clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_probl
                         MAX_STANDARD_DIM);
   s->algo = p->algorithm == CLATTN_ALGO_STANDARD || !fused_fits ? CLATTN_ALGO_STANDARD
                                                                 : CLATTN_ALGO_FUSED;
-  /* Half storage runs on the portable fused forward kernels so far (docs/DESIGN.md). */
-  if (s->dtype != CLATTN_F32 && s->algo == CLATTN_ALGO_STANDARD)
-    return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
-                        "%s on the standard path (CLATTN_ALGO_STANDARD, or head dims %zu/%zu above "
-                        "%d) is not supported yet: the standard path computes CLATTN_F32 storage",
-                        clattn__dtype_name(s->dtype), s->d, s->dv, CLATTN__MAX_FUSED_DIM);
   if (!isfinite(p->scale))
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "scale is not finite");
   s->scale = p->scale != 0.0f ? p->scale : (float)(1.0 / sqrt((double)s->d));

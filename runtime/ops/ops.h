@@ -113,30 +113,39 @@ clattn_status clattn__std_addressable(clattn_context *ctx, const clattn__shape *
                                       const clattn_tensor *q, const clattn_tensor *k,
                                       const clattn_tensor *v, const clattn_tensor *o);
 /* A GEMM operand of the standard path (standard_pack.c): the [rows][cols] matrix of each
- * batch*heads entry of view t (group: query heads per head of t), read in place, or, when CLBlast
- * cannot take t's row stride as its leading dimension (rows > 1, stride_seq < cols), from packed
- * copies at element pack_at of the workspace. buf and ld are what CLBlast gets. */
+ * batch*heads entry of view t (group: query heads per head of t), read or written in place
+ * (direct: CLBlast can take t's row stride as its leading dimension: one row, or stride_seq >=
+ * cols), or through fp32 copies (packed) in the workspace from element pack_at, one per entry of
+ * a chunk (slots of them): for inputs that are not direct, and for every operand in half
+ * storage. A packed input is copied in before its GEMMs (clattn__std_operand_load); a packed
+ * output is written there by its GEMMs and rounded into t after them
+ * (clattn__std_operand_store). buf and ld are what CLBlast gets. */
 typedef struct clattn__std_operand {
   const clattn_tensor *t;
   size_t rows, cols, group;
-  int packed;
-  size_t pack_at;
+  int output, direct, packed;
+  size_t pack_at, slots;
   cl_mem buf;
   size_t ld;
 } clattn__std_operand;
 void clattn__std_operand_init(clattn__std_operand *op, const clattn_tensor *t, size_t rows,
-                              size_t cols, size_t group);
+                              size_t cols, size_t group, clattn_dtype dtype, int output);
 /* Bytes per batch*heads entry of the packed copies of n operands; their places in a workspace
  * of chunk entries, from element at on. */
 size_t clattn__std_pack_bytes(const clattn__std_operand *ops, int n);
 void clattn__std_operands_place(clattn__std_operand *ops, int n, size_t chunk, size_t at);
-/* Element offsets of entries [first, first + count) into off; enqueues their packed copies
- * first when op is packed (op->buf becomes the workspace). */
+/* Element offsets of entries [first, first + count) into off; enqueues the packed copies of an
+ * input first (op->buf becomes the workspace; for a packed output, the offsets are its slots). */
 clattn_status clattn__std_operand_load(clattn_context *ctx, const clattn__shape *s,
                                        clattn__std_operand *op, size_t first, size_t count,
                                        size_t *off);
-/* UNSUPPORTED, naming it, when an output operand would need a packed copy (validation rejects
- * such outputs as overlapping themselves first: a safety net before anything is enqueued). */
+/* After the GEMMs of entries [first, first + count): a packed output's finished matrices rounded
+ * into its view (under GQA, a K/V head whose last query head is in a later chunk waits for it);
+ * nothing for any other operand. */
+clattn_status clattn__std_operand_store(clattn_context *ctx, const clattn__shape *s,
+                                        const clattn__std_operand *op, size_t first, size_t count);
+/* UNSUPPORTED, naming it, when an output operand is not direct (validation rejects such outputs
+ * as overlapping themselves first: a safety net before anything is enqueued). */
 clattn_status clattn__std_outputs_direct(clattn_context *ctx, const clattn__std_operand *ops,
                                          const char *const *names, int n);
 void clattn__std_kernels_release(clattn_context *ctx);

@@ -33,7 +33,16 @@ static size_t add_sat(size_t a, size_t b) {
 
 void clattn__standard_plan_of(const clattn_context *ctx, const clattn__shape *s, unsigned matrices,
                               clattn__standard_plan *out) {
-  clattn__standard_plan_packed(ctx, s, matrices, 0, out);
+  /* Half storage packs every operand (standard_pack.c), whatever its view: the forward (one
+   * matrix) Q, K, V and O, the backward (two) Q, K, V, dO, dQ, dK and dV, one fp32 copy each per
+   * head. fp32's copies depend on the views, which a plan without tensors does not know. */
+  size_t pack = 0;
+  if (s->dtype != CLATTN_F32) {
+    size_t q = mul_sat(s->seqlen_q, s->d), kv = mul_sat(s->seqlen_kv, add_sat(s->d, s->dv));
+    size_t o = mul_sat(s->seqlen_q, s->dv), once = add_sat(add_sat(q, kv), o);
+    pack = mul_sat(matrices > 1 ? add_sat(once, add_sat(q, kv)) : once, sizeof(float));
+  }
+  clattn__standard_plan_packed(ctx, s, matrices, pack, out);
 }
 
 void clattn__standard_plan_packed(const clattn_context *ctx, const clattn__shape *s,
@@ -150,7 +159,10 @@ clattn_status clattn__std_workspace(clattn_context *ctx, size_t bytes) {
 static clattn_status empty_keys(clattn_context *ctx, const clattn__shape *s, const clattn_tensor *o,
                                 cl_mem lse) {
   cl_kernel k;
-  clattn_status st = clattn__std_kernel(ctx, "empty_rows", "-D WG=1 -D CPI=0 -D CAUSAL=0", &k);
+  char options[64]; /* O in the problem's storage */
+  snprintf(options, sizeof options, "-D WG=1 -D CPI=0 -D CAUSAL=0%s",
+           clattn__dtype_define(s->dtype));
+  clattn_status st = clattn__std_kernel(ctx, "empty_rows", options, &k);
   if (st != CLATTN_OK) return st;
   cl_ulong view[4] = {o->offset, o->stride_batch, o->stride_seq, o->stride_head};
   cl_int write_lse = lse != NULL;
@@ -209,6 +221,9 @@ static clattn_status softmax(clattn_context *ctx, const clattn__shape *s, size_t
 clattn_status clattn__std_addressable(clattn_context *ctx, const clattn__shape *s,
                                       const clattn_tensor *q, const clattn_tensor *k,
                                       const clattn_tensor *v, const clattn_tensor *o) {
+  /* Half views reach CLBlast only through their fp32 copies in the workspace, which the plan
+   * keeps addressable; the copy kernels index with 64 bits. */
+  if (s->dtype != CLATTN_F32) return CLATTN_OK;
   size_t last[4] = {last_index(q, s->batch, s->seqlen_q, s->heads_q, s->d),
                     last_index(k, s->batch, s->seqlen_kv, s->heads_kv, s->d),
                     last_index(v, s->batch, s->seqlen_kv, s->heads_kv, s->dv),
@@ -248,6 +263,8 @@ static clattn_status run_chunk(clattn_context *ctx, const clattn__shape *s, size
   if (st == CLATTN_OK)
     st = clattn__std_gemm(ctx, "GEMM O = P V", 0, 0, nq, s->dv, nkv, 1.0f, ctx->workspace, so, nkv,
                           v->buf, vo, v->ld, 0.0f, o->buf, oo, o->ld, count, alphas, betas);
+  /* Half: O was written in fp32 to the workspace; rounded into the caller's view. */
+  if (st == CLATTN_OK) st = clattn__std_operand_store(ctx, s, o, first, count);
   mark(ctx, index, 3);
   return st;
 }
@@ -260,17 +277,18 @@ clattn_status clattn__standard_forward(clattn_context *ctx, const clattn__shape 
     return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
                         "standard attention needs an in-order queue: CLBlast enqueues its kernels "
                         "without wait lists");
-  /* Views CLBlast cannot read in place are packed per chunk, after its score matrices. */
+  /* Views CLBlast cannot read in place, and in half storage every operand, are packed per chunk
+   * after its score matrices (standard_pack.c). */
   clattn__std_operand ops[4];
   size_t group = s->heads_q / s->heads_kv;
-  clattn__std_operand_init(&ops[0], q, s->seqlen_q, s->d, 1);
-  clattn__std_operand_init(&ops[1], k, s->seqlen_kv, s->d, group);
-  clattn__std_operand_init(&ops[2], v, s->seqlen_kv, s->dv, group);
-  clattn__std_operand_init(&ops[3], o, s->seqlen_q, s->dv, 1);
+  clattn__std_operand_init(&ops[0], q, s->seqlen_q, s->d, 1, s->dtype, 0);
+  clattn__std_operand_init(&ops[1], k, s->seqlen_kv, s->d, group, s->dtype, 0);
+  clattn__std_operand_init(&ops[2], v, s->seqlen_kv, s->dv, group, s->dtype, 0);
+  clattn__std_operand_init(&ops[3], o, s->seqlen_q, s->dv, 1, s->dtype, 1);
   static const char *const out_name[] = {"o"};
   clattn__standard_plan plan;
-  clattn__standard_plan_packed(ctx, s, 1, clattn__std_pack_bytes(ops, 3), &plan);
-  clattn__std_operands_place(ops, 3, plan.chunk, plan.chunk * s->seqlen_q * s->seqlen_kv);
+  clattn__standard_plan_packed(ctx, s, 1, clattn__std_pack_bytes(ops, 4), &plan);
+  clattn__std_operands_place(ops, 4, plan.chunk, plan.chunk * s->seqlen_q * s->seqlen_kv);
   if (plan.chunk == 0)
     return clattn__fail(
         ctx, CLATTN_ERR_OUT_OF_RESOURCES,

@@ -2,7 +2,10 @@
  * global-memory workspace (S = scale Q K^T by CLBlast, then P = exp(S - LSE)), dP = dO V^T by
  * CLBlast, dS = P (dP - D) in place, then dQ = scale dS K, dK = scale dS^T Q and dV = P^T dO by
  * CLBlast. GQA: dK and dV of a K/V head sum over its query heads, one GEMM call per position in
- * the group (the first overwrites, the others add), so no call writes a matrix twice. */
+ * the group (the first overwrites, the others add), so no call writes a matrix twice.
+ * Half storage: Q, K, V and dO are widened into fp32 copies in the workspace, and dQ, dK and dV
+ * computed in fp32 there and rounded into the caller's views once complete (standard_pack.c);
+ * D reads O and dO in their storage. */
 #include "ops.h"
 
 #include <stdio.h>
@@ -130,6 +133,9 @@ static clattn_status chunk(clattn_context *ctx, const clattn__shape *s, size_t f
       st = clattn__std_gemm(ctx, "GEMM dV = P^T dO", 1, 0, nkv, s->dv, nq, 1.0f, ws, sp, nkv,
                             d_o->buf, sg, d_o->ld, beta, dv->buf, sdv, dv->ld, m, al, be);
   }
+  /* Half: the gradients finished in this chunk, rounded from the workspace into their views. */
+  for (int i = 4; i < 7 && st == CLATTN_OK; i++)
+    st = clattn__std_operand_store(ctx, s, &ops[i], first, count);
   return st;
 }
 
@@ -139,24 +145,26 @@ clattn_status clattn__standard_backward(clattn_context *ctx, const clattn__shape
                                         const clattn_tensor *d_o, cl_mem lse,
                                         const clattn_tensor *dq, const clattn_tensor *dk,
                                         const clattn_tensor *dv) {
-  /* q k v d_o dq dk dv: the inputs CLBlast cannot read in place are packed per chunk, after its
-   * P and dS matrices; the outputs never need it (validation rejects those that would). */
+  /* q k v d_o dq dk dv: the inputs CLBlast cannot read in place, and in half storage all seven,
+   * are packed per chunk after its P and dS matrices; in fp32 the outputs never need it
+   * (validation rejects those that would). */
   clattn__std_operand ops[7];
   const clattn_tensor *t[7] = {q, k, v, d_o, dq, dk, dv};
   size_t G = s->heads_q / s->heads_kv, nq = s->seqlen_q, nkv = s->seqlen_kv;
   const size_t rows[7] = {nq, nkv, nkv, nq, nq, nkv, nkv},
                cols[7] = {s->d, s->d, s->dv, s->dv, s->d, s->d, s->dv},
                group[7] = {1, G, G, 1, 1, G, G};
-  for (int i = 0; i < 7; i++) clattn__std_operand_init(&ops[i], t[i], rows[i], cols[i], group[i]);
+  for (int i = 0; i < 7; i++)
+    clattn__std_operand_init(&ops[i], t[i], rows[i], cols[i], group[i], s->dtype, i >= 4);
   static const char *const out_names[] = {"dq", "dk", "dv"};
   clattn__standard_plan plan;
-  clattn__standard_plan_packed(ctx, s, 2, clattn__std_pack_bytes(ops, 4), &plan);
-  clattn__std_operands_place(ops, 4, plan.chunk, 2 * plan.chunk * nq * nkv);
+  clattn__standard_plan_packed(ctx, s, 2, clattn__std_pack_bytes(ops, 7), &plan);
+  clattn__std_operands_place(ops, 7, plan.chunk, 2 * plan.chunk * nq * nkv);
   if (plan.chunk == 0)
     return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES,
                         "standard attention backward needs %zu bytes of global memory for one "
-                        "head (P and dS, %zu x %zu each, and CLBlast's padded copies); "
-                        "available: %zu (workspace limit)",
+                        "head (P and dS, %zu x %zu each, any packed copies, and CLBlast's padded "
+                        "copies); available: %zu (workspace limit)",
                         plan.head_workspace + plan.head_temp, s->seqlen_q, s->seqlen_kv,
                         plan.limit);
   clattn_status st = clattn__std_addressable(ctx, s, q, k, v, o);

@@ -48,16 +48,25 @@ clattn__bytes clattn__traffic_fused(const clattn__shape *s, const clattn__config
 }
 
 clattn__bytes clattn__traffic_standard(const clattn__shape *s, int lse) {
-  const double f = sizeof(float), heads = (double)s->batch * (double)s->heads_q;
+  const double f = sizeof(float), e = elem(s), heads = (double)s->batch * (double)s->heads_q;
   const double rows = heads * (double)s->seqlen_q, score = rows * (double)s->seqlen_kv * f;
-  /* The GEMMs read Q, and K and V once per query head (GQA heads do not share them); S is
-   * written by the first GEMM and read by the softmax, P written by it and read by the second
-   * GEMM, which writes O. The softmax reads only the keys a causal row sees. */
+  /* Elements of the GEMMs' operands: Q, and K and V once per query head (GQA heads do not share
+   * them), and O. */
+  const double qkv = rows * (double)s->d + heads * (double)s->seqlen_kv * (double)(s->d + s->dv);
+  const double out = rows * (double)s->dv;
+  /* S is written by the first GEMM and read by the softmax, P written by it and read by the
+   * second GEMM, which writes O. The softmax reads only the keys a causal row sees. */
   double visible = heads * clattn__visible_pairs(s) * f;
   clattn__bytes b;
-  b.read = rows * (double)s->d * f + heads * (double)s->seqlen_kv * (double)(s->d + s->dv) * f +
-           visible + score;
-  b.write = score + score + rows * (double)s->dv * f + (lse ? rows * f : 0.0);
+  b.read = qkv * e + visible + score;
+  b.write = score + score + out * e + (lse ? rows * f : 0.0);
+  /* Half storage (standard_pack.c): pack_rows reads Q, K and V in their type and writes them as
+   * fp32, which the GEMMs read; the second GEMM writes O as fp32, which store_rows reads and
+   * writes rounded. */
+  if (e != f) {
+    b.read += qkv * f + out * f;
+    b.write += qkv * f + out * f;
+  }
   return b;
 }
 
