@@ -65,6 +65,16 @@ clattn_status check_backward_run(clattn_context *ctx, const check_spec *sp, chec
   cl_mem lse = err == CL_SUCCESS ? clCreateBuffer(cl, CL_MEM_READ_WRITE,
                                                   (rows ? rows : 1) * sizeof(float), NULL, &err)
                                  : NULL;
+  /* The gradients start NaN in their storage, so an element the call leaves unwritten fails the
+   * comparison instead of passing on what the buffer held. */
+  float nan = NAN;
+  uint16_t nan_bits = p->dtype == CLATTN_F32 ? 0 : ref_half_bits(p->dtype, NAN);
+  size_t es = check_elem_size(p->dtype);
+  for (int i = 5; i < 8 && err == CL_SUCCESS; i++)
+    if (t[i].elems)
+      err = clEnqueueFillBuffer(clattn_context_queue(ctx), t[i].buf,
+                                p->dtype == CLATTN_F32 ? (void *)&nan : (void *)&nan_bits, es, 0,
+                                t[i].elems * es, 0, NULL, NULL);
   clattn_status st = CLATTN_ERR_OPENCL;
   if (err != CL_SUCCESS) goto done;
   st = clattn_forward(ctx, p, &t[0].view, &t[1].view, &t[2].view, &t[3].view, lse, 0, NULL, NULL);
