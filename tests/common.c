@@ -168,8 +168,9 @@ void test_forward_check(clattn_context *ctx, const clattn_problem *p, int bhsd, 
   clReleaseMemObject(o), clReleaseMemObject(lse);
 }
 
-static const char *const kernel_files[] = {"forward.cl", "forward_tiles.cl", "forward_mma.cl",
-                                           "backward.cl", "backward_mma.cl"};
+static const char *const kernel_files[] = {"forward.cl",     "forward_tiles.cl",
+                                           "forward_mma.cl", "forward_mma_half.cl",
+                                           "backward.cl",    "backward_mma.cl"};
 enum { KERNEL_FILES = sizeof kernel_files / sizeof kernel_files[0] };
 
 void test_kernel_dir(char *dir, size_t len, const char *marker, const char *text, int replace) {
@@ -223,7 +224,7 @@ void test_forward_shape(const clattn_problem *p, int bhsd, size_t offset, int wi
     cr_assert_str_eq(info.origin, "override");
     cr_assert_eq(info.vector_width, cfg->vector_width ? cfg->vector_width : 1);
     cr_assert_eq(info.work_group_size,
-                 strcmp(cfg->kernel, "forward_mma")
+                 strncmp(cfg->kernel, "forward_mma", 11) /* and forward_mma_half */
                      ? (size_t)(cfg->block_q / cfg->rows_per_item) * cfg->threads_per_row
                      : (size_t)cfg->block_q * 2 /* a warp of 32 per 16 rows */);
   }

@@ -5,6 +5,7 @@
 #include "tune.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -158,6 +159,17 @@ Test(split, half) {
   forced_cfg(CLATTN_F16, 1, 1, 0, 300, 100, 32, 0, CLATTN_CAUSAL, &rows);
   forced_cfg(CLATTN_BF16, 2, 4, 2, 17, 250, 59, 40, 0, NULL);
   forced_cfg(CLATTN_BF16, 1, 2, 0, 3, 400, 128, 0, CLATTN_CAUSAL, &rows);
+}
+
+/* The tensor-core kernel in half storage takes the same split arguments and writes the ranges'
+ * fp32 partials (mma.sync m16n8k16 emulated where the device has no tensor cores): causal ranges
+ * empty for early rows, GQA with odd dims, fp16 and bf16. */
+Test(split, forward_mma_half) {
+  setenv("CLATTN_MMA_EMULATE", "1", 1); /* read when the context is created */
+  clattn_config mma = test_mma_config(32, 16);
+  snprintf(mma.kernel, sizeof mma.kernel, "forward_mma_half");
+  forced_cfg(CLATTN_F16, 1, 2, 0, 40, 150, 64, 0, CLATTN_CAUSAL, &mma);
+  forced_cfg(CLATTN_BF16, 2, 2, 1, 17, 90, 59, 40, 0, &mma);
 }
 
 /* Through the public API, where the device has idle compute units: a decode row in half. */

@@ -262,3 +262,55 @@ Test(tiling, backward_default_below_the_searched_blocks) {
   n = clattn__configs_ranked(&dev, &k, all, 256);
   for (size_t i = 0; i < n; i++) cr_assert(all[i].bq >= 4 && all[i].bkv >= 4, "rank %zu", i);
 }
+
+/* forward_mma_half: legal only with tensor cores (or their emulation) and only for half
+ * classes, where it ranks first on real tensor cores (below forward_rows' GPU costs) and last
+ * when emulated; its local memory is cl/forward_mma_half.cl's arrays. */
+Test(tiling, mma_half_first_on_tensor_cores_in_half_only) {
+  clattn__device d = gpu(48);
+  unsigned id = clattn__family_find("forward_mma_half");
+  cr_assert_neq(id, CLATTN__NO_FAMILY);
+  clattn__class k = {59, 100, 1, 1024, CLATTN__FORWARD, CLATTN_F16};
+  clattn__config c = {64, 64, 1, 1, 1, id, 1, 1}, first;
+  char why[200];
+  cr_assert_not(clattn__config_legal(&d, &k, &c, why, sizeof why));
+  cr_assert(strstr(why, "compute capability 8.0"), "%s", why);
+  cr_assert_eq(clattn__configs_ranked(&d, &k, &first, 1), 1);
+  cr_assert_neq(first.kernel, id);
+  d.tensor_cores = 1;
+  cr_assert(clattn__config_legal(&d, &k, &c, why, sizeof why), "%s", why);
+  /* K: 64 keys x (64 + 8) 16-bit values (D padded to 16); V^T: 104 columns x (64 + 8). */
+  cr_assert_eq(clattn__config_local_bytes(NULL, &k, &c), (size_t)(64 * 72 + 104 * 72) * 2);
+  cr_assert_eq(clattn__config_work_group(&c), 128);
+  clattn_dtype halves[] = {CLATTN_F16, CLATTN_BF16};
+  unsigned dims[] = {1, 64, 128, 256};
+  for (int t = 0; t < 2; t++)
+    for (int i = 0; i < 4; i++) {
+      clattn__class h = {dims[i], dims[i], 0, 4096, CLATTN__FORWARD, halves[t]};
+      cr_assert_eq(clattn__configs_ranked(&d, &h, &first, 1), 1);
+      cr_assert_eq(first.kernel, id, "d = %u, dtype %d: %u ranks first", dims[i], t, first.kernel);
+      cr_assert_eq(first.bq, 64);
+      cr_assert_eq(first.bkv, dims[i] > 128 ? 32 : 64);
+    }
+  /* fp32 storage is forward_mma's. */
+  k.dtype = CLATTN_F32;
+  cr_assert_not(clattn__config_legal(&d, &k, &c, why, sizeof why));
+  cr_assert(strstr(why, "CLATTN_F32"), "%s", why);
+  cr_assert_eq(clattn__configs_ranked(&d, &k, &first, 1), 1);
+  cr_assert_neq(first.kernel, id);
+  /* Its own rules: 16-key steps of P V, tiles staged as 16-bit pairs. */
+  k.dtype = CLATTN_BF16;
+  c.bkv = 8;
+  cr_assert_not(clattn__config_legal(&d, &k, &c, why, sizeof why));
+  cr_assert(strstr(why, "multiple of 16"), "%s", why);
+  c.bkv = 32, c.stage = 2;
+  cr_assert_not(clattn__config_legal(&d, &k, &c, why, sizeof why));
+  c.stage = 1, c.vec = 4;
+  cr_assert_not(clattn__config_legal(&d, &k, &c, why, sizeof why));
+  cr_assert(strstr(why, "vector width"), "%s", why);
+  /* Emulated (tests on PoCL): legal, but ranked after the portable families. */
+  d.mma_emulated = 1, c.vec = 1;
+  cr_assert(clattn__config_legal(&d, &k, &c, why, sizeof why), "%s", why);
+  cr_assert_eq(clattn__configs_ranked(&d, &k, &first, 1), 1);
+  cr_assert_neq(first.kernel, id);
+}

@@ -4,8 +4,9 @@
 #   tools/test.sh [ctest args]             the suite, in ${BUILD_DIR:-build}
 #   tools/test.sh --sanitize [ctest args]  the suite under ASan and UBSan, in build-sanitize,
 #                                          less the suites that run the forward's shape list
-#                                          again on other kernels (forward_mma, forward_rows,
-#                                          tiles; backward_mma and backward_half the
+#                                          again on other kernels (forward_mma,
+#                                          forward_mma_half, forward_rows, tiles;
+#                                          backward_mma and backward_half the
 #                                          backward's): their host code
 #                                          is the forward's and backward's, and CI's 30 minutes
 #                                          on 2 cores have no room for them twice
@@ -31,7 +32,7 @@ if [ "${1:-}" = "--sanitize" ]; then
   # shape list) and the layering check (nm, no code run). The package test builds a consumer
   # without the sanitizer's runtime, which an instrumented library cannot be loaded into.
   exec ctest --output-on-failure -j"$(nproc)" \
-    -E '^(forward_mma|backward_mma|backward_half|forward_rows|tiles|forward_naive|standard|selftest|plan|layers|package)/' "$@"
+    -E '^(forward_mma|forward_mma_half|backward_mma|backward_half|forward_rows|tiles|forward_naive|standard|selftest|plan|layers|package)/' "$@"
 fi
 tools/build.sh
 cd "${BUILD_DIR:-build}"

@@ -38,6 +38,18 @@ void clattn__mma_reason(const clattn__family *f, const clattn__device *, const c
                         const clattn__config *, char *, size_t);
 unsigned clattn__mma_min_block_q(const clattn__config *c);
 
+/* forward_mma_half (forward_mma_half.c); legality ends in clattn__forward_check. */
+size_t clattn__mma_half_local(const clattn__device *, const clattn__class *,
+                              const clattn__config *);
+int clattn__mma_half_check(const clattn__family *f, const clattn__device *, const clattn__class *,
+                           const clattn__config *, char *, size_t);
+unsigned clattn__mma_half_cost(const clattn__family *f, const clattn__device *,
+                               const clattn__class *, const clattn__config *);
+void clattn__mma_half_defines(const clattn__family *f, const clattn__device *,
+                              const clattn__class *, const clattn__config *, char *, size_t);
+void clattn__mma_half_reason(const clattn__family *f, const clattn__device *, const clattn__class *,
+                             const clattn__config *, char *, size_t);
+
 int clattn__forward_check(const clattn__family *f, const clattn__device *, const clattn__class *,
                           const clattn__config *, char *, size_t);
 int clattn__forward_accept(const clattn__family *f, const clattn_config *in, clattn__config *out,

@@ -51,7 +51,8 @@ void clattn__rows_work_groups(const clattn__config *c, size_t *wg) {
  * runs a work-group as loops over its work-items): ranked after forward_tiles' likely configs,
  * one row per work-item, no staging copy (local memory is ordinary memory there). Vector loads
  * rank just after the same config with scalar loads: the heuristic keeps what has been
- * measured, the tuner tries both. */
+ * measured, the tuner tries both. GPU costs start at 100, below which forward_mma_half ranks
+ * on tensor cores in half storage. */
 unsigned clattn__rows_cost(const clattn__family *f, const clattn__device *dev,
                            const clattn__class *k, const clattn__config *c) {
   unsigned wg = (unsigned)(c->bq * c->tpr), dvp = (k->dv + c->tpr - 1) / c->tpr, s = 0;
@@ -59,7 +60,7 @@ unsigned clattn__rows_cost(const clattn__family *f, const clattn__device *dev,
     s += 50 + 40 * ilog2(c->tpr) + 4 * udiff(ilog2(c->bq), 6) + 4 * udiff(ilog2(c->bkv), 6);
     s += (c->stage ? 2 : 0) + (c->pad ? 1 : 0);
   } else {
-    s += 10 * udiff(ilog2(wg), 7);
+    s += 100 + 10 * udiff(ilog2(wg), 7);
     if (dvp > 16) s += 20 * (dvp / 16);
     if (c->tpr > k->dv) s += 50; /* idle work-items */
     s += 3 * (7 - ilog2(c->bkv)) + (c->stage ? 0 : 100) + (c->pad ? 0 : 1);

@@ -1,0 +1,225 @@
+/* Fused attention forward on NVIDIA tensor cores in half storage ("forward_mma_half"): fp16 or
+ * bf16 Q, K, V and O (DTYPE 1 or 2), mma.sync m16n8k16 with fp32 accumulators through inline
+ * PTX (cl/mma_half.cl). fp32 storage stays forward_mma's (3xTF32).
+ *
+ * FlashAttention-2's loop order and register use, each warp owning 16 query rows:
+ *   - Q's A fragments stay in registers for the whole key loop: Q scaled by scale * log2 e,
+ *     rounded to the storage type (as the naive half reference rounds scale * Q), packed in
+ *     pairs.
+ *   - K and V tiles pass through local memory as 16-bit values, in pairs per 32-bit word, so
+ *     that each B fragment register is one 32-bit read. K is stored as it comes, a row per key
+ *     (S = Q K^T takes K^T as B: b0 holds head-dim columns 2 tq, 2 tq + 1 of key gq, adjacent in
+ *     K's row). V is stored transposed, a row per output column (P V takes V as B: b0 holds
+ *     keys 2 tq, 2 tq + 1 of column gq, adjacent only in V^T's row).
+ *   - S accumulates in fp32 C fragments; the online softmax (row max and sum across the four
+ *     lanes of a row, by shuffles) is fp32; P is rounded to the storage type straight from S's
+ *     C fragments into P V's A fragments (the layouts coincide, cl/mma_half.cl), and O
+ *     accumulates in fp32, is normalised in fp32 and stored rounded (STS).
+ * Head dims are padded with zeros: D to 16 (S's k-steps), DV to 8 (O's tiles); keys past the
+ * tile's end are zero in K and V and -inf in S. Scores are in the log2 domain (exp2), LSE
+ * converts back: (m + log2 l) ln 2.
+ *
+ * PAD appends 8 16-bit values (4 words) to each local row: a row is then an odd multiple of 4
+ * words, so the 8 rows x 4 words of one fragment read fall in 32 distinct banks.
+ *
+ * Parameters (-D): D, DV head dims; BQ query rows per work-group (16 per warp); BKV keys per
+ * tile (a multiple of 16, P V's k-step); PAD (0 or 1); CAUSAL (bottom-right aligned; key blocks
+ * no row of the work-group sees are skipped); REVERSE (causal blocks longest first, 1 by
+ * default). The arguments are cl/forward.cl's, the split ranges and o_f32 included (cl/common.cl's
+ * OUT_ARG, STO: a split call's partial O in fp32, for the merge). With MMA_EMULATE
+ * (CLATTN_MMA_EMULATE=1) the MMAs and shuffles are emulated, so this runs on PoCL for tests.
+ * runtime/kernels/forward_mma_half.c mirrors the local-memory formula; keep the two in step.
+ * Correct first: cp.async, ldmatrix and double buffering are issue 19's. */
+
+#if DTYPE != 1 && DTYPE != 2
+#error "forward_mma_half computes fp16 and bf16 storage (DTYPE 1 or 2); fp32 is forward_mma's"
+#endif
+#if BKV % 16 || BQ % 16
+#error "BQ and BKV must be multiples of 16"
+#endif
+#ifndef REVERSE
+#define REVERSE 1
+#endif
+
+#define WARPS (BQ / 16)
+#define WG (WARPS * 32)
+#define DP ((D + 15) / 16 * 16) /* S's k dimension, padded */
+#define DVP ((DV + 7) / 8 * 8)
+#define KT (DP / 16) /* k-steps of S = Q K^T */
+#define NT (BKV / 8) /* 8-key tiles of S */
+#define KK (BKV / 16) /* k-steps of P V */
+#define VT (DVP / 8) /* 8-column tiles of O */
+#define KS ((DP + 8 * PAD) / 2) /* words per key row of K */
+#define VS ((BKV + 8 * PAD) / 2) /* words per column row of V^T */
+
+// clang-format off
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
+clattn_forward(__global const stor_t *q, __global const stor_t *k, __global const stor_t *v,
+               __global stor_t *o, __global float *lse, ulong q_off, ulong q_sb, ulong q_ss,
+               ulong q_sh, ulong k_off, ulong k_sb, ulong k_ss, ulong k_sh, ulong v_off, ulong v_sb,
+               ulong v_ss, ulong v_sh, ulong o_off, ulong o_sb, ulong o_ss, ulong o_sh,
+               uint heads_q, uint group, uint seqlen_q, uint seqlen_kv, uint num_qblocks,
+               ulong group_base, float scale_log2, int write_lse, uint num_splits,
+               uint kv_per_split, ulong o_split, ulong lse_off, ulong lse_split OUT_ARG) {
+  // clang-format on
+  /* Pairs of 16-bit values: K[key][column pair], V^T[column][key pair]. */
+  __local uint Kw[BKV * KS];
+  __local uint Vw[DVP * VS];
+  const uint lid = get_local_id(0);
+  const uint warp = lid / 32, lane = lid % 32;
+#ifdef MMA_EMULATE
+  __local float scratch[WARPS * SCRATCH];
+  __local float *scr = scratch + warp * SCRATCH;
+#define SKIP_NONE 1 /* every work-item must reach the emulation's barriers */
+#else
+#define SKIP_NONE 0
+#endif
+  const uint gq = lane / 4, tq = lane % 4; /* fragment row group and column pair within it */
+  const ulong g = group_base + get_group_id(0);
+#if CAUSAL && REVERSE
+  const uint qb = num_qblocks - 1 - (uint)(g % num_qblocks);
+#else
+  const uint qb = (uint)(g % num_qblocks);
+#endif
+  /* Work-groups run over query blocks, then key splits (flash-decoding), then heads. */
+  const ulong gs = g / num_qblocks;
+  const uint split = (uint)(gs % num_splits);
+  const ulong bh = gs / num_splits;
+  const uint h = (uint)(bh % heads_q);
+  const ulong b = bh / heads_q;
+  const uint q0 = qb * BQ, r0 = q0 + warp * 16; /* this warp's rows r0 .. r0 + 15 */
+  const uint row0 = r0 + gq, row1 = r0 + gq + 8; /* this lane's two rows */
+  const bool live = SKIP_NONE || r0 < seqlen_q;  /* the same for the whole warp */
+
+  const ulong qbase = q_off + b * q_sb + h * q_sh;
+  const ulong kbase = k_off + b * k_sb + (h / group) * k_sh;
+  const ulong vbase = v_off + b * v_sb + (h / group) * v_sh;
+  /* K and V as their 16-bit words, copied to local memory unchanged. */
+  __global const ushort *kb = (__global const ushort *)k, *vb = (__global const ushort *)v;
+
+  /* Q's A fragments: register r of k-step kt is row gq + 8 (r & 1), columns
+   * 16 kt + 2 tq + 8 (r >> 1) and the next. */
+  uint qa[KT][4];
+  UNROLL for (uint kt = 0; kt < KT; kt++) UNROLL for (uint r = 0; r < 4; r++) {
+    const uint row = (r & 1) ? row1 : row0, c = kt * 16 + 2 * tq + 8 * (r >> 1);
+    const __global stor_t *qr = q + qbase + (ulong)row * q_ss;
+    const bool seen = row < seqlen_q;
+    const float x0 = seen && c < D ? LDS(qr + c) * scale_log2 : 0.0f;
+    const float x1 = seen && c + 1 < D ? LDS(qr + c + 1) * scale_log2 : 0.0f;
+    qa[kt][r] = PACK2(x0, x1);
+  }
+
+  uint kv_end = seqlen_kv;
+  const long shift = (long)seqlen_kv - (long)seqlen_q;
+#if CAUSAL
+  const long block_end = (long)min(q0 + BQ, seqlen_q) + shift;
+  kv_end = block_end <= 0 ? 0u : (uint)min(block_end, (long)seqlen_kv);
+#endif
+  /* This work-group's split of the keys: [kv_lo, kv_end). */
+  const uint kv_lo = min(split * kv_per_split, kv_end);
+  kv_end = min(kv_end, kv_lo + kv_per_split);
+
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; /* l: this lane's partial sums */
+  float acc[VT][4];
+  UNROLL for (uint vt = 0; vt < VT; vt++) UNROLL for (uint e = 0; e < 4; e++) acc[vt][e] = 0.0f;
+
+  for (uint kv0 = kv_lo; kv0 < kv_end; kv0 += BKV) {
+    const uint nk = min((uint)BKV, kv_end - kv0);
+    barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is consumed */
+    /* K: word (j, c / 2) holds columns c, c + 1 of key j; zero past the keys and D. */
+    for (uint i = lid; i < BKV * (DP / 2); i += WG) {
+      const uint j = i / (DP / 2), c = 2 * (i % (DP / 2));
+      const __global ushort *kr = kb + kbase + (ulong)(kv0 + j) * k_ss + c;
+      uint w = 0;
+      if (j < nk && c + 1 < D) {
+        const ushort2 x = vload2(0, kr);
+        w = x.s0 | (uint)x.s1 << 16;
+      } else if (j < nk && c < D) {
+        w = kr[0];
+      }
+      Kw[j * KS + c / 2] = w;
+    }
+    /* V^T: word (c, j / 2) holds keys j, j + 1 of column c; zero past the keys and DV. */
+    for (uint i = lid; i < DVP * (BKV / 2); i += WG) {
+      const uint c = i % DVP, j = 2 * (i / DVP);
+      const __global ushort *vr = vb + vbase + (ulong)(kv0 + j) * v_ss + c;
+      const uint lo = j < nk && c < DV ? vr[0] : 0u, hi = j + 1 < nk && c < DV ? vr[v_ss] : 0u;
+      Vw[c * VS + j / 2] = lo | hi << 16;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    /* A warp with no rows, or whose rows precede every key of the tile (causal), has nothing
+     * to add: it only helps to fill the tiles. */
+    const bool act = live && (!CAUSAL || SKIP_NONE || (long)kv0 <= (long)(r0 + 15) + shift);
+    if (act) {
+      /* S = Q K^T: s[nt][e] is row gq + 8 (e >> 1), key nt * 8 + 2 tq + (e & 1). */
+      float s[NT][4];
+      UNROLL for (uint nt = 0; nt < NT; nt++) UNROLL for (uint e = 0; e < 4; e++) s[nt][e] = 0.0f;
+      UNROLL for (uint kt = 0; kt < KT; kt++) UNROLL for (uint nt = 0; nt < NT; nt++) {
+        const uint at = (nt * 8 + gq) * KS + kt * 8 + tq;
+        MMA16(s[nt], qa[kt], Kw[at], Kw[at + 4]);
+      }
+      float mx0 = -INFINITY, mx1 = -INFINITY;
+      UNROLL for (uint nt = 0; nt < NT; nt++) UNROLL for (uint e = 0; e < 4; e++) {
+        const uint j = nt * 8 + 2 * tq + (e & 1);
+        bool ok = j < nk;
+#if CAUSAL
+        ok = ok && (long)(kv0 + j) <= (long)((e >> 1) ? row1 : row0) + shift;
+#endif
+        s[nt][e] = ok ? s[nt][e] : -INFINITY;
+        if (e >> 1)
+          mx1 = fmax(mx1, s[nt][e]);
+        else
+          mx0 = fmax(mx0, s[nt][e]);
+      }
+      const float mn0 = fmax(m0, quad_max(mx0 SCR_ARGS)), mn1 = fmax(m1, quad_max(mx1 SCR_ARGS));
+      /* While a row has seen no key (mn = -inf) nothing changes: never exp2(-inf - -inf). */
+      const float a0 = mn0 == -INFINITY ? 1.0f : exp2(m0 - mn0);
+      const float a1 = mn1 == -INFINITY ? 1.0f : exp2(m1 - mn1);
+      float sum0 = 0.0f, sum1 = 0.0f;
+      /* P in the storage type, as P V's A fragments: k-step kk takes 8-key tiles 2 kk (a[0],
+       * a[1]) and 2 kk + 1 (a[2], a[3]), each C fragment's (c0, c1) and (c2, c3) a register. */
+      uint pa[KK][4];
+      UNROLL for (uint nt = 0; nt < NT; nt++) {
+        float p[4];
+        UNROLL for (uint e = 0; e < 4; e++) {
+          const float mn = (e >> 1) ? mn1 : mn0;
+          p[e] = mn == -INFINITY ? 0.0f : exp2(s[nt][e] - mn);
+        }
+        sum0 += p[0] + p[1], sum1 += p[2] + p[3];
+        pa[nt / 2][2 * (nt % 2)] = PACK2(p[0], p[1]);
+        pa[nt / 2][2 * (nt % 2) + 1] = PACK2(p[2], p[3]);
+      }
+      l0 = l0 * a0 + sum0, l1 = l1 * a1 + sum1;
+      m0 = mn0, m1 = mn1;
+      UNROLL for (uint vt = 0; vt < VT; vt++) {
+        acc[vt][0] *= a0, acc[vt][1] *= a0;
+        acc[vt][2] *= a1, acc[vt][3] *= a1;
+      }
+      /* O += P V: b0 holds keys 16 kk + 2 tq and the next of column vt * 8 + gq, b1 keys + 8. */
+      UNROLL for (uint kk = 0; kk < KK; kk++) UNROLL for (uint vt = 0; vt < VT; vt++) {
+        const uint at = (vt * 8 + gq) * VS + kk * 8 + tq;
+        MMA16(acc[vt], pa[kk], Vw[at], Vw[at + 4]);
+      }
+    }
+  }
+
+  /* The row sums meet across the quad; then O = acc / l, two columns per lane and tile. */
+  l0 = quad_sum(l0 SCR_ARGS), l1 = quad_sum(l1 SCR_ARGS);
+  const ulong obase = o_off + split * o_split + b * o_sb + h * o_sh;
+  UNROLL for (uint hr = 0; hr < 2; hr++) {
+    const uint row = hr ? row1 : row0;
+    const float l = hr ? l1 : l0, m = hr ? m1 : m0;
+    if (row >= seqlen_q) continue;
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    const ulong at = obase + (ulong)row * o_ss;
+    UNROLL for (uint vt = 0; vt < VT; vt++) {
+      const uint c = vt * 8 + 2 * tq;
+      if (c < DV) STO(o, at + c, acc[vt][2 * hr] * inv);
+      if (c + 1 < DV) STO(o, at + c + 1, acc[vt][2 * hr + 1] * inv);
+    }
+    if (write_lse && tq == 0)
+      lse[lse_off + split * lse_split + (b * heads_q + h) * seqlen_q + row] =
+          l > 0.0f ? (m + log2(l)) * M_LN2_F : -INFINITY;
+  }
+}

@@ -1,0 +1,120 @@
+/* Tensor-core primitives in half precision, for the kernels that use mma.sync m16n8k16 with f16
+ * or bf16 operands and fp32 accumulators (cl/forward_mma_half.cl). The runtime puts this text
+ * after cl/common.cl (stor_t, DTYPE: 1 f16, 2 bf16) and cl/mma.cl (UNROLL, the shuffles and
+ * quad reductions, the emulation's SCR arguments), which this file uses.
+ *
+ * Fragments of m16n8k16 (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point
+ * type"), for lane (gq, tq) = (lane / 4, lane % 4). A 32-bit register holds two 16-bit values,
+ * the lower-indexed element in its low half:
+ *   A (16 x 16, row-major): a[0] row gq, columns 2 tq and 2 tq + 1; a[1] row gq + 8, the same
+ *     columns; a[2] row gq, columns 2 tq + 8 and 2 tq + 9; a[3] row gq + 8, those columns.
+ *   B (16 x 8, "col": a register runs along k): b0 rows 2 tq and 2 tq + 1 of column gq; b1 rows
+ *     2 tq + 8 and 2 tq + 9 of column gq.
+ *   C, D (16 x 8, fp32): c[e] row gq + 8 (e >> 1), column 2 tq + (e & 1), as m16n8k8's.
+ * So the C fragments of two adjacent 8-column tiles hold exactly an A fragment of 16 columns:
+ * tile 0's c0, c1 are a[0], its c2, c3 a[1], tile 1's a[2], a[3]. That is why FlashAttention-2
+ * can use P, computed in S's accumulators, as the A operand of P V with no shuffle.
+ *
+ * MMA16(c, a, b0, b1): c += a b. PACK2(lo, hi): two floats rounded to the storage type (to
+ * nearest even) and packed, lo in the low half. With MMA_EMULATE both are emulated (local
+ * memory and barriers, the 16-bit values widened by integer arithmetic, since PoCL has no
+ * cl_khr_fp16): every work-item of the work-group must then reach each MMA16. */
+
+#if DTYPE != 1 && DTYPE != 2
+#error "cl/mma_half.cl: half storage only (DTYPE 1, fp16, or 2, bf16)"
+#endif
+
+#ifdef MMA_EMULATE
+/* Per warp: A (16 x 16) and B (16 x 8) as floats, then cl/mma.cl's 32 floats of shuffles at
+ * 384, where its mma3_emu keeps them too. */
+#if SCRATCH < 256 + 128 + 32
+#error "SCRATCH (runtime/kernels/kernels.h's CLATTN__MMA_SCRATCH) is below what mma16_emu uses"
+#endif
+
+#if DTYPE == 1
+/* fp16 bits to float: exact (normal and subnormal values, infinities, NaN). */
+static inline float h2f(uint h) {
+  const uint sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0x1fu) return as_float(sign | 0x7f800000u | (m << 13));
+  if (e == 0) return as_float(sign | as_uint((float)m * 0x1p-24f)); /* subnormal or zero */
+  return as_float(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+/* float to fp16 bits, rounded to nearest even, as vstore_half_rte (cvt.rn.f16 on the GPU). */
+static inline uint f2h(float f) {
+  const uint x = as_uint(f), sign = (x >> 16) & 0x8000u, e = (x >> 23) & 0xffu;
+  uint m = x & 0x7fffffu;
+  if (e == 0xffu) return sign | 0x7c00u | (m ? 0x200u | (m >> 13) : 0u);
+  const int exp = (int)e - 112;             /* the half's biased exponent */
+  if (exp >= 31) return sign | 0x7c00u;     /* overflow: infinity */
+  if (exp <= 0) {                           /* a subnormal half, or zero */
+    if (exp < -10) return sign;
+    m |= 0x800000u;
+    const uint shift = (uint)(14 - exp), h = m >> shift, rem = m & ((1u << shift) - 1u);
+    const uint mid = 1u << (shift - 1u);
+    return sign | (h + (rem > mid || (rem == mid && (h & 1u))));
+  }
+  const uint h = ((uint)exp << 10) | (m >> 13), rem = m & 0x1fffu;
+  return sign | (h + (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))); /* a carry is right */
+}
+#else
+static inline float h2f(uint h) {
+  return as_float(h << 16);
+}
+
+static inline uint f2h(float f) {
+  return bf16_round(f); /* cl/common.cl */
+}
+#endif
+
+static inline uint pack2(float lo, float hi) {
+  return f2h(lo) | f2h(hi) << 16;
+}
+
+/* c += a b for one m16n8k16 fragment triple, in the layouts above: the warp's fragments meet
+ * in local memory as a 16 x 16 and a 16 x 8 matrix of floats, each lane then forms its four
+ * C elements. The products of 16-bit values are exact in fp32; the 16 of each element are
+ * summed in fp32, then added to it. */
+static void mma16_emu(float *c, const uint *a, uint b0, uint b1 SCR) {
+  __local float *sa = scr, *sb = scr + 256;
+  const uint gq = lane / 4, tq = lane % 4;
+  for (uint r = 0; r < 4; r++) {
+    const uint at = (gq + 8 * (r & 1)) * 16 + 2 * tq + 8 * (r >> 1);
+    sa[at] = h2f(a[r] & 0xffffu), sa[at + 1] = h2f(a[r] >> 16);
+  }
+  sb[(2 * tq) * 8 + gq] = h2f(b0 & 0xffffu), sb[(2 * tq + 1) * 8 + gq] = h2f(b0 >> 16);
+  sb[(2 * tq + 8) * 8 + gq] = h2f(b1 & 0xffffu), sb[(2 * tq + 9) * 8 + gq] = h2f(b1 >> 16);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint e = 0; e < 4; e++) {
+    const uint row = gq + 8 * (e >> 1), col = 2 * tq + (e & 1);
+    float x = 0.0f;
+    for (uint k = 0; k < 16; k++) x += sa[row * 16 + k] * sb[k * 8 + col];
+    c[e] += x;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+}
+#define MMA16(c, a, b0, b1) mma16_emu(c, a, b0, b1, scr, lane)
+#define PACK2(lo, hi) pack2(lo, hi)
+
+#else /* NVIDIA tensor cores, compute capability 8.0+ */
+#if DTYPE == 1
+#define MMA16_T "f16"
+#else
+#define MMA16_T "bf16"
+#endif
+
+/* c += a b. Not volatile: ptxas may schedule it. */
+#define MMA16(c, a, b0, b1)                                                                        \
+  asm("mma.sync.aligned.m16n8k16.row.col.f32." MMA16_T "." MMA16_T ".f32 {%0,%1,%2,%3}, "          \
+      "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"                                                     \
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                             \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+
+/* cvt.rn.{f16x2,bf16x2}.f32 d, a, b puts a in the upper half of d and b in the lower. */
+static inline uint pack2(float lo, float hi) {
+  uint r;
+  asm("cvt.rn." MMA16_T "x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+#define PACK2(lo, hi) pack2(lo, hi)
+#endif

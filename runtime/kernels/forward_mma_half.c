@@ -1,0 +1,71 @@
+/* The model of the forward_mma_half family (registry.c's entry; cl/forward_mma_half.cl): NVIDIA
+ * tensor cores in half storage, mma.sync m16n8k16 f16/bf16 with fp32 accumulators, a warp per 16
+ * query rows. Its local-memory formula mirrors the kernel's __local arrays; keep them in step.
+ * Legality, accepting a public config and binding are the forward's (forward_families.c). */
+#include "families.h"
+
+#include <stdio.h>
+
+/* The kernel's words of 16-bit pairs: K, a row of DP (+ 8 padded) values per key; V^T, a row of
+ * BKV (+ 8 padded) values per output column of DVP. */
+size_t clattn__mma_half_local(const clattn__device *dev, const clattn__class *k,
+                              const clattn__config *c) {
+  size_t dp = (k->d + 15) / 16 * 16, dvp = (k->dv + 7) / 8 * 8, pad = c->pad ? 8 : 0;
+  return ((size_t)c->bkv * (dp + pad) + dvp * (c->bkv + pad)) * 2;
+}
+
+/* Its own rules first (key tiles of P V's 16-key k-step, one staging, pairs loaded, not a
+ * vector width), then the forward's (tensor cores, warps of 16 rows, local memory). */
+int clattn__mma_half_check(const clattn__family *f, const clattn__device *dev,
+                           const clattn__class *k, const clattn__config *c, char *why,
+                           size_t why_len) {
+  if (c->bkv % 16) {
+    snprintf(why, why_len, "%s BKV=%u: must be a multiple of 16 (P V's k-step)", f->name, c->bkv);
+    return 0;
+  }
+  if (c->stage != 1 || (c->vec && c->vec != 1)) {
+    snprintf(why, why_len,
+             "%s stage_kv %u, vector width %u: its tiles are staged as 16-bit pairs (stage_kv 1, "
+             "vector width 1)",
+             f->name, c->stage, c->vec);
+    return 0;
+  }
+  return clattn__forward_check(f, dev, k, c, why, why_len);
+}
+
+/* How many halvings or doublings lie between x and want (powers of two). */
+static unsigned steps(unsigned x, unsigned want) {
+  unsigned n = 0;
+  while (x > want) x /= 2, n++;
+  while (x && x < want) x *= 2, n++;
+  return n;
+}
+
+/* On tensor cores, below every portable family's GPU cost (forward_rows' start at 100): this
+ * is the family for half storage there, so a half class plans it before any measurement (the
+ * built-in defaults are fp32 rows). Among its configs four warps (64 rows) and 64-key tiles,
+ * padded; fewer keys per tile at large head dims (registers, local memory). Emulated (tests
+ * on PoCL), ranked after everything, as forward_mma: it runs there only as an override. */
+unsigned clattn__mma_half_cost(const clattn__family *f, const clattn__device *dev,
+                               const clattn__class *k, const clattn__config *c) {
+  unsigned s = 10 * steps(c->bq, 64) + 10 * steps(c->bkv, k->d > 128 ? 32 : 64);
+  return (dev->mma_emulated ? 3000 : 0) + s + (c->pad ? 0 : 5);
+}
+
+void clattn__mma_half_defines(const clattn__family *f, const clattn__device *dev,
+                              const clattn__class *k, const clattn__config *c, char *out,
+                              size_t len) {
+  snprintf(out, len, "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DPAD=%u -DCAUSAL=%u%s", k->d,
+           k->dv, c->bq, c->bkv, c->pad ? 1u : 0u, k->causal,
+           dev->mma_emulated ? " -DMMA_EMULATE=1 -DSCRATCH=" CLATTN__STR(CLATTN__MMA_SCRATCH) : "");
+}
+
+void clattn__mma_half_reason(const clattn__family *f, const clattn__device *dev,
+                             const clattn__class *k, const clattn__config *c, char *out,
+                             size_t len) {
+  snprintf(out, len,
+           "%s: tensor cores in half storage (mma.sync m16n8k16, fp32 accumulators), %.1f of "
+           "%.1f KiB local memory, %u warps of 16 rows, %u-key tiles",
+           f->name, clattn__mma_half_local(dev, k, c) / 1024.0, dev->local_mem / 1024.0, c->bq / 16,
+           c->bkv);
+}

@@ -1,0 +1,66 @@
+/* The tensor-core forward in half storage (forward_mma_half), forced by an override on shapes of
+ * every kind the shape list has, with mma.sync m16n8k16 emulated (CLATTN_MMA_EMULATE) where the
+ * device has no tensor cores: fp16 on most, bf16 on a few. The bar is test_half.c's: the double
+ * reference of the same half inputs against the naive same-precision implementation, + 1e-4;
+ * outputs start NaN. Emulated kernels compile slowly on PoCL (seconds each), so the list is
+ * short and each shape takes one config; together the configs cover one to eight warps, key
+ * tiles of 16 to 128 and both paddings. */
+#include "common.h"
+
+/* Before Criterion forks its tests, so that every context sees it. */
+__attribute__((constructor)) static void emulate_mma(void) {
+  setenv("CLATTN_MMA_EMULATE", "1", 1);
+}
+
+static void run(clattn_dtype t, size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d,
+                size_t dv, unsigned flags, int bhsd, size_t offset, int lse, unsigned bq,
+                unsigned bkv, unsigned pad) {
+  clattn_problem p = {b, hq, hkv, nq, nkv, d, dv, t, 0.0f, flags, CLATTN_ALGO_FUSED};
+  clattn_config c = {.kernel = "forward_mma_half", .threads_per_row = 1, .rows_per_item = 1};
+  c.block_q = bq, c.block_kv = bkv, c.stage_kv = 1, c.pad = pad;
+  test_forward_shape(&p, bhsd, offset, lse, &c);
+}
+
+enum { BSHD = 0, BHSD = 1, NOLSE = 0, LSE = 1 };
+#define C CLATTN_CAUSAL
+#define F16 CLATTN_F16
+#define BF16 CLATTN_BF16
+
+/*                                              b  hq hkv   nq   nkv    d   dv flags layout off lse
+ *                                              BQ BKV pad */
+Test(forward_mma_half, f16_d1_len1) {
+  run(F16, 1, 1, 0, 1, 1, 1, 0, 0, BSHD, 0, LSE, 16, 16, 1);
+}
+Test(forward_mma_half, f16_d59_len17) {
+  run(F16, 2, 3, 0, 17, 17, 59, 0, 0, BSHD, 0, NOLSE, 32, 32, 0);
+}
+Test(forward_mma_half, f16_d111_113x203_bhsd) {
+  run(F16, 1, 2, 0, 113, 203, 111, 0, 0, BHSD, 0, LSE, 64, 64, 1);
+}
+Test(forward_mma_half, f16_d128_causal_q_shorter) {
+  run(F16, 1, 2, 0, 113, 203, 128, 0, C, BSHD, 0, LSE, 64, 32, 1);
+}
+Test(forward_mma_half, f16_causal_q_longer_rows_without_keys) {
+  run(F16, 1, 2, 0, 203, 113, 64, 0, C, BSHD, 0, LSE, 128, 16, 1);
+}
+Test(forward_mma_half, f16_gqa_dv_larger) {
+  run(F16, 2, 4, 2, 45, 61, 32, 100, 0, BSHD, 0, LSE, 32, 128, 1);
+}
+Test(forward_mma_half, f16_dv_smaller_causal_bhsd) {
+  run(F16, 1, 2, 0, 61, 45, 100, 32, C, BHSD, 0, NOLSE, 16, 32, 0);
+}
+Test(forward_mma_half, f16_offset_odd) {
+  run(F16, 2, 3, 0, 33, 41, 40, 0, 0, BSHD, 37, LSE, 64, 16, 0);
+}
+Test(forward_mma_half, f16_empty_kv) {
+  run(F16, 2, 2, 0, 7, 0, 32, 0, 0, BSHD, 0, LSE, 64, 64, 1);
+}
+Test(forward_mma_half, bf16_d59_len17) {
+  run(BF16, 2, 3, 0, 17, 17, 59, 0, 0, BSHD, 0, LSE, 64, 64, 1);
+}
+Test(forward_mma_half, bf16_causal_gqa_offset_bhsd) {
+  run(BF16, 1, 2, 2, 31, 29, 17, 0, C, BHSD, 5, LSE, 32, 16, 1);
+}
+Test(forward_mma_half, bf16_d256_causal_mqa) {
+  run(BF16, 1, 2, 1, 80, 70, 256, 0, C, BSHD, 3, LSE, 32, 32, 1);
+}
