@@ -105,7 +105,7 @@ typedef struct clattn_problem {
   size_t head_dim_v;  /* of V and O, 1..256 */
   clattn_dtype dtype; /* storage of q, k, v, o (and the gradients): CLATTN_F32, or CLATTN_F16 /
                          CLATTN_BF16 (16-bit elements; offsets and strides still count
-                         elements) on the fused forward's portable kernels for now;
+                         elements) on the portable fused kernels and the standard path;
                          accumulation and LSE are always fp32 */
   float scale;
   unsigned flags;             /* CLATTN_CAUSAL */
@@ -195,9 +195,9 @@ CLATTN_API const char *clattn_last_error(const clattn_context *ctx);
  * and is NULL on error, when nothing is left enqueued.
  * Errors: INVALID_ARGUMENT (NULL pointer, zero head_dim, heads_q not a multiple of heads_kv, a
  * view outside its buffer, overlapping output, size overflow, an unknown algorithm),
- * UNSUPPORTED (F16/BF16 on the standard path, i.e. CLATTN_ALGO_STANDARD or head dims above 256;
- * head_dim > 256 with CLATTN_ALGO_FUSED; the standard algorithm on an
- * out-of-order queue or with element indices of 2^31 and above, which CLBlast cannot address),
+ * UNSUPPORTED (head_dim > 256 with CLATTN_ALGO_FUSED; the standard algorithm on an
+ * out-of-order queue or, in CLATTN_F32 storage, with element indices of 2^31 and above, which
+ * CLBlast cannot address: half views reach it as fp32 copies),
  * BUILD, OPENCL, OUT_OF_RESOURCES (the standard path's workspace for one head does not fit: the
  * message names the bytes needed and available). Thread safe. */
 CLATTN_API clattn_status clattn_forward(clattn_context *ctx, const clattn_problem *problem,
