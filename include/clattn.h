@@ -232,10 +232,13 @@ typedef struct clattn_config {
   char kernel[32];          /* kernel variant: "forward_rows" (one query row per work-item,
                                or a few sharing it), "forward_tiles" (register-tiled: each
                                work-item owns rows_per_item rows x block_kv/threads_per_row keys
-                               of S) or "forward_mma" (NVIDIA tensor cores, compute capability
+                               of S), "forward_mma" (NVIDIA tensor cores, compute capability
                                8.0+: a warp per 16 query rows, block_q a multiple of 16,
                                block_kv of 8, threads_per_row 1; rows_per_item unused, pad != 0
-                               pads the local rows against bank conflicts); "" means
+                               pads the local rows against bank conflicts; fp32 storage only)
+                               or "forward_mma_half" (the same in CLATTN_F16 and CLATTN_BF16
+                               storage only, mma.sync f16/bf16 with fp32 accumulation: block_kv
+                               a multiple of 16, stage_kv 1, vector_width 1); "" means
                                forward_rows. For clattn_backward's kernels: "backward_rows" (a
                                work-item per key or query row) or "backward_mma" (NVIDIA tensor
                                cores, a warp per 16 keys or rows, blocks multiples of 16, head
