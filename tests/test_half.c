@@ -3,9 +3,11 @@
  * same-precision implementation (S, P and O rounded to the type, fp32 sums), + 1e-4. Outputs
  * start NaN in their own type. Not a cross product: fp16 on shapes of every kind the list has,
  * bf16 on a few, each through the device's plan (forward_tiles on PoCL) and forward_rows forced;
- * and what is not there yet (standard path, tensor cores, tuning) says so. */
+ * and what is not there yet (standard path, tensor cores) says so. */
 #include "common.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void run(clattn_dtype t, size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d,
@@ -75,22 +77,27 @@ Test(half, bf16_rows) {
 
 /* What half storage lacks so far says so, and the context stays usable. */
 Test(half, not_yet_rejected) {
+  setenv("CLATTN_MMA_EMULATE", "1", 1); /* tensor cores, emulated: read at context creation */
   clattn_context *ctx = test_context(NULL);
   clattn_problem p = {1, 2, 0, 16, 16, 64, 0, CLATTN_F16, 0.0f, 0, CLATTN_ALGO_FUSED};
   /* The tensor-core backward, as an override (suite backward_half has the portable one). */
   clattn_config bmma = {.kernel = "backward_mma", .block_q = 32, .block_kv = 32};
   cr_assert_eq(clattn_override_config(ctx, &p, &bmma), CLATTN_ERR_INVALID_ARGUMENT);
   cr_assert(strstr(clattn_last_error(ctx), "CLATTN_F16 storage"), "%s", clattn_last_error(ctx));
-  /* The tensor-core forward, as an override. */
+  /* The tensor-core forward: forward_mma stays fp32 (3xTF32), forward_mma_half computes half
+   * storage (suite forward_mma_half). */
   clattn_config mma = test_mma_config(64, 32);
   cr_assert_eq(clattn_override_config(ctx, &p, &mma), CLATTN_ERR_INVALID_ARGUMENT);
   cr_assert(strstr(clattn_last_error(ctx), "CLATTN_F16 storage"), "%s", clattn_last_error(ctx));
-  /* Tuning. */
-  clattn_tune_options opt = {0};
-  clattn_tune_result r;
-  opt.budget_seconds = 1, opt.dry_run = 1;
-  cr_assert_eq(clattn_tune(ctx, &p, &opt, &r), CLATTN_ERR_UNSUPPORTED);
-  cr_assert(strstr(clattn_last_error(ctx), "CLATTN_F16"), "%s", clattn_last_error(ctx));
+  clattn_config mma_half = mma;
+  snprintf(mma_half.kernel, sizeof mma_half.kernel, "forward_mma_half");
+  cr_assert_eq(clattn_override_config(ctx, &p, &mma_half), CLATTN_OK, "%s", clattn_last_error(ctx));
+  p.dtype = CLATTN_BF16;
+  cr_assert_eq(clattn_override_config(ctx, &p, &mma_half), CLATTN_OK, "%s", clattn_last_error(ctx));
+  p.dtype = CLATTN_F32;
+  cr_assert_eq(clattn_override_config(ctx, &p, &mma_half), CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(ctx), "CLATTN_F32 storage"), "%s", clattn_last_error(ctx));
+  p.dtype = CLATTN_F16;
   test_context_still_works(ctx);
   clattn_context_destroy(ctx);
 }

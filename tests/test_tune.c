@@ -203,8 +203,9 @@ Test(tune, both_variants_are_measured) {
   cr_assert_eq(clattn_tune(ctx, &p, &opt, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
   cr_assert_gt(v.rows, 0);
   cr_assert_gt(v.tiles, 0, "the register-tiled variant was never tried");
-  /* (960 forward_rows + 1920 forward_tiles) x 2 widths + 320 forward_mma (illegal on PoCL) */
-  cr_assert_eq(r.space, 5920);
+  /* (960 forward_rows + 1920 forward_tiles) x 2 widths + 320 forward_mma + 32 forward_mma_half
+   * (both illegal on PoCL) */
+  cr_assert_eq(r.space, 5952);
   clattn_context_destroy(ctx);
 }
 
@@ -223,9 +224,9 @@ Test(tune, backward_wrong_candidate_and_winner_used) {
   char dir[64], wrong[256];
   snprintf(wrong, sizeof wrong,
            "for (uint c = 0; c < DV; c++) /* test-only: wrong */\n"
-           "  dv[vb_out + c] = dvj[c] * (BQ == %u && BKV == %u ? 1.01f : 1.0f);\n",
+           "  STS(dv + vb_out + c, dvj[c] * (BQ == %u && BKV == %u ? 1.01f : 1.0f));\n",
            h.backward.block_q, h.backward.block_kv);
-  test_kernel_dir(dir, sizeof dir, "dv[vb_out + c] = dvj[c];", wrong, 1);
+  test_kernel_dir(dir, sizeof dir, "STS(dv + vb_out + c, dvj[c]);", wrong, 1);
   clattn_context *ctx = test_context(dir);
   clattn_tune_options opt = {0};
   opt.budget_seconds = 30, opt.max_candidates = 3, opt.backward = 1; /* stops after 3 */
@@ -266,5 +267,48 @@ Test(tune, backward_bad_input) {
   cr_assert_eq(clattn_tune(ctx, &p, &opt, &r), CLATTN_ERR_INVALID_ARGUMENT);
   cr_assert(strstr(clattn_last_error(ctx), "seqlen_kv is 0"), "%s", clattn_last_error(ctx));
   test_context_still_works(ctx);
+  clattn_context_destroy(ctx);
+}
+
+/* Half storage: the forward's gate rejects an fp16 candidate 1% wrong (fp16's naive error is far
+ * below that; bf16's is not, which is the rule's and not the tuner's), and the winner serves the
+ * fp16 class only; the backward tunes a bf16 class and its entry is used. */
+Test(tune, half_classes) {
+  clattn_problem p = small_problem();
+  p.dtype = CLATTN_F16;
+  clattn_plan_info h;
+  char dir[64], wrong[512], is_h[160];
+  heuristic_condition(&p, &h, is_h, sizeof is_h);
+  snprintf(wrong, sizeof wrong,
+           "%s    const float inv = 1.01f / l; /* test-only: wrong */\n#else\n"
+           "    const float inv = l > 0.0f ? 1.0f / l : 0.0f;\n#endif\n",
+           is_h);
+  test_kernel_dir(dir, sizeof dir, "const float inv = l > 0.0f ? 1.0f / l : 0.0f;", wrong, 1);
+  clattn_context *ctx = test_context(dir);
+  clattn_tune_options opt = {0};
+  opt.budget_seconds = 30, opt.max_candidates = 3;
+  clattn_tune_result r;
+  cr_assert_eq(clattn_tune(ctx, &p, &opt, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_geq(r.disqualified, 1, "report: %s", r.report);
+  cr_assert(strstr(r.report, "wrong result"), "report: %s", r.report);
+  cr_assert(r.saved);
+  clattn_plan_info info;
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
+  cr_assert_str_eq(info.origin, "tuned");
+  clattn_problem f32 = small_problem();
+  cr_assert_eq(clattn_explain(ctx, &f32, &info), CLATTN_OK);
+  cr_assert_str_neq(info.origin, "tuned", "an fp16 entry must not serve fp32");
+  clattn_context_destroy(ctx);
+  test_kernel_dir_remove(dir);
+  /* The backward, bf16, on the right kernels (this folder's forward is wrong, and the backward
+   * tuner's gate refuses inputs made by a wrong forward). */
+  ctx = test_context(NULL);
+  p.dtype = CLATTN_BF16, p.flags = CLATTN_CAUSAL;
+  opt.backward = 1, opt.max_candidates = 2;
+  cr_assert_eq(clattn_tune(ctx, &p, &opt, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_eq(r.disqualified, 0, "report: %s", r.report);
+  cr_assert(r.saved);
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
+  cr_assert_str_eq(info.backward_origin, "tuned");
   clattn_context_destroy(ctx);
 }

@@ -156,9 +156,9 @@ Test(tune_trust, forward_every_row_of_the_small_problem_is_checked) {
  * does not have: the timed problem's sampled key rows catch it. */
 Test(tune_trust, backward_sampled_rows_of_the_timed_problem_are_checked) {
   char dir[64];
-  test_kernel_dir(dir, sizeof dir, "dv[vb_out + c] = dvj[c];",
+  test_kernel_dir(dir, sizeof dir, "STS(dv + vb_out + c, dvj[c]);",
                   "for (uint c = 0; c < DV; c++) /* test-only: wrong */\n"
-                  "  dv[vb_out + c] = dvj[c] * (j >= 211 ? 1.01f : 1.0f);\n",
+                  "  STS(dv + vb_out + c, dvj[c] * (j >= 211 ? 1.01f : 1.0f));\n",
                   1);
   clattn_context *ctx = test_context(dir);
   clattn_problem p = {0};

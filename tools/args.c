@@ -264,7 +264,7 @@ int args_config(const args *a, clattn_config *c) {
   return bad ? args_bad(a, bad) : 1;
 }
 
-static const char *const dtypes[] = {"f32", "f16", "bf16"}; /* CLATTN_F32, _F16, _BF16 */
+const char *const args_dtypes[3] = {"f32", "f16", "bf16"}; /* CLATTN_F32, _F16, _BF16 */
 static const char *const algos[] = {"auto", "fused", "standard"};
 
 int args_problem(const args *a, int id, clattn_problem *p) {
@@ -308,7 +308,7 @@ int args_problem(const args *a, int id, clattn_problem *p) {
     if (ok) p->scale = (float)v;
     break;
   case OPT_DTYPE:
-    if ((ok = args_choice(a, dtypes, 3, &k))) p->dtype = (clattn_dtype)k;
+    if ((ok = args_choice(a, args_dtypes, 3, &k))) p->dtype = (clattn_dtype)k;
     break;
   case OPT_ALGORITHM:
     if ((ok = args_choice(a, algos, 3, &k))) p->algorithm = (clattn_algorithm)k;

@@ -44,6 +44,8 @@ enum {
     "device", required_argument, NULL, OPT_DEVICE                                                  \
   }
 extern const char problem_flags_help[];
+/* --dtype's values, in clattn_dtype's order. */
+extern const char *const args_dtypes[3];
 
 enum { ARGS_END = -1, ARGS_BAD = -2 };
 

@@ -20,6 +20,7 @@ typedef struct bench_row {
   size_t seqlen, head_dim, batch, heads;
   int causal;
   int backward;                       /* timed forward + backward */
+  int dtype;                          /* clattn_dtype of the tensors */
   double flops;                       /* FlashAttention convention */
   double fused_bytes, standard_bytes; /* modelled global-memory traffic */
   double io_bound;                    /* N^2 d^2 / M */

@@ -19,6 +19,8 @@ static void usage(FILE *f) {
              "  --csv | --json     machine-readable output instead of the table\n"
              "  --plot FILE.png    time and modelled traffic against N (gnuplot)\n"
              "  --config K/BQ/BKV/TPR/RM/STAGE/PAD[/VEC]  force the fused config (as clattn run)\n"
+             "  --dtype f32|f16|bf16  storage of Q, K, V, O and the gradients (f32; the host\n"
+             "                     column is fp32's alone)\n"
              "  --backward         time forward + backward (FLOPs 3.5x the forward's; the host\n"
              "                     column and the traffic columns stay forward-only)\n"
              "  --bandwidth        also check the traffic model: a copy kernel's bandwidth beside\n"
@@ -59,6 +61,7 @@ static const struct option bench_options[] = {{"seqlen", required_argument, NULL
                                               {"backward", no_argument, NULL, OPT_BACKWARD},
                                               {"bandwidth", no_argument, NULL, OPT_BANDWIDTH},
                                               {"plot", required_argument, NULL, OPT_PLOT},
+                                              {"dtype", required_argument, NULL, OPT_DTYPE},
                                               {"help", no_argument, NULL, 'h'},
                                               {NULL, 0, NULL, 0}};
 static const char *const causal_names[] = {"off", "on", "both"};
@@ -140,6 +143,9 @@ int bench_parse(int argc, char **argv, bench_opts *o) {
       break;
     case OPT_PLOT:
       o->plot = a.val;
+      break;
+    case OPT_DTYPE:
+      if ((ok = args_choice(&a, args_dtypes, 3, &k))) o->dtype = (clattn_dtype)k;
       break;
     case OPT_DEVICE:
       setenv("CLATTN_DEVICE", a.val, 1);

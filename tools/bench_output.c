@@ -26,6 +26,8 @@ void bench_print_table(const bench_row *rows, size_t n, const char *device) {
   int show[COLS];
   for (int c = 0; c < COLS; c++) show[c] = any_ran(rows, n, c);
   printf("device: %s\n", device);
+  static const char *const storage[] = {"fp32", "fp16", "bf16"};
+  if (n) printf("storage: %s\n", storage[rows[0].dtype % 3]);
   if (n && rows[0].backward)
     printf("timed: forward + backward (FLOPs 3.5x the forward's); traffic and IO bound: the "
            "forward pass\n");
@@ -131,7 +133,9 @@ void bench_print_json(const bench_row *rows, size_t n, const char *device, const
   printf(", \"rows\": [\n");
   for (size_t i = 0; i < n; i++) {
     const bench_row *r = &rows[i];
-    printf("  {\"backward\": %s, ", r->backward ? "true" : "false");
+    static const char *const storage[] = {"f32", "f16", "bf16"};
+    printf("  {\"backward\": %s, \"dtype\": \"%s\", ", r->backward ? "true" : "false",
+           storage[r->dtype % 3]);
     printf("\"seqlen\": %zu, \"head_dim\": %zu, \"causal\": %s, \"batch\": %zu, \"heads\": %zu, "
            "\"flops\": %.6g, \"fused_bytes\": %.6g, \"standard_bytes\": %.6g, "
            "\"io_bound_bytes\": %.6g, \"fused_config\": ",

@@ -37,13 +37,17 @@ static void data_free(data *x) {
     if (m[i]) clReleaseMemObject(m[i]);
 }
 
-static cl_mem upload(clattn_context *ctx, const float *host, size_t n, cl_int *err) {
+/* n elements of storage t on the device, from host floats (half: rounded) or uninitialised. */
+static cl_mem upload(clattn_context *ctx, clattn_dtype t, const float *host, size_t n,
+                     cl_int *err) {
   if (*err != CL_SUCCESS) return NULL;
-  cl_mem m = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_WRITE, n * sizeof(float),
-                            NULL, err);
+  size_t bytes = n * check_elem_size(t);
+  cl_mem m = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_WRITE, bytes, NULL, err);
+  void *bits = host ? check_pack(t, host, n) : NULL;
   if (*err == CL_SUCCESS && host)
-    *err = clEnqueueWriteBuffer(clattn_context_queue(ctx), m, CL_TRUE, 0, n * sizeof(float), host,
-                                0, NULL, NULL);
+    *err = clEnqueueWriteBuffer(clattn_context_queue(ctx), m, CL_TRUE, 0, bytes,
+                                bits ? bits : (const void *)host, 0, NULL, NULL);
+  free(bits);
   return m;
 }
 
@@ -66,14 +70,15 @@ static int data_make(clattn_context *ctx, const clattn_problem *p, int host, int
   ref_fill_normal(x->hk, nq, &rng);
   ref_fill_normal(x->hv, nq, &rng);
   cl_int err = CL_SUCCESS;
-  x->q = upload(ctx, x->hq, nq, &err), x->k = upload(ctx, x->hk, nq, &err);
-  x->v = upload(ctx, x->hv, nq, &err);
-  x->o[0] = upload(ctx, NULL, nq, &err), x->o[1] = upload(ctx, NULL, nq, &err);
+  clattn_dtype t = p->dtype;
+  x->q = upload(ctx, t, x->hq, nq, &err), x->k = upload(ctx, t, x->hk, nq, &err);
+  x->v = upload(ctx, t, x->hv, nq, &err);
+  x->o[0] = upload(ctx, t, NULL, nq, &err), x->o[1] = upload(ctx, t, NULL, nq, &err);
   if (backward) {
-    x->lse = upload(ctx, NULL, p->batch * p->heads_q * n, &err);
-    x->g = upload(ctx, x->hv, nq, &err); /* any data will do for dO */
-    x->dq = upload(ctx, NULL, nq, &err), x->dk = upload(ctx, NULL, nq, &err);
-    x->dv = upload(ctx, NULL, nq, &err);
+    x->lse = upload(ctx, CLATTN_F32, NULL, p->batch * p->heads_q * n, &err);
+    x->g = upload(ctx, t, x->hv, nq, &err); /* any data will do for dO */
+    x->dq = upload(ctx, t, NULL, nq, &err), x->dk = upload(ctx, t, NULL, nq, &err);
+    x->dv = upload(ctx, t, NULL, nq, &err);
   }
   if (err != CL_SUCCESS) {
     snprintf(why, len, "cannot allocate the tensors on the device (OpenCL error %d)", err);
@@ -114,13 +119,12 @@ static void summarize(double *ms, int n, bench_time *t) {
   t->ran = 1, t->median_ms = ms[n / 2], t->min_ms = ms[0], t->max_ms = ms[n - 1];
 }
 
-static double max_diff(clattn_context *ctx, data *x, size_t n) {
+static double max_diff(clattn_context *ctx, clattn_dtype t, data *x, size_t n) {
   float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
   double m = -1.0;
   cl_command_queue q = clattn_context_queue(ctx);
-  if (a && b &&
-      clEnqueueReadBuffer(q, x->o[0], CL_TRUE, 0, n * sizeof *a, a, 0, NULL, NULL) == CL_SUCCESS &&
-      clEnqueueReadBuffer(q, x->o[1], CL_TRUE, 0, n * sizeof *b, b, 0, NULL, NULL) == CL_SUCCESS) {
+  if (a && b && check_read(q, x->o[0], t, a, n, 0, NULL) == CL_SUCCESS &&
+      check_read(q, x->o[1], t, b, n, 0, NULL) == CL_SUCCESS) {
     m = 0.0;
     for (size_t i = 0; i < n; i++) {
       double e = fabs((double)a[i] - b[i]);
@@ -136,6 +140,8 @@ static void bench_one(clattn_context *ctx, const bench_opts *o, int host_ok, ben
   clattn_problem p = {0};
   p.batch = r->batch, p.heads_q = r->heads, p.seqlen_q = p.seqlen_kv = r->seqlen;
   p.head_dim = r->head_dim, p.flags = r->causal ? CLATTN_CAUSAL : 0;
+  p.dtype = o->dtype;
+  r->dtype = (int)o->dtype;
   clattn_plan_info info;
   r->max_diff = -1.0;
   /* A forced config that does not fit takes out the fused column only. */
@@ -155,18 +161,23 @@ static void bench_one(clattn_context *ctx, const bench_opts *o, int host_ok, ben
            info.block_q, info.block_kv, info.threads_per_row, info.rows_per_item, info.origin);
   size_t elems = r->batch * r->seqlen * r->heads * r->head_dim;
   /* Q, K, V, O; with the backward also dO, dQ, dK, dV (and rows of LSE and D). */
-  double rows = (double)r->batch * r->heads * r->seqlen * sizeof(float);
-  double tensors =
-      o->backward ? 8.0 * elems * sizeof(float) + 2 * rows : 4.0 * elems * sizeof(float);
+  double rows = (double)r->batch * r->heads * r->seqlen * sizeof(float),
+         es = (double)check_elem_size(o->dtype);
+  double tensors = o->backward ? 8.0 * elems * es + 2 * rows : 4.0 * elems * es;
   r->peak_bytes[COL_FUSED] = tensors;
   r->peak_bytes[COL_STANDARD] =
       tensors + (double)(o->backward ? info.standard_backward_workspace_bytes
                                      : info.standard_workspace_bytes);
   r->peak_bytes[COL_HOST] = tensors + (double)r->seqlen * r->seqlen * sizeof(float);
-  int run[COLS] = {o->want[0] && fused_ok, o->want[1], o->want[2] && host_ok && !o->backward};
+  /* The host column is an fp32 loop (OpenBLAS): no peer for half storage. */
+  int host_dtype_ok = o->dtype == CLATTN_F32;
+  int run[COLS] = {o->want[0] && fused_ok, o->want[1],
+                   o->want[2] && host_ok && host_dtype_ok && !o->backward};
   if (o->want[COL_HOST] && o->backward)
     snprintf(r->t[COL_HOST].why, sizeof r->t[COL_HOST].why, "no host backward");
-  if (o->want[COL_HOST] && !host_ok)
+  if (o->want[COL_HOST] && !host_dtype_ok)
+    snprintf(r->t[COL_HOST].why, sizeof r->t[COL_HOST].why, "the host column is fp32 only");
+  else if (o->want[COL_HOST] && !host_ok)
     snprintf(r->t[COL_HOST].why, sizeof r->t[COL_HOST].why, "%s",
              bench_host_available() ? "GPU device: host column is for CPUs"
                                     : "built without OpenBLAS");
@@ -243,7 +254,8 @@ static void bench_one(clattn_context *ctx, const bench_opts *o, int host_ok, ben
     if (run[c]) summarize(ms[c], o->repeat, &r->t[c]);
     free(ms[c]);
   }
-  if (run[COL_FUSED] && run[COL_STANDARD] && !o->backward) r->max_diff = max_diff(ctx, &x, elems);
+  if (run[COL_FUSED] && run[COL_STANDARD] && !o->backward)
+    r->max_diff = max_diff(ctx, o->dtype, &x, elems);
   data_free(&x);
 }
 

@@ -20,7 +20,8 @@ static void tune_usage(FILE *f) {
              "  --head-dims LIST   head dims to tune (64,128)\n"
              "  --causal-list LIST 0,1 for non-causal and causal (0,1)\n"
              "  --seqlens LIST     sequence lengths; each falls in a bucket (1024)\n"
-             "  --batch B (1)  --heads H (8)  --head-dim-v D (head dim)  --dtype f32\n"
+             "  --batch B (1)  --heads H (8)  --head-dim-v D (head dim)\n"
+             "  --dtype f32|f16|bf16  storage of the classes (f32)\n"
              "  --budget SECONDS   bound of the whole run, split over the classes (120)\n"
              "  --max-candidates N per class (no limit)\n"
              "  --db PATH          tuning database (default: the context's, see README)\n"
@@ -118,7 +119,6 @@ static const struct option tune_options[] = {
     {"verbose", no_argument, NULL, OPT_VERBOSE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
-static const char *const tune_dtypes[] = {"f32"};
 static const size_t def_dims[] = {64, 128}, def_causal[] = {0, 1}, def_seqs[] = {1024};
 
 typedef struct {
@@ -127,6 +127,7 @@ typedef struct {
   double budget;
   const char *db;
   int json, force;
+  clattn_dtype dtype; /* --dtype: every class's storage */
 } tune_opts;
 
 /* 0: tune; 1: --help was printed; -1: a usage error (a message was printed). */
@@ -167,7 +168,7 @@ static int parse(int argc, char **argv, tune_opts *o, clattn_tune_options *opt,
       ok = args_size(&a, 0, UINT_MAX, &o->max_cand);
       break;
     case OPT_DTYPE:
-      ok = args_choice(&a, tune_dtypes, 1, &k);
+      if ((ok = args_choice(&a, args_dtypes, 3, &k))) o->dtype = (clattn_dtype)k;
       break;
     case OPT_DEVICE:
       setenv("CLATTN_DEVICE", a.val, 1);
@@ -249,7 +250,8 @@ static void print_result(const tune_opts *o, const clattn_tune_options *opt,
   config_text(&r->best, best, sizeof best);
   double speedup = r->heuristic_ms > 0 && r->best_ms > 0 ? r->heuristic_ms / r->best_ms : 0;
   if (o->json) {
-    printf("%s\n {\"pass\": \"%s\", \"head_dim\": %zu, \"causal\": %s, \"seqlen\": %zu, "
+    printf("%s\n {\"pass\": \"%s\", \"dtype\": \"%s\", \"head_dim\": %zu, \"causal\": %s, "
+           "\"seqlen\": %zu, "
            "\"seqlen_bucket\": %u, "
            "\"heuristic_ms\": %.6g, \"tuned_ms\": %.6g, \"speedup\": %.4g, "
            "\"config\": {\"kernel\": \"%s\", \"block_q\": %u, \"block_kv\": %u, "
@@ -257,21 +259,22 @@ static void print_result(const tune_opts *o, const clattn_tune_options *opt,
            "\"local_mem\": %zu, \"local_mem_available\": "
            "%zu, \"private_mem\": %zu, \"margin\": %.4g, \"tried\": %u, "
            "\"disqualified\": %u, \"pruned\": %u, \"elapsed_s\": %.3g, \"saved\": %s",
-           first ? "" : ",", opt->backward ? "backward" : "forward", d, causal ? "true" : "false",
-           n, r->seqlen_bucket, r->heuristic_ms, r->best_ms, speedup, r->best.kernel,
-           r->best.block_q, r->best.block_kv, r->best.threads_per_row, r->best.rows_per_item,
-           r->best.stage_kv, r->best.pad, r->local_mem_bytes, r->local_mem_available,
-           r->private_mem_bytes, r->margin, r->tried, r->disqualified, r->pruned, r->elapsed_s,
-           r->saved ? "true" : "false");
+           first ? "" : ",", opt->backward ? "backward" : "forward", args_dtypes[o->dtype], d,
+           causal ? "true" : "false", n, r->seqlen_bucket, r->heuristic_ms, r->best_ms, speedup,
+           r->best.kernel, r->best.block_q, r->best.block_kv, r->best.threads_per_row,
+           r->best.rows_per_item, r->best.stage_kv, r->best.pad, r->local_mem_bytes,
+           r->local_mem_available, r->private_mem_bytes, r->margin, r->tried, r->disqualified,
+           r->pruned, r->elapsed_s, r->saved ? "true" : "false");
     if (error) printf(", \"error\": "), json_string(error);
     printf("}");
   } else {
     if (header)
       printf("%-32s %10s %10s %8s  %-34s %-16s %8s %s\n", "class", "heuristic", "tuned", "speedup",
              "config", "local memory", "margin", "tried/disq./pruned");
-    char cls[48], mem[32];
-    snprintf(cls, sizeof cls, "d=%zu %s N=%zu (bucket %u)%s", d, causal ? "causal" : "full", n,
-             r->seqlen_bucket, opt->backward ? " bwd" : "");
+    char cls[64], mem[32];
+    snprintf(cls, sizeof cls, "d=%zu %s N=%zu (bucket %u)%s%s%s", d, causal ? "causal" : "full", n,
+             r->seqlen_bucket, o->dtype ? " " : "", o->dtype ? args_dtypes[o->dtype] : "",
+             opt->backward ? " bwd" : "");
     snprintf(mem, sizeof mem, "%.1f/%.0f KiB", r->local_mem_bytes / 1024.0,
              r->local_mem_available / 1024.0);
     char heur_ms[24] = "n/a", gain[16] = "n/a"; /* disqualified or not reached */
@@ -305,8 +308,10 @@ static int tune_class(tune_run *t, size_t d, int causal, size_t n) {
   clattn_problem p = {0};
   p.batch = o->batch, p.heads_q = o->heads, p.seqlen_q = p.seqlen_kv = n;
   p.head_dim = d, p.head_dim_v = o->dv, p.flags = causal ? CLATTN_CAUSAL : 0;
-  char cls[64];
-  snprintf(cls, sizeof cls, "d=%zu %s N=%zu%s", d, causal ? "causal" : "full", n,
+  p.dtype = o->dtype;
+  char cls[80];
+  snprintf(cls, sizeof cls, "d=%zu %s N=%zu%s%s%s", d, causal ? "causal" : "full", n,
+           o->dtype ? " " : "", o->dtype ? args_dtypes[o->dtype] : "",
            opt->backward ? " backward" : "");
   clattn_plan_info have;
   if (!o->force && clattn_explain(t->ctx, &p, &have) == CLATTN_OK &&

@@ -199,7 +199,10 @@ void ref_row_f32(const clattn_problem *p, ref_view q, ref_view k, ref_view v, si
                  size_t i, float *o_row, float *lse) {
   dims s = dims_of(p);
   float *sc = malloc((s.nkv ? s.nkv : 1) * sizeof *sc);
-  if (sc) row_f32(&s, q, k, v, b, h, i, sc, o_row, lse);
+  if (sc && s.dtype == CLATTN_F32)
+    row_f32(&s, q, k, v, b, h, i, sc, o_row, lse);
+  else if (sc)
+    row_half(&s, q, k, v, b, h, i, sc, o_row, lse);
   free(sc);
 }
 

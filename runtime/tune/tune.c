@@ -416,10 +416,6 @@ clattn_status clattn_tune(clattn_context *ctx, const clattn_problem *problem,
     st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
                       "cannot tune an empty problem (batch, heads_q or seqlen_q is 0)");
   clattn__pass pass = opt->backward ? CLATTN__BACKWARD : CLATTN__FORWARD;
-  if (st == CLATTN_OK && b.s.dtype != CLATTN_F32)
-    st = clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
-                      "tuning %s storage is not supported yet: the tuner's problems are CLATTN_F32",
-                      clattn__dtype_name(b.s.dtype));
   if (st == CLATTN_OK && pass == CLATTN__BACKWARD && !b.s.seqlen_kv)
     st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
                       "cannot tune the backward of a problem without keys (seqlen_kv is 0)");

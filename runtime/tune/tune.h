@@ -22,8 +22,15 @@ clattn__shape clattn__tune_small_shape(const clattn__shape *s);
 clattn_problem clattn__tune_problem_of(const clattn__shape *s);
 /* Keys row i of a shape sees (causal: bottom-right aligned). */
 size_t clattn__tune_visible(const clattn__shape *s, size_t i);
-/* Fills n floats of buf with NaN on queue (not waited for). */
+/* Fills n floats of buf with NaN on queue (not waited for); _as: n elements of storage t. */
 cl_int clattn__tune_poison(cl_command_queue queue, cl_mem buf, size_t n);
+cl_int clattn__tune_poison_as(cl_command_queue queue, cl_mem buf, clattn_dtype t, size_t n);
+/* A tensor of n elements in storage t from host floats (half: rounded to the type, and host
+ * rounded with them, so the references see what the device does). */
+clattn_status clattn__tune_upload(clattn_context *ctx, clattn_dtype t, float *host, size_t n,
+                                  cl_mem *out);
+/* n elements of storage t read back (blocking) as floats. */
+cl_int clattn__tune_read(cl_command_queue queue, cl_mem buf, clattn_dtype t, float *out, size_t n);
 
 /* ---- the forward's (tune_fwd.c) ---- */
 
@@ -64,9 +71,9 @@ typedef struct clattn__bwd_host {
   ref_view q, k, v, d_o;
 } clattn__bwd_host;
 
-/* Row (b, h, i) from scratch, in double and in the naive fp32 loop: dq gets head_dim values;
- * lse and drow the row's log-sum-exp and D = dO . O. scratch holds seqlen_kv + head_dim_v
- * values of the type. */
+/* Row (b, h, i) from scratch, in double and in the naive loop of the shape's storage (half: the
+ * same-precision one): dq gets head_dim values; lse and drow the row's log-sum-exp and D. scratch
+ * holds 2 seqlen_kv + head_dim_v values of the type. */
 void clattn__bwd_row_dq_f64(const clattn__bwd_host *h, size_t b, size_t hq, size_t i,
                             double *scratch, double *dq, double *lse, double *drow);
 void clattn__bwd_row_dq_f32(const clattn__bwd_host *h, size_t b, size_t hq, size_t i,

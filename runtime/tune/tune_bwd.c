@@ -3,7 +3,7 @@
  * double reference), D = rowsum(dO o O) in a buffer of the instance's own (so two instances can
  * coexist), and the double-precision reference gradients, of every row (the small instance) or
  * of sampled query and key rows (the timed one, tune_bwd_rows.c), with DESIGN.md's tolerance
- * (3x the naive fp32 loop's error, plus 1e-6). */
+ * (3x the naive loop's error in the problem's storage, plus 1e-6; half: 1e-4). */
 #include "tune.h"
 
 #include <math.h>
@@ -59,7 +59,7 @@ static clattn_status reference(clattn__bwd_bench *b) {
     for (int i = 0; i < 3; i++) {
       double e = 0;
       for (size_t j = 0; j < b->elems[DQ + i]; j++) e = fmax(e, fabs(naive[i][j] - b->ref[i][j]));
-      b->tol[i] = 3 * e + 1e-6;
+      b->tol[i] = 3 * e + ref_tolerance_floor(b->s.dtype);
     }
   }
   for (int g = 0; g < 3; g++) free(naive[g]);
@@ -105,7 +105,7 @@ static clattn_status sample_rows(clattn__bwd_bench *b, const clattn__plan *fp) {
   m->nk = b->ref[0]
               ? 0
               : spread(s->batch * s->heads_kv * s->seqlen_kv, s->seqlen_kv, s->heads_kv, m->k);
-  size_t scratch_n = s->seqlen_kv + s->dv + 1;
+  size_t scratch_n = 2 * s->seqlen_kv + s->dv + 1; /* scores, dP, O (tune_bwd_rows.c) */
   double *sc64 = malloc(scratch_n * sizeof(double));
   float *sc32 = malloc(scratch_n * sizeof(float)), *r32 = malloc((s->d + s->dv) * sizeof(float));
   m->dq = malloc((m->nq * s->d + 1) * sizeof(double));
@@ -127,7 +127,8 @@ static clattn_status sample_rows(clattn__bwd_bench *b, const clattn__plan *fp) {
     err_in[1] = worse(err_in[1], b->drow_host[r], drow);
     naive_in[1] = worse(naive_in[1], drow32, drow);
   }
-  double tol_in[2] = {2 * naive_in[0] + 1e-6, 2 * naive_in[1] + 1e-6};
+  double floor = ref_tolerance_floor(s->dtype);
+  double tol_in[2] = {2 * naive_in[0] + floor, 2 * naive_in[1] + floor};
   if (st == CLATTN_OK && (!(err_in[0] <= tol_in[0]) || !(err_in[1] <= tol_in[1])))
     st = clattn__fail(b->ctx, CLATTN_ERR_UNSUPPORTED,
                       "the forward plan (%s BQ=%u BKV=%u, %s) that makes the backward tuner's "
@@ -143,7 +144,7 @@ static clattn_status sample_rows(clattn__bwd_bench *b, const clattn__plan *fp) {
     for (size_t c = 0; c < s->d; c++) naive[1] = worse(naive[1], r32[c], dk[c]);
     for (size_t c = 0; c < s->dv; c++) naive[2] = worse(naive[2], r32[s->d + c], dv[c]);
   }
-  for (int g = 0; g < 3; g++) m->tol[g] = 3 * naive[g] + 1e-6;
+  for (int g = 0; g < 3; g++) m->tol[g] = 3 * naive[g] + floor;
   free(sc64), free(sc32), free(r32);
   return st;
 }
@@ -185,7 +186,7 @@ static clattn_status prepare(clattn__bwd_bench *b) {
   clattn_status st = clattn__plan_for_grid(ctx, s, &fp);
   cl_int err = CL_SUCCESS;
   if (st == CLATTN_OK) {
-    err = clattn__tune_poison(ctx->queue, b->t[O].buffer, b->elems[O]);
+    err = clattn__tune_poison_as(ctx->queue, b->t[O].buffer, s->dtype, b->elems[O]);
     if (err == CL_SUCCESS) err = clattn__tune_poison(ctx->queue, b->lse, rows);
     if (err == CL_SUCCESS) err = clattn__tune_poison(ctx->queue, b->drow, rows);
     if (err == CL_SUCCESS) err = clEnqueueBarrierWithWaitList(ctx->queue, 0, NULL, NULL);
@@ -212,8 +213,7 @@ static clattn_status prepare(clattn__bwd_bench *b) {
   if (st == CLATTN_OK && !o)
     st = clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
   if (st == CLATTN_OK) {
-    err = clEnqueueReadBuffer(b->queue, b->t[O].buffer, CL_TRUE, 0, b->elems[O] * sizeof(float), o,
-                              0, NULL, NULL);
+    err = clattn__tune_read(b->queue, b->t[O].buffer, s->dtype, o, b->elems[O]);
     if (err == CL_SUCCESS && rows)
       err = clEnqueueReadBuffer(b->queue, b->lse, CL_TRUE, 0, rows * sizeof(float), b->lse_host, 0,
                                 NULL, NULL);
@@ -247,11 +247,11 @@ static clattn_status alloc(clattn__bwd_bench *b) {
       break;
     }
     b->elems[i] = n;
-    if ((n ? n : 1) * sizeof(float) > b->ctx->device.max_alloc) { /* before malloc, as forward's */
+    if ((n ? n : 1) * s->elem > b->ctx->device.max_alloc) { /* before malloc, as forward's */
       st = clattn__fail(b->ctx, CLATTN_ERR_OUT_OF_RESOURCES,
                         "tuning problem: a tensor of %zu bytes exceeds the device's largest "
                         "allocation (%llu bytes)",
-                        (n ? n : 1) * sizeof(float), (unsigned long long)b->ctx->device.max_alloc);
+                        (n ? n : 1) * s->elem, (unsigned long long)b->ctx->device.max_alloc);
       break;
     }
     b->t[i] = clattn_bhsd(NULL, seq[i], heads[i], dims[i]);
@@ -259,10 +259,11 @@ static clattn_status alloc(clattn__bwd_bench *b) {
     if ((input || output) && (b->host[i] = malloc((n ? n : 1) * sizeof(float))) == NULL)
       st = clattn__fail(b->ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
     if (st == CLATTN_OK && input) ref_fill_normal(b->host[i], n, &rng);
-    if (st == CLATTN_OK)
+    if (st == CLATTN_OK && input)
+      st = clattn__tune_upload(b->ctx, s->dtype, b->host[i], n, &b->t[i].buffer);
+    else if (st == CLATTN_OK)
       b->t[i].buffer =
-          clCreateBuffer(b->ctx->cl, CL_MEM_READ_WRITE | (input ? CL_MEM_COPY_HOST_PTR : 0),
-                         (n ? n : 1) * sizeof(float), input ? b->host[i] : NULL, &err);
+          clCreateBuffer(b->ctx->cl, CL_MEM_READ_WRITE, (n ? n : 1) * s->elem, NULL, &err);
     if (st == CLATTN_OK && err != CL_SUCCESS)
       st = clattn__fail_cl(b->ctx, err, "clCreateBuffer (tuning data)");
   }
@@ -303,7 +304,7 @@ double clattn__bwd_bench_run(clattn__bwd_bench *b, const clattn__plan *p, int po
   cl_event first = NULL, last = NULL;
   cl_int err = CL_SUCCESS;
   for (int g = DQ; poison && g <= DV && err == CL_SUCCESS; g++)
-    err = clattn__tune_poison(b->queue, b->t[g].buffer, b->elems[g]);
+    err = clattn__tune_poison_as(b->queue, b->t[g].buffer, b->s.dtype, b->elems[g]);
   if (err != CL_SUCCESS)
     clattn__fail_cl(b->ctx, err, "clEnqueueFillBuffer (poisoning the candidate's gradients)");
   clattn_status st =
@@ -353,9 +354,7 @@ void clattn__bwd_bench_check(clattn__bwd_bench *b, char *why, size_t len) {
   why[0] = 0;
   for (int g = 0; g < 3 && !why[0]; g++) {
     size_t n = b->elems[DQ + g], bad = SIZE_MAX;
-    cl_int err = n ? clEnqueueReadBuffer(b->queue, b->t[DQ + g].buffer, CL_TRUE, 0,
-                                         n * sizeof(float), b->host[DQ + g], 0, NULL, NULL)
-                   : CL_SUCCESS;
+    cl_int err = clattn__tune_read(b->queue, b->t[DQ + g].buffer, b->s.dtype, b->host[DQ + g], n);
     double worst = 0;
     for (size_t i = 0; err == CL_SUCCESS && i < n && bad == SIZE_MAX; i++) {
       float x = b->host[DQ + g][i];

@@ -1,8 +1,8 @@
 /* The forward tuner's problems: random Q, K, V in bhsd layout on the device, O and LSE buffers
  * the candidates write, and the double-precision reference of the rows that are checked (every
  * row of the small problem, sampled rows of the timed one) with DESIGN.md's tolerance: twice the
- * naive fp32 loop's error on the same rows, plus 1e-6. Also the helpers both tuners' problems
- * share. */
+ * naive loop's error on the same rows (in the problem's storage: half has its same-precision
+ * naive), plus 1e-6 (half: 1e-4). Also the helpers both tuners' problems share. */
 #include "tune.h"
 
 #include <math.h>
@@ -42,6 +42,7 @@ clattn_problem clattn__tune_problem_of(const clattn__shape *s) {
   p.seqlen_q = s->seqlen_q, p.seqlen_kv = s->seqlen_kv;
   p.head_dim = s->d, p.head_dim_v = s->dv, p.scale = s->scale;
   p.flags = s->causal ? CLATTN_CAUSAL : 0;
+  p.dtype = s->dtype;
   return p;
 }
 
@@ -55,6 +56,43 @@ cl_int clattn__tune_poison(cl_command_queue queue, cl_mem buf, size_t n) {
   cl_float nan = NAN;
   return n ? clEnqueueFillBuffer(queue, buf, &nan, sizeof nan, 0, n * sizeof nan, 0, NULL, NULL)
            : CL_SUCCESS;
+}
+
+cl_int clattn__tune_poison_as(cl_command_queue queue, cl_mem buf, clattn_dtype t, size_t n) {
+  if (t == CLATTN_F32) return clattn__tune_poison(queue, buf, n);
+  cl_ushort nan = 0xffffu; /* a NaN in fp16 and in bf16 alike */
+  return n ? clEnqueueFillBuffer(queue, buf, &nan, sizeof nan, 0, n * sizeof nan, 0, NULL, NULL)
+           : CL_SUCCESS;
+}
+
+clattn_status clattn__tune_upload(clattn_context *ctx, clattn_dtype t, float *host, size_t n,
+                                  cl_mem *out) {
+  size_t elem = t == CLATTN_F32 ? sizeof(float) : sizeof(cl_ushort), bytes = (n ? n : 1) * elem;
+  cl_ushort *bits = NULL;
+  if (t != CLATTN_F32) {
+    bits = malloc(bytes);
+    if (!bits) return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
+    for (size_t i = 0; i < n; i++) bits[i] = ref_half_bits(t, host[i]);
+    for (size_t i = 0; i < n; i++) host[i] = ref_half_value(t, bits[i]);
+  }
+  cl_int err = CL_SUCCESS;
+  *out = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE | (n ? CL_MEM_COPY_HOST_PTR : 0), bytes,
+                        n ? (bits ? (void *)bits : (void *)host) : NULL, &err);
+  free(bits);
+  if (err != CL_SUCCESS) *out = NULL;
+  return err == CL_SUCCESS ? CLATTN_OK : clattn__fail_cl(ctx, err, "clCreateBuffer (tuning data)");
+}
+
+cl_int clattn__tune_read(cl_command_queue queue, cl_mem buf, clattn_dtype t, float *out, size_t n) {
+  if (!n) return CL_SUCCESS;
+  if (t == CLATTN_F32)
+    return clEnqueueReadBuffer(queue, buf, CL_TRUE, 0, n * sizeof(float), out, 0, NULL, NULL);
+  cl_ushort *bits = malloc(n * sizeof *bits);
+  if (!bits) return CL_OUT_OF_HOST_MEMORY;
+  cl_int err = clEnqueueReadBuffer(queue, buf, CL_TRUE, 0, n * sizeof *bits, bits, 0, NULL, NULL);
+  for (size_t i = 0; err == CL_SUCCESS && i < n; i++) out[i] = ref_half_value(t, bits[i]);
+  free(bits);
+  return err;
 }
 
 static ref_view view_of(const clattn__fwd_bench *b, int i) {
@@ -93,8 +131,8 @@ static clattn_status reference(clattn__fwd_bench *b) {
     for (size_t c = 0; c < s->dv; c++) naive_o = fmax(naive_o, fabs(naive[c] - ref[c]));
     if (isfinite(b->ref_lse[k])) naive_lse = fmax(naive_lse, fabs(lse32 - b->ref_lse[k]));
   }
-  b->tol_o = 2 * naive_o + 1e-6;
-  b->tol_lse = 2 * naive_lse + 1e-6;
+  b->tol_o = 2 * naive_o + ref_tolerance_floor(s->dtype);
+  b->tol_lse = 2 * naive_lse + ref_tolerance_floor(s->dtype);
   clattn_status st =
       naive ? CLATTN_OK : clattn__fail(b->ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
   free(naive);
@@ -118,7 +156,7 @@ static clattn_status alloc(clattn__fwd_bench *b) {
       break;
     }
     b->t[i] = clattn_bhsd(NULL, seq[i], heads[i], dims[i]);
-    size_t bytes = (n[i] ? n[i] : 1) * sizeof(float);
+    size_t bytes = (n[i] ? n[i] : 1) * (i < 4 ? s->elem : sizeof(float));
     /* A tensor no buffer of the device can hold fails here, before its host copy is asked of
      * malloc (petabytes for an impossible class: a sanitizer's allocator aborts on those). */
     if (bytes > b->ctx->device.max_alloc) {
@@ -128,12 +166,14 @@ static clattn_status alloc(clattn__fwd_bench *b) {
                         bytes, (unsigned long long)b->ctx->device.max_alloc);
       break;
     }
-    if (i < 3 && (b->host[i] = malloc(bytes)) != NULL) ref_fill_normal(b->host[i], n[i], &rng);
+    size_t floats = (n[i] ? n[i] : 1) * sizeof(float);
+    if (i < 3 && (b->host[i] = malloc(floats)) != NULL) ref_fill_normal(b->host[i], n[i], &rng);
     if (i < 3 && !b->host[i])
       st = clattn__fail(b->ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
-    if (st == CLATTN_OK)
-      b->buf[i] = clCreateBuffer(b->ctx->cl, CL_MEM_READ_WRITE | (i < 3 ? CL_MEM_COPY_HOST_PTR : 0),
-                                 bytes, i < 3 ? b->host[i] : NULL, &err);
+    if (st == CLATTN_OK && i < 3)
+      st = clattn__tune_upload(b->ctx, s->dtype, b->host[i], n[i], &b->buf[i]);
+    else if (st == CLATTN_OK)
+      b->buf[i] = clCreateBuffer(b->ctx->cl, CL_MEM_READ_WRITE, bytes, NULL, &err);
     if (st == CLATTN_OK && err != CL_SUCCESS)
       st = clattn__fail_cl(b->ctx, err, "clCreateBuffer (tuning data)");
     b->t[i].buffer = b->buf[i];
@@ -182,7 +222,7 @@ double clattn__fwd_bench_run(clattn__fwd_bench *b, const clattn__plan *p, int po
   cl_event ev = NULL;
   cl_int err = CL_SUCCESS;
   cl_ulong t0 = 0, t1 = 0;
-  if (poison) err = clattn__tune_poison(b->queue, b->buf[3], b->o_elems);
+  if (poison) err = clattn__tune_poison_as(b->queue, b->buf[3], b->s.dtype, b->o_elems);
   if (poison && err == CL_SUCCESS) err = clattn__tune_poison(b->queue, b->buf[4], b->rows);
   if (err != CL_SUCCESS)
     clattn__fail_cl(b->ctx, err, "clEnqueueFillBuffer (poisoning the candidate's outputs)");
@@ -241,8 +281,7 @@ static void compare(const clattn__fwd_bench *b, char *why, size_t len) {
 
 void clattn__fwd_bench_check(clattn__fwd_bench *b, char *why, size_t len) {
   why[0] = 0;
-  cl_int err = clEnqueueReadBuffer(b->queue, b->buf[3], CL_TRUE, 0, b->o_elems * sizeof(float),
-                                   b->o_out, 0, NULL, NULL);
+  cl_int err = clattn__tune_read(b->queue, b->buf[3], b->s.dtype, b->o_out, b->o_elems);
   if (err == CL_SUCCESS)
     err = clEnqueueReadBuffer(b->queue, b->buf[4], CL_TRUE, 0, b->rows * sizeof(float), b->lse_out,
                               0, NULL, NULL);

@@ -62,6 +62,11 @@ expect(0 "(override)" bench --seqlen 64 --head-dim 8 --heads 1 --repeat 1 --colu
 # the rest.
 expect(3 "fused: override rejected;the fused column failed: override rejected" bench --seqlen 64
        --head-dim 8 --heads 1 --repeat 1 --columns fused,standard --config forward_mma/64/32/1/1/1/1)
+# Half storage: --dtype in bench (fused column, here forward_tiles) and tune (a dry run).
+expect(0 "storage: fp16" bench --seqlen 64 --head-dim 8 --heads 1 --repeat 1 --dtype f16
+       --columns fused)
+expect(0 "\"dtype\": \"bf16\"" tune --head-dims 16 --causal-list 1 --seqlens 100 --budget 4
+       --max-candidates 2 --dtype bf16 --dry-run --json)
 expect(0 "seqlen,head_dim,causal" bench --seqlen 64 --head-dim 8 --heads 1 --repeat 1 --csv)
 expect(0 "\"standard\": {\"peak_bytes\"" bench --seqlen 64 --head-dim 8 --heads 1 --repeat 1
        --json --columns fused,standard)
