@@ -16,7 +16,8 @@ static void usage(FILE *f) {
           "  --offset E         elements before each tensor in its buffer (0)\n"
           "  --lse              also write and check the log-sum-exp\n"
           "  --backward         check (and time) the backward pass: dq, dk, dv against the\n"
-          "                     double-precision reference (3x the naive fp32 error + 1e-6)\n"
+          "                     double-precision reference (3x the naive error in the storage's\n"
+          "                     precision + 1e-6, half: + 1e-4)\n"
           "  --warmup W (3)  --repeat R (10)  --seed S (1)\n"
           "  --no-check         skip the host reference (large problems)\n"
           "  --config K/BQ/BKV/TPR/RM/STAGE/PAD[/VEC]  force a config (an override), e.g.\n"
@@ -184,10 +185,12 @@ int cmd_run(int argc, char **argv) {
       goto out;
     }
     const char *names[] = {"dq", "dk", "dv"};
+    static const char *const naive[] = {"naive fp32", "naive fp16", "naive bf16"};
     if (!sp.skip_check)
       for (int g = 0; g < 3; g++)
-        printf("check:   %s max|g - ref| = %.3g (tolerance %.3g = 3 x naive fp32 %.3g + 1e-6)\n",
-               names[g], br.err[g], br.tol[g], br.naive_err[g]);
+        printf("check:   %s max|g - ref| = %.3g (tolerance %.3g = 3 x %s %.3g + %.0e)\n", names[g],
+               br.err[g], br.tol[g], naive[sp.problem.dtype <= CLATTN_BF16 ? sp.problem.dtype : 0],
+               br.naive_err[g], ref_tolerance_floor(sp.problem.dtype));
     if (!sp.skip_check) printf("check:   backward -> %s\n", br.pass ? "PASS" : "FAIL");
     if (sp.repeat > 0)
       printf("time:    backward median %.3f ms (min %.3f, max %.3f; %d runs after %d warm-up, "

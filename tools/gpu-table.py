@@ -19,16 +19,19 @@ def main():
     # `clattn bench --backward` rows time forward + backward: match torch_sdpa.py --backward's.
     bwd = any(r.get("backward") for r in bench["rows"])
     ms, tf = ("fwdbwd_ms", "fwdbwd_tflops") if bwd else ("fwd_ms", "fwd_tflops")
+    # The peers in the bench rows' storage (clattn bench --dtype).
+    want = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}[
+        bench["rows"][0].get("dtype", "f32") if bench["rows"] else "f32"]
     peers = {}
     for r in torch:
-        if ms in r and r.get("dtype") == "float32":
+        if ms in r and r.get("dtype") == want:
             peers[(r["d"], r["n"], bool(r["causal"]), r["backend"])] = r
     backends = [b for b in ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION", "MATH")
                 if any(k[3] == b for k in peers)]
     names = {"FLASH_ATTENTION": "flash", "CUDNN_ATTENTION": "cuDNN",
              "EFFICIENT_ATTENTION": "efficient", "MATH": "math"}
     print(f"device: {bench['device']}  \ncommand: `{bench['command']}`  ")
-    print(f"timed: {'forward + backward' if bwd else 'forward'}\n")
+    print(f"timed: {'forward + backward' if bwd else 'forward'}, storage {want}\n")
     head = ["d", "N", "causal", "B×H", "fused ms", "TFLOP/s", "standard ms", "TFLOP/s"]
     for b in backends:
         head += [f"torch {names[b]} ms", "TFLOP/s"]
