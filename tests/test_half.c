@@ -3,7 +3,8 @@
  * same-precision implementation (S, P and O rounded to the type, fp32 sums), + 1e-4. Outputs
  * start NaN in their own type. Not a cross product: fp16 on shapes of every kind the list has,
  * bf16 on a few, each through the device's plan (forward_tiles on PoCL) and forward_rows forced;
- * and what is not there yet (standard path, tensor cores) says so. */
+ * and what is not there yet (the tensor-core backward) says so. The standard path in half has
+ * its own suite (test_standard_half.c). */
 #include "common.h"
 
 #include <stdio.h>
