@@ -29,10 +29,11 @@ if [ "${1:-}" = "--sanitize" ]; then
   # host code; so do the suites that force one more kernel through the forward's host path
   # (forward_rows, tiles, forward_naive, the mma ones) and the forward shape list on the
   # standard path (standard_backward runs its host code), the plan golden (explain of the
-  # shape list) and the layering check (nm, no code run). The package test builds a consumer
+  # shape list), the layering check (nm, no code run) and the PTX check (clang and ptxas on the
+  # kernels, no host code). The package test builds a consumer
   # without the sanitizer's runtime, which an instrumented library cannot be loaded into.
   exec ctest --output-on-failure -j"$(nproc)" \
-    -E '^(forward_mma|forward_mma_half|backward_mma|backward_half|forward_rows|tiles|forward_naive|standard|selftest|plan|layers|package)/' "$@"
+    -E '^(forward_mma|forward_mma_half|backward_mma|backward_half|forward_rows|tiles|forward_naive|standard|selftest|plan|layers|package|ptx)/' "$@"
 fi
 tools/build.sh
 cd "${BUILD_DIR:-build}"

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Offline check of the tensor-core kernels' inline PTX where no NVIDIA GPU is at hand (CTest's
+# ptx/ test): each program (its registry files: cl/common.cl, cl/mma.cl, ..., its own file)
+# compiled by clang's nvptx64 backend for sm_80 and assembled by ptxas for sm_90, in a few
+# configs per storage type, so that a malformed asm string, operand or type suffix fails here
+# rather than on the H200. Registers, spills and shared memory are printed per config; they are
+# clang's code, not NVIDIA's OpenCL compiler's, so only indicative. The OpenCL built-ins that
+# clang's nvptx64 target lacks (work-item ids, barrier, exp2, half loads) are stubbed below.
+# Exits 77 (skipped) without clang's nvptx64 target or ptxas (PATH, else /usr/local/cuda/bin).
+# Usage: tools/ptx-check.sh [WORK_DIR]
+set -uo pipefail
+cl=$(cd "$(dirname "$0")/../cl" && pwd)
+work=${1:-$(mktemp -d)}
+mkdir -p "$work"
+ptxas=$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)
+if ! command -v clang >/dev/null || ! clang -print-targets 2>/dev/null | grep -q nvptx64 ||
+  [ ! -x "$ptxas" ]; then
+  echo "skipped: needs clang with the nvptx64 target and ptxas"
+  exit 77
+fi
+cat >"$work/stubs.cl" <<'EOF'
+#define OVL __attribute__((overloadable))
+size_t OVL get_local_id(uint d) { return __nvvm_read_ptx_sreg_tid_x(); }
+size_t OVL get_group_id(uint d) { return __nvvm_read_ptx_sreg_ctaid_x(); }
+void OVL barrier(cl_mem_fence_flags f) { __syncthreads(); }
+float OVL exp2(float x) { return __nvvm_ex2_approx_f(x); }
+float OVL log2(float x) { return __nvvm_lg2_approx_f(x); }
+uint OVL min(uint a, uint b) { return a < b ? a : b; }
+long OVL min(long a, long b) { return a < b ? a : b; }
+float OVL fmax(float a, float b) { return __nvvm_fmax_f(a, b); }
+float OVL vload_half(size_t i, const __global half *p) {
+  float f;
+  __asm__("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(((const __global ushort *)p)[i]));
+  return f;
+}
+void OVL vstore_half_rte(float x, size_t i, __global half *p) {
+  ushort u;
+  __asm__("cvt.rn.f16.f32 %0, %1;" : "=h"(u) : "f"(x));
+  ((__global ushort *)p)[i] = u;
+}
+ushort2 OVL vload2(size_t i, const __global ushort *p) { return (ushort2)(p[2 * i], p[2 * i + 1]); }
+EOF
+fail=0
+# check NAME FILES... -- DEFINES...
+check() {
+  local name=$1 files=() defs=()
+  shift
+  while [ "$1" != -- ]; do files+=("$cl/$1"); shift; done
+  shift
+  defs=("$@")
+  cat "${files[@]}" >"$work/$name.cl"
+  local tag="$name ${defs[*]}"
+  if ! clang -cl-std=CL1.2 -Xclang -finclude-default-header -target nvptx64-nvidia-cuda \
+    -march=sm_80 -O2 -S -Dasm=__asm__ -include "$work/stubs.cl" "${defs[@]}" \
+    -o "$work/$name.ptx" "$work/$name.cl" 2>"$work/$name.log"; then
+    echo "FAIL (clang) $tag"; sed -n 1,20p "$work/$name.log"; fail=1; return
+  fi
+  if ! "$ptxas" -arch=sm_90 -v -c -o "$work/$name.o" "$work/$name.ptx" >"$work/$name.log" 2>&1
+  then
+    echo "FAIL (ptxas) $tag"; sed -n 1,20p "$work/$name.log"; fail=1; return
+  fi
+  echo "ok $tag: $(grep -A2 "Function properties for clattn_forward" "$work/$name.log" |
+    grep -oE '[0-9]+ bytes spill stores|Used [0-9]+ registers|[0-9]+ bytes smem' | tr '\n' ' ')"
+}
+half=(common.cl mma.cl mma_half.cl forward_mma_half.cl --)
+for dt in 1 2; do
+  check fmh "${half[@]}" -DDTYPE=$dt -DD=64 -DDV=64 -DBQ=64 -DBKV=64 -DPAD=1 -DCAUSAL=1
+  check fmh "${half[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=64 -DBKV=32 -DPAD=1 -DCAUSAL=0
+  check fmh "${half[@]}" -DDTYPE=$dt -DD=59 -DDV=100 -DBQ=16 -DBKV=16 -DPAD=0 -DCAUSAL=1
+  check fmh "${half[@]}" -DDTYPE=$dt -DD=256 -DDV=256 -DBQ=64 -DBKV=32 -DPAD=1 -DCAUSAL=1
+done
+# The fp32 tensor-core forward, the H200's default, as the control of the stubs.
+check fm common.cl mma.cl forward_mma.cl -- -DD=64 -DDV=64 -DBQ=128 -DBKV=32 -DPAD=1 -DCAUSAL=1 \
+  -DVEC=4 -DKVSPLIT=1
+exit $fail
