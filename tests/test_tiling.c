@@ -274,7 +274,7 @@ Test(tiling, mma_half_first_on_tensor_cores_in_half_only) {
   clattn__config c = {64, 64, 1, 1, 1, id, 1, 1}, first;
   char why[200];
   cr_assert_not(clattn__config_legal(&d, &k, &c, why, sizeof why));
-  cr_assert(strstr(why, "compute capability 8.0"), "%s", why);
+  cr_assert(strstr(why, "compute capability 8.0") && strstr(why, "f16/bf16"), "%s", why);
   cr_assert_eq(clattn__configs_ranked(&d, &k, &first, 1), 1);
   cr_assert_neq(first.kernel, id);
   d.tensor_cores = 1;

@@ -226,9 +226,9 @@ int clattn__forward_check(const clattn__family *f, const clattn__device *dev,
   }
   if (f->tensor_cores && !dev->tensor_cores) {
     snprintf(why, why_len,
-             "%s needs an NVIDIA GPU of compute capability 8.0 or more (mma.sync TF32 through "
+             "%s needs an NVIDIA GPU of compute capability 8.0 or more (mma.sync %s through "
              "inline PTX)",
-             f->name);
+             f->name, !f->dtypes || (f->dtypes & 1u << CLATTN_F32) ? "TF32" : "f16/bf16");
     return 0;
   }
   if (f->tensor_cores && c->tpr != 1) {
