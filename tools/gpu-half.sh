@@ -6,7 +6,8 @@
 # columns, beside PyTorch's SDPA backends (torch_sdpa.py) in the same call, one table per dtype
 # and pass (tools/gpu-table.py). tune: `clattn tune --dtype` of the H200's built-in classes
 # (d = 64, 128; causal and not; N = 4096), forward and backward, as JSON.
-# Usage: tools/gpu-half.sh DIR [check] [time] [tune] (DIR from tools/gpu-pack.sh). Writes to $OUT.
+# Usage: tools/gpu-half.sh DIR [check] [check-DT-backward] [time] [tune] (DIR from
+# tools/gpu-pack.sh; TUNE_BUDGET seconds per tune run, 100). Writes to $OUT.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/gpu-env.sh" "${1:-.gpu}"
@@ -20,6 +21,12 @@ if [[ " $steps " == *" check "* ]]; then
     gpu_check_list "${dt}_backward" 200 --dtype "$dt" --backward | tee -a "$out/env.txt"
   done
 fi
+# One list alone (the whole check takes about 10 minutes there): check-bf16-backward etc.
+for s in $steps; do
+  case $s in check-*-backward) dt=${s#check-}; dt=${dt%-backward}
+    gpu_check_list "${dt}_backward" 200 --dtype "$dt" --backward | tee -a "$out/env.txt" ;;
+  esac
+done
 if [[ " $steps " == *" time "* ]]; then
   shapes=(--tokens 16384 --hidden 2048 --seqlen 1024,4096 --head-dim 64,128 --causal both
     --columns fused,standard --warmup 3 --repeat 10 --json)
@@ -43,6 +50,6 @@ if [[ " $steps " == *" tune "* ]]; then
   export CLATTN_TUNING_DB="$out/tuning.json"
   for dt in f16 bf16; do for pass in "" --backward; do
     "$cl" tune --dtype $dt --head-dims 64,128 --causal-list 0,1 --seqlens 4096 --batch 4 \
-      --heads 16 --budget 100 --json $pass >"$out/tune_${dt}${pass:+_bwd}.json" 2>&1
+      --heads 16 --budget "${TUNE_BUDGET:-100}" --json $pass >"$out/tune_${dt}${pass:+_bwd}.json" 2>&1
   done; done
 fi
