@@ -21,6 +21,8 @@ typedef struct {
 #define FWD CLATTN__FORWARD
 #define BWD CLATTN__BACKWARD
 #define F32 CLATTN_F32
+#define F16 CLATTN_F16
+#define BF16 CLATTN_BF16
 
 static const builtin table[] = {
     /* PoCL 3.1 on a 2-core AMD EPYC (x86-64, AVX-512): `clattn tune --budget 120` over both
@@ -121,6 +123,26 @@ static const builtin table[] = {
      1,
      4096,
      {"backward_mma", 128, 128, 1, 1, 0, 1, 1}},
+    /* Half storage on the H200 (driver 580.159.04, commit abd4dbe): `clattn tune --dtype T
+     * --head-dims 64,128 --causal-list 0,1 --seqlens 4096 --batch 4 --heads 16 --budget 40`
+     * (tools/gpu-half.sh tune) kept the heuristic's forward_mma_half 64/64, padded, for fp16 at
+     * d = 64 and 128 and bf16 at d = 128, and backward_rows 64/64 at d = 64 and 32/32 at
+     * d = 128 (bf16, non-causal: the classes the budget reached). bf16 at d = 64 has no forward
+     * row: the tuner disqualified forward_mma_half there for a reason not yet known
+     * ("Half storage on the H200, second slice", docs/BENCHMARKS.md). */
+    // clang-format off
+    {"NVIDIA CUDA", "H200", GPU, FWD, F16, 64, 64, 0, 4096, {"forward_mma_half", 64, 64, 1, 1, 1, 1, 1}},
+    {"NVIDIA CUDA", "H200", GPU, FWD, F16, 64, 64, 1, 4096, {"forward_mma_half", 64, 64, 1, 1, 1, 1, 1}},
+    {"NVIDIA CUDA", "H200", GPU, FWD, F16, 128, 128, 0, 4096, {"forward_mma_half", 64, 64, 1, 1, 1, 1, 1}},
+    {"NVIDIA CUDA", "H200", GPU, FWD, F16, 128, 128, 1, 4096, {"forward_mma_half", 64, 64, 1, 1, 1, 1, 1}},
+    {"NVIDIA CUDA", "H200", GPU, FWD, BF16, 128, 128, 0, 4096, {"forward_mma_half", 64, 64, 1, 1, 1, 1, 1}},
+    {"NVIDIA CUDA", "H200", GPU, FWD, BF16, 128, 128, 1, 4096, {"forward_mma_half", 64, 64, 1, 1, 1, 1, 1}},
+    {"NVIDIA CUDA", "H200", GPU, BWD, F16, 64, 64, 0, 4096, {"backward_rows", 64, 64, 1, 1, 0, 1, 1}},
+    {"NVIDIA CUDA", "H200", GPU, BWD, F16, 64, 64, 1, 4096, {"backward_rows", 64, 64, 1, 1, 0, 1, 1}},
+    {"NVIDIA CUDA", "H200", GPU, BWD, BF16, 64, 64, 0, 4096, {"backward_rows", 64, 64, 1, 1, 0, 1, 1}},
+    {"NVIDIA CUDA", "H200", GPU, BWD, BF16, 64, 64, 1, 4096, {"backward_rows", 64, 64, 1, 1, 0, 1, 1}},
+    {"NVIDIA CUDA", "H200", GPU, BWD, BF16, 128, 128, 0, 4096, {"backward_rows", 32, 32, 1, 1, 0, 1, 1}},
+    // clang-format on
     {0}, /* end */
 };
 
