@@ -105,8 +105,8 @@ typedef struct clattn_problem {
   size_t head_dim_v;  /* of V and O, 1..256 */
   clattn_dtype dtype; /* storage of q, k, v, o (and the gradients): CLATTN_F32, or CLATTN_F16 /
                          CLATTN_BF16 (16-bit elements; offsets and strides still count
-                         elements) on the portable fused kernels and the standard path;
-                         accumulation and LSE are always fp32 */
+                         elements), forward and backward, fused (split keys included) and
+                         standard; accumulation and LSE are always fp32 */
   float scale;
   unsigned flags;             /* CLATTN_CAUSAL */
   clattn_algorithm algorithm; /* CLATTN_ALGO_AUTO (0) by default */
