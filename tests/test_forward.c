@@ -13,9 +13,18 @@
  * kernel forward_mma's, forced on every shape and run with mma.sync emulated
  * (CLATTN_MMA_EMULATE) where the device has no tensor cores; with TEST_ROWS, as forward_rows'
  * (the default on GPUs without tensor cores), forced on every shape with configs that vary by
- * shape. test_tiles.c forces forward_tiles on the same list. All meet the same bar on the same
- * shapes. */
-#ifdef TEST_STANDARD
+ * shape; with TEST_HALF, in fp16 storage through the device's plan (suite "forward_half", the
+ * half rule: the naive same-precision error, + 1e-4; test_half.c has bf16 and forced kernels).
+ * test_tiles.c forces forward_tiles on the same list. All meet the same bar on the same shapes. */
+#ifdef TEST_HALF
+#define STORAGE CLATTN_F16
+#else
+#define STORAGE CLATTN_F32
+#endif
+#ifdef TEST_HALF
+#define SUITE forward_half
+#define ALGORITHM CLATTN_ALGO_FUSED
+#elif defined(TEST_STANDARD)
 #define SUITE standard
 #define ALGORITHM CLATTN_ALGO_STANDARD
 #elif defined(TEST_MMA)
@@ -51,7 +60,7 @@ static clattn_config rows_config(size_t d, size_t dv, size_t pick) {
 
 static void run(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d, size_t dv,
                 unsigned flags, int bhsd, size_t offset, int lse) {
-  clattn_problem p = {b, hq, hkv, nq, nkv, d, dv, CLATTN_F32, 0.0f, flags, ALGORITHM};
+  clattn_problem p = {b, hq, hkv, nq, nkv, d, dv, STORAGE, 0.0f, flags, ALGORITHM};
 #ifdef TEST_MMA
   /* 64 rows (4 warps), 32 keys, padded rows: every fragment and layout path of the kernel. */
   /* As the H200's defaults: K/V stored split, in 32-key tiles up to d = 64 and 16-key tiles up
@@ -149,6 +158,7 @@ Test(SUITE, build_knobs_for_experiments) {
 }
 #endif
 
+#ifndef TEST_HALF /* fp32 buffers written by hand; half views and strides are the list's */
 /* Arbitrary strides: Q, K and V interleaved in one packed QKV buffer [B][S][3][H][D] (a common
  * layout of fused projections), O in a padded buffer with a row stride larger than needed. */
 Test(SUITE, interleaved_qkv_padded_output) {
@@ -207,3 +217,4 @@ Test(SUITE, interleaved_qkv_padded_output) {
   clReleaseMemObject(o);
   clattn_context_destroy(ctx);
 }
+#endif

@@ -33,7 +33,7 @@ if [ "${1:-}" = "--sanitize" ]; then
   # kernels, no host code). The package test builds a consumer
   # without the sanitizer's runtime, which an instrumented library cannot be loaded into.
   exec ctest --output-on-failure -j"$(nproc)" \
-    -E '^(forward_mma|forward_mma_half|backward_mma|backward_half|forward_rows|tiles|forward_naive|standard|selftest|plan|layers|package|ptx)/' "$@"
+    -E '^(forward_mma|forward_mma_half|forward_half|backward_mma|backward_half|forward_rows|tiles|forward_naive|standard|selftest|plan|layers|package|ptx)/' "$@"
 fi
 tools/build.sh
 cd "${BUILD_DIR:-build}"
