@@ -3,9 +3,10 @@
  * PTX (cl/mma_half.cl). fp32 storage stays forward_mma's (3xTF32).
  *
  * FlashAttention-2's loop order and register use, each warp owning 16 query rows:
- *   - Q's A fragments stay in registers for the whole key loop: Q scaled by scale * log2 e,
- *     rounded to the storage type (as the naive half reference rounds scale * Q), packed in
- *     pairs.
+ *   - Q's A fragments stay in registers for the whole key loop: Q as stored (exact), packed in
+ *     pairs; S is scaled by scale * log2 e in fp32 after its MMAs, as FlashAttention-2 does.
+ *     (Scaling Q before rounding it to the type added an error the naive reference does not
+ *     have where scale is a power of two: bf16 at d = 64 failed the LSE rule on the H200.)
  *   - K and V tiles pass through local memory as 16-bit values, in pairs per 32-bit word, so
  *     that each B fragment register is one 32-bit read. K is stored as it comes, a row per key
  *     (S = Q K^T takes K^T as B: b0 holds head-dim columns 2 tq, 2 tq + 1 of key gq, adjacent in
@@ -104,8 +105,8 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
     const uint row = (r & 1) ? row1 : row0, c = kt * 16 + 2 * tq + 8 * (r >> 1);
     const __global stor_t *qr = q + qbase + (ulong)row * q_ss;
     const bool seen = row < seqlen_q;
-    const float x0 = seen && c < D ? LDS(qr + c) * scale_log2 : 0.0f;
-    const float x1 = seen && c + 1 < D ? LDS(qr + c + 1) * scale_log2 : 0.0f;
+    const float x0 = seen && c < D ? LDS(qr + c) : 0.0f;
+    const float x1 = seen && c + 1 < D ? LDS(qr + c + 1) : 0.0f;
     qa[kt][r] = PACK2(x0, x1);
   }
 
@@ -166,7 +167,7 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
 #if CAUSAL
         ok = ok && (long)(kv0 + j) <= (long)((e >> 1) ? row1 : row0) + shift;
 #endif
-        s[nt][e] = ok ? s[nt][e] : -INFINITY;
+        s[nt][e] = ok ? s[nt][e] * scale_log2 : -INFINITY;
         if (e >> 1)
           mx1 = fmax(mx1, s[nt][e]);
         else
