@@ -1,7 +1,8 @@
 /* Tensor-core primitives in half precision, for the kernels that use mma.sync m16n8k16 with f16
- * or bf16 operands and fp32 accumulators (cl/forward_mma_half.cl). The runtime puts this text
- * after cl/common.cl (stor_t, DTYPE: 1 f16, 2 bf16) and cl/mma.cl (UNROLL, the shuffles and
- * quad reductions, the emulation's SCR arguments), which this file uses.
+ * or bf16 operands and fp32 accumulators (cl/forward_mma_half.cl, cl/backward_mma_half.cl). The
+ * runtime puts this text after cl/common.cl (stor_t, DTYPE: 1 f16, 2 bf16) and cl/mma.cl
+ * (UNROLL, the shuffles and quad reductions, the emulation's SCR arguments), which this file
+ * uses.
  *
  * Fragments of m16n8k16 (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point
  * type"), for lane (gq, tq) = (lane / 4, lane % 4). A 32-bit register holds two 16-bit values,
@@ -118,3 +119,11 @@ static inline uint pack2(float lo, float hi) {
 }
 #define PACK2(lo, hi) pack2(lo, hi)
 #endif
+
+/* A B-fragment register whose two k elements lie in one column of a local row-major matrix m of
+ * 16-bit values (row stride ms): rows r and r + 1 of column c, r's in the low half. (Where they
+ * lie in one row, the register is one aligned 32-bit word of m; cl/backward_mma_half.cl takes
+ * both: Q, dO, K and V are staged once, row-major, and read either way.) */
+static inline uint pair_t(__local const ushort *m, uint ms, uint r, uint c) {
+  return m[r * ms + c] | (uint)m[(r + 1) * ms + c] << 16;
+}

@@ -168,9 +168,9 @@ void test_forward_check(clattn_context *ctx, const clattn_problem *p, int bhsd, 
   clReleaseMemObject(o), clReleaseMemObject(lse);
 }
 
-static const char *const kernel_files[] = {"forward.cl",     "forward_tiles.cl",
-                                           "forward_mma.cl", "forward_mma_half.cl",
-                                           "backward.cl",    "backward_mma.cl"};
+static const char *const kernel_files[] = {
+    "forward.cl",  "forward_tiles.cl", "forward_mma.cl",      "forward_mma_half.cl",
+    "backward.cl", "backward_mma.cl",  "backward_mma_half.cl"};
 enum { KERNEL_FILES = sizeof kernel_files / sizeof kernel_files[0] };
 
 void test_kernel_dir(char *dir, size_t len, const char *marker, const char *text, int replace) {

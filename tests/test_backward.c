@@ -6,18 +6,27 @@
 
 #include <math.h>
 
-/* tests/CMakeLists.txt builds this file three times: for the fused backward (suite "backward");
+/* tests/CMakeLists.txt builds this file several times: for the fused backward (suite "backward");
  * with TEST_STANDARD, for the standard path's (suite "standard_backward"); with TEST_MMA, for the
  * tensor-core kernels backward_mma, forced on every shape they support (head dims up to 128) and
- * run with mma.sync emulated (CLATTN_MMA_EMULATE) where the device has no tensor cores; with
- * TEST_HALF, for the fused backward in fp16 storage on the whole list and in bf16 on a few shapes
- * (suite "backward_half"). */
+ * run with mma.sync emulated (CLATTN_MMA_EMULATE) where the device has no tensor cores. With
+ * TEST_HALF each of them in half storage, fp16 on the whole list and bf16 on a few shapes:
+ * suites "backward_half" (the device's plan), "standard_backward_half" and "backward_mma_half"
+ * (backward_mma_half forced). */
 #ifdef TEST_HALF
 #define STORAGE CLATTN_F16
+#define MMA_KERNEL "backward_mma_half"
 #else
 #define STORAGE CLATTN_F32
+#define MMA_KERNEL "backward_mma"
 #endif
-#if defined(TEST_HALF)
+#if defined(TEST_HALF) && defined(TEST_STANDARD)
+#define SUITE standard_backward_half
+#define ALGORITHM CLATTN_ALGO_STANDARD
+#elif defined(TEST_HALF) && defined(TEST_MMA)
+#define SUITE backward_mma_half
+#define ALGORITHM CLATTN_ALGO_FUSED
+#elif defined(TEST_HALF)
 #define SUITE backward_half
 #define ALGORITHM CLATTN_ALGO_FUSED
 #elif defined(TEST_STANDARD)
@@ -26,13 +35,15 @@
 #elif defined(TEST_MMA)
 #define SUITE backward_mma
 #define ALGORITHM CLATTN_ALGO_FUSED
+#else
+#define SUITE backward
+#define ALGORITHM CLATTN_ALGO_FUSED
+#endif
+#ifdef TEST_MMA
 /* Before Criterion forks its tests, so that every context sees it. */
 __attribute__((constructor)) static void emulate_mma(void) {
   setenv("CLATTN_MMA_EMULATE", "1", 1);
 }
-#else
-#define SUITE backward
-#define ALGORITHM CLATTN_ALGO_FUSED
 #endif
 #include <stdlib.h>
 #include <string.h>
@@ -217,7 +228,7 @@ static void run_in(clattn_dtype t, size_t b, size_t hq, size_t hkv, size_t nq, s
   clattn_problem p = {b, hq, hkv, nq, nkv, d, dv, t, 0.0f, flags, ALGORITHM};
 #ifdef TEST_MMA
   /* Two warps in each kernel, four 8-row steps per staged query block. */
-  clattn_config mma = {.kernel = "backward_mma", .block_q = 32, .block_kv = 32};
+  clattn_config mma = {.kernel = MMA_KERNEL, .block_q = 32, .block_kv = 32};
   check_shape(&p, bhsd, offset, d <= 128 && (dv ? dv : d) <= 128 ? &mma : NULL);
 #else
   check_shape(&p, bhsd, offset, NULL);
@@ -305,8 +316,8 @@ Test(SUITE, bf16_decode_one_query) {
 Test(SUITE, forced_blocks) {
   clattn_problem p = {2, 4, 2, 77, 93, 24, 40, STORAGE, 0.0f, C, ALGORITHM};
 #ifdef TEST_MMA
-  clattn_config tall = {.kernel = "backward_mma", .block_q = 16, .block_kv = 64};
-  clattn_config wide = {.kernel = "backward_mma", .block_q = 64, .block_kv = 16};
+  clattn_config tall = {.kernel = MMA_KERNEL, .block_q = 16, .block_kv = 64};
+  clattn_config wide = {.kernel = MMA_KERNEL, .block_q = 64, .block_kv = 16};
 #else
   clattn_config tall = {.kernel = "backward_rows", .block_q = 4, .block_kv = 128};
   clattn_config wide = {.kernel = "backward_rows", .block_q = 128, .block_kv = 8};

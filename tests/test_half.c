@@ -3,8 +3,9 @@
  * same-precision implementation (S, P and O rounded to the type, fp32 sums), + 1e-4. Outputs
  * start NaN in their own type. Not a cross product: fp16 on shapes of every kind the list has,
  * bf16 on a few, each through the device's plan (forward_tiles on PoCL) and forward_rows forced;
- * and what is not there yet (the tensor-core backward) says so. The standard path in half has
- * its own suite (test_standard_half.c). */
+ * and each tensor-core family refuses the storage it does not compute, by name. The standard path
+ * in half and the tensor-core kernels have their own suites (test_standard_half.c,
+ * test_forward_mma_half.c; test_backward.c as backward_mma_half). */
 #include "common.h"
 
 #include <stdio.h>
@@ -76,15 +77,24 @@ Test(half, bf16_rows) {
   run(BF16, 1, 2, 0, 113, 203, 64, 0, C, BSHD, 0, LSE, &rows);
 }
 
-/* What half storage lacks so far says so, and the context stays usable. */
-Test(half, not_yet_rejected) {
+/* Each tensor-core family computes one kind of storage: the fp32 ones (3xTF32) refuse half and
+ * the half ones (m16n8k16) refuse fp32, by name; the context stays usable. */
+Test(half, tensor_core_families_by_storage) {
   setenv("CLATTN_MMA_EMULATE", "1", 1); /* tensor cores, emulated: read at context creation */
   clattn_context *ctx = test_context(NULL);
   clattn_problem p = {1, 2, 0, 16, 16, 64, 0, CLATTN_F16, 0.0f, 0, CLATTN_ALGO_FUSED};
-  /* The tensor-core backward, as an override (suite backward_half has the portable one). */
+  /* The tensor-core backward: backward_mma stays fp32, backward_mma_half computes half storage
+   * (suite backward_mma_half). */
   clattn_config bmma = {.kernel = "backward_mma", .block_q = 32, .block_kv = 32};
   cr_assert_eq(clattn_override_config(ctx, &p, &bmma), CLATTN_ERR_INVALID_ARGUMENT);
   cr_assert(strstr(clattn_last_error(ctx), "CLATTN_F16 storage"), "%s", clattn_last_error(ctx));
+  clattn_config bmma_half = {.kernel = "backward_mma_half", .block_q = 32, .block_kv = 32};
+  cr_assert_eq(clattn_override_config(ctx, &p, &bmma_half), CLATTN_OK, "%s",
+               clattn_last_error(ctx));
+  p.dtype = CLATTN_F32;
+  cr_assert_eq(clattn_override_config(ctx, &p, &bmma_half), CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(ctx), "CLATTN_F32 storage"), "%s", clattn_last_error(ctx));
+  p.dtype = CLATTN_F16;
   /* The tensor-core forward: forward_mma stays fp32 (3xTF32), forward_mma_half computes half
    * storage (suite forward_mma_half). */
   clattn_config mma = test_mma_config(64, 32);

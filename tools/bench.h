@@ -26,11 +26,11 @@ typedef struct bench_row {
   double io_bound;                    /* N^2 d^2 / M */
   double peak_bytes[COLS];            /* memory each needs: tensors plus workspace */
   bench_time t[COLS];
-  double max_diff;      /* max |O fused - O standard|; < 0 when not both ran */
-  int steps;            /* 1: steps_ms holds the standard path's step medians */
-  double steps_ms[3];   /* S GEMM, softmax, O GEMM */
-  double softmax_bytes; /* modelled: the visible scores read, P written */
-  char fused_config[96];
+  double max_diff;        /* max |O fused - O standard|; < 0 when not both ran */
+  int steps;              /* 1: steps_ms holds the standard path's step medians */
+  double steps_ms[3];     /* S GEMM, softmax, O GEMM */
+  double softmax_bytes;   /* modelled: the visible scores read, P written */
+  char fused_config[160]; /* the forward's plan; with --backward the backward's after it */
 } bench_row;
 
 void bench_print_table(const bench_row *rows, size_t n, const char *device);

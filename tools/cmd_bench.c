@@ -157,8 +157,13 @@ static void bench_one(clattn_context *ctx, const bench_opts *o, int host_ok, ben
   r->flops = info.flops * (o->backward ? 3.5 : 1.0), r->io_bound = info.io_lower_bound_bytes;
   r->fused_bytes = info.fused_read_bytes + info.fused_write_bytes;
   r->standard_bytes = info.standard_read_bytes + info.standard_write_bytes;
-  snprintf(r->fused_config, sizeof r->fused_config, "%s %u/%u/%u/%u (%s)", info.kernel,
-           info.block_q, info.block_kv, info.threads_per_row, info.rows_per_item, info.origin);
+  int at =
+      snprintf(r->fused_config, sizeof r->fused_config, "%s %u/%u/%u/%u (%s)", info.kernel,
+               info.block_q, info.block_kv, info.threads_per_row, info.rows_per_item, info.origin);
+  if (o->backward && at > 0 && (size_t)at < sizeof r->fused_config)
+    snprintf(r->fused_config + at, sizeof r->fused_config - at, ", backward %s %u/%u (%s)",
+             info.backward.kernel, info.backward.block_q, info.backward.block_kv,
+             info.backward_origin);
   size_t elems = r->batch * r->seqlen * r->heads * r->head_dim;
   /* Q, K, V, O; with the backward also dO, dQ, dK, dV (and rows of LSE and D). */
   double rows = (double)r->batch * r->heads * r->seqlen * sizeof(float),

@@ -6,8 +6,12 @@
 # columns, beside PyTorch's SDPA backends (torch_sdpa.py) in the same call, one table per dtype
 # and pass (tools/gpu-table.py). tune: `clattn tune --dtype` of the H200's built-in classes
 # (d = 64, 128; causal and not; N = 4096), forward and backward, as JSON.
-# Usage: tools/gpu-half.sh DIR [check] [check-DT-backward] [time] [tune] (DIR from
-# tools/gpu-pack.sh; TUNE_BUDGET seconds per tune run, 100). Writes to $OUT.
+# check-DT, check-DT-backward: one list alone (DT f16 or bf16). check-DT-bmma: the backward's
+# list with backward_mma_half forced (BMMA, 128/128) where head dims allow. time-bmma: bench
+# forward + backward with the plans' backward and with backward_mma_half forced, beside
+# torch_sdpa.py's backward. tune-backward: the backward's classes alone.
+# Usage: tools/gpu-half.sh DIR [check] [check-DT...] [time] [time-bmma] [tune] [tune-backward]
+# (DIR from tools/gpu-pack.sh; TUNE_BUDGET seconds per tune run, 100). Writes to $OUT.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/gpu-env.sh" "${1:-.gpu}"
@@ -23,8 +27,14 @@ if [[ " $steps " == *" check "* ]]; then
 fi
 # One list alone (the whole check takes about 10 minutes there): check-bf16-backward etc.
 for s in $steps; do
-  case $s in check-*-backward) dt=${s#check-}; dt=${dt%-backward}
+  case $s in
+  check-*-backward) dt=${s#check-}; dt=${dt%-backward}
     gpu_check_list "${dt}_backward" 200 --dtype "$dt" --backward | tee -a "$out/env.txt" ;;
+  check-*-bmma) dt=${s#check-}; dt=${dt%-bmma}
+    GPU_FORCE=${BMMA:-backward_mma_half/128/128} gpu_check_list "${dt}_bmma" 200 --dtype "$dt" \
+      --backward | tee -a "$out/env.txt" ;;
+  check-f16 | check-bf16) dt=${s#check-}
+    gpu_check_list "$dt" 200 --dtype "$dt" | tee -a "$out/env.txt" ;;
   esac
 done
 if [[ " $steps " == *" time "* ]]; then
@@ -45,6 +55,29 @@ if [[ " $steps " == *" time "* ]]; then
       >"$out/table_${dt}_bwd.md"
   done
   cat "$out"/table_*.md
+fi
+if [[ " $steps " == *" time-bmma "* ]]; then
+  shapes=(--tokens 16384 --hidden 2048 --seqlen 1024,4096 --head-dim 64,128 --causal both
+    --columns fused --warmup 3 --repeat 10 --json --backward)
+  for dt in f16 bf16; do
+    "$cl" bench "${shapes[@]}" --dtype $dt >"$out/bench_${dt}_bwd.json" 2>"$out/bench_${dt}_bwd.err"
+    "$cl" bench "${shapes[@]}" --dtype $dt --config "${BMMA:-backward_mma_half/128/128}" \
+      >"$out/bench_${dt}_bmma.json" 2>"$out/bench_${dt}_bmma.err"
+  done
+  timeout 300 python3 "$dir/torch_sdpa.py" --dtype float16,bfloat16 --d 64,128 --n 1024,4096 \
+    --causal 0,1 --backward --json "$out/torch_bwd.json" >"$out/torch_bwd.txt" 2>&1
+  for dt in f16 bf16; do for x in bwd bmma; do
+    python3 "$here/gpu-table.py" "$out/bench_${dt}_$x.json" "$out/torch_bwd.json" \
+      >"$out/table_${dt}_$x.md"
+  done; done
+  cat "$out"/table_*.md
+fi
+if [[ " $steps " == *" tune-backward "* ]]; then
+  export CLATTN_TUNING_DB="$out/tuning.json"
+  for dt in f16 bf16; do
+    "$cl" tune --dtype $dt --head-dims 64,128 --causal-list 0,1 --seqlens 4096 --batch 4 \
+      --heads 16 --budget "${TUNE_BUDGET:-100}" --json --backward >"$out/tune_${dt}_bwd.json" 2>&1
+  done
 fi
 if [[ " $steps " == *" tune "* ]]; then
   export CLATTN_TUNING_DB="$out/tuning.json"

@@ -59,8 +59,10 @@ check() {
   then
     echo "FAIL (ptxas) $tag"; sed -n 1,20p "$work/$name.log"; fail=1; return
   fi
-  echo "ok $tag: $(grep -A2 "Function properties for clattn_forward" "$work/$name.log" |
-    grep -oE '[0-9]+ bytes spill stores|Used [0-9]+ registers|[0-9]+ bytes smem' | tr '\n' ' ')"
+  # Per kernel of the program (clattn_forward; bwd_dkdv and bwd_dq).
+  echo "ok $tag: $(grep -A2 -E "Function properties for (clattn_forward|bwd_dkdv|bwd_dq)" \
+    "$work/$name.log" | grep -oE 'for [a-z_]+|[0-9]+ bytes spill stores|Used [0-9]+ registers' |
+    tr '\n' ' ')"
 }
 half=(common.cl mma.cl mma_half.cl forward_mma_half.cl --)
 for dt in 1 2; do
@@ -68,6 +70,13 @@ for dt in 1 2; do
   check fmh "${half[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=64 -DBKV=32 -DPAD=1 -DCAUSAL=0
   check fmh "${half[@]}" -DDTYPE=$dt -DD=59 -DDV=100 -DBQ=16 -DBKV=16 -DPAD=0 -DCAUSAL=1
   check fmh "${half[@]}" -DDTYPE=$dt -DD=256 -DDV=256 -DBQ=64 -DBKV=32 -DPAD=1 -DCAUSAL=1
+done
+# The tensor-core backward in half: bwd_dkdv and bwd_dq, staged blocks as the runtime sets them.
+bhalf=(common.cl mma.cl mma_half.cl backward_mma_half.cl --)
+for dt in 1 2; do
+  check bmh "${bhalf[@]}" -DDTYPE=$dt -DD=64 -DDV=64 -DBQ=128 -DBKV=128 -DSQ=64 -DSK=64 -DCAUSAL=1
+  check bmh "${bhalf[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=64 -DBKV=64 -DSQ=32 -DSK=32 -DCAUSAL=0
+  check bmh "${bhalf[@]}" -DDTYPE=$dt -DD=59 -DDV=100 -DBQ=16 -DBKV=32 -DSQ=32 -DSK=32 -DCAUSAL=1
 done
 # The fp32 tensor-core forward, the H200's default, as the control of the stubs.
 check fm common.cl mma.cl forward_mma.cl -- -DD=64 -DDV=64 -DBQ=128 -DBKV=32 -DPAD=1 -DCAUSAL=1 \

@@ -73,6 +73,14 @@ void clattn__backward_reason(const clattn__family *f, const clattn__device *, co
                              const clattn__config *, char *, size_t);
 int clattn__backward_accept(const clattn__family *f, const clattn_config *in, clattn__config *out,
                             char *why, size_t len);
+/* backward_mma_half (backward_mma_half.c); the rest of its model is the backward's. */
+size_t clattn__bwd_mma_half_local(const clattn__device *, const clattn__class *,
+                                  const clattn__config *);
+void clattn__bwd_mma_half_defines(const clattn__family *f, const clattn__device *,
+                                  const clattn__class *, const clattn__config *, char *, size_t);
+unsigned clattn__bwd_mma_half_cost(const clattn__family *f, const clattn__device *,
+                                   const clattn__class *, const clattn__config *);
+
 unsigned clattn__backward_bind(const clattn__family *f, const clattn__config *c,
                                const cl_kernel *kernels, const clattn__bound *b,
                                clattn__launch *out, cl_int *err);

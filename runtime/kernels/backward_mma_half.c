@@ -1,0 +1,62 @@
+/* The model of the backward_mma_half family (registry.c's entry; cl/backward_mma_half.cl):
+ * NVIDIA tensor cores in half storage, mma.sync m16n8k16 f16/bf16 with fp32 accumulators, a warp
+ * per 16 keys of bwd_dkdv and per 16 rows of bwd_dq. Its local-memory formula mirrors the
+ * kernels' __local arrays; keep them in step. Legality, ranking, accepting a public config and
+ * binding are the backward's (backward_families.c). */
+#include "families.h"
+
+#include <stdio.h>
+
+/* Words of 16-bit pairs per local row of a head dim: padded to 16 values, then 8 more (QW, GW in
+ * the kernel). */
+static size_t row_words(unsigned dim) {
+  return (dim + 15) / 16 * 8 + 4;
+}
+
+/* The larger kernel's bytes with sb rows (bwd_dkdv: Q, dO, LSE and D) or keys (bwd_dq: K, V)
+ * staged, with the emulation's scratch for its warps. */
+static size_t half_bytes(const clattn__device *dev, const clattn__class *k, const clattn__config *c,
+                         unsigned sb) {
+  size_t rows = (size_t)sb * (row_words(k->d) + row_words(k->dv)) * 4;
+  size_t dkdv = rows + (size_t)sb * 2 * sizeof(float), dq = rows;
+  if (dev->mma_emulated) {
+    dkdv += (size_t)c->bkv / 16 * CLATTN__MMA_SCRATCH * sizeof(float);
+    dq += (size_t)c->bq / 16 * CLATTN__MMA_SCRATCH * sizeof(float);
+  }
+  return dkdv > dq ? dkdv : dq;
+}
+
+/* 64 staged rows up to head dims of 64, 32 above (each lane holds two fp32 C fragments of the
+ * staged block, S and dP, beside its head-dim-long accumulators), halved until they fit; 0 when
+ * not even 16 do. */
+static unsigned stage_rows(const clattn__device *dev, const clattn__class *k,
+                           const clattn__config *c) {
+  unsigned start = k->d > 64 || k->dv > 64 ? 32 : 64;
+  for (unsigned sb = start; sb >= 16; sb /= 2)
+    if (half_bytes(dev, k, c, sb) <= dev->local_mem) return sb;
+  return 0;
+}
+
+size_t clattn__bwd_mma_half_local(const clattn__device *dev, const clattn__class *k,
+                                  const clattn__config *c) {
+  unsigned sb = stage_rows(dev, k, c);
+  return half_bytes(dev, k, c, sb ? sb : 16);
+}
+
+void clattn__bwd_mma_half_defines(const clattn__family *f, const clattn__device *dev,
+                                  const clattn__class *k, const clattn__config *c, char *out,
+                                  size_t len) {
+  unsigned sb = stage_rows(dev, k, c);
+  snprintf(out, len, "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DCAUSAL=%u -DSQ=%u -DSK=%u%s",
+           k->d, k->dv, c->bq, c->bkv, k->causal, sb, sb,
+           dev->mma_emulated ? " -DMMA_EMULATE=1 -DSCRATCH=" CLATTN__STR(CLATTN__MMA_SCRATCH) : "");
+}
+
+/* The backward's ranking (its default: the largest equal blocks up to 128 that fit), placed after
+ * backward_rows (100 on) until the H200 has measured it: no device's half backward changes to
+ * it untimed (docs/DESIGN.md, "To add a family"). */
+unsigned clattn__bwd_mma_half_cost(const clattn__family *f, const clattn__device *dev,
+                                   const clattn__class *k, const clattn__config *c) {
+  unsigned cost = clattn__backward_cost(f, dev, k, c);
+  return cost == CLATTN__UNRANKED ? cost : 200 + cost;
+}
