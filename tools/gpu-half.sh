@@ -9,7 +9,8 @@
 # check-DT, check-DT-backward: one list alone (DT f16 or bf16). check-DT-bmma: the backward's
 # list with backward_mma_half forced (BMMA, 128/128) where head dims allow. time-bmma: bench
 # forward + backward with the plans' backward and with backward_mma_half forced, beside
-# torch_sdpa.py's backward. tune-backward: the backward's classes alone.
+# torch_sdpa.py's backward. tune-backward: the backward's classes alone; tune-forward-DT the
+# forward's in one dtype.
 # Usage: tools/gpu-half.sh DIR [check] [check-DT...] [time] [time-bmma] [tune] [tune-backward]
 # (DIR from tools/gpu-pack.sh; TUNE_BUDGET seconds per tune run, 100). Writes to $OUT.
 set -uo pipefail
@@ -35,6 +36,10 @@ for s in $steps; do
       --backward | tee -a "$out/env.txt" ;;
   check-f16 | check-bf16) dt=${s#check-}
     gpu_check_list "$dt" 200 --dtype "$dt" | tee -a "$out/env.txt" ;;
+  tune-forward-*) dt=${s#tune-forward-}
+    CLATTN_TUNING_DB="$out/tuning.json" "$cl" tune --dtype $dt --head-dims 64,128 \
+      --causal-list 0,1 --seqlens 4096 --batch 4 --heads 16 --budget "${TUNE_BUDGET:-100}" \
+      --json >"$out/tune_$dt.json" 2>&1 ;;
   esac
 done
 if [[ " $steps " == *" time "* ]]; then
