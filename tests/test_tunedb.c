@@ -363,25 +363,24 @@ Test(tunedb, built_in_defaults_for_the_h200) {
       cr_assert_not(clattn__config_legal(&h200, &cls, c, why, sizeof why));
       h200.tensor_cores = 1;
     }
-  /* Half classes have rows of their own: the half tensor-core forward (fp16 at d = 64 and 128,
-   * bf16 at d = 128), legal for the class and not for fp32; bf16 at d = 64 has none yet. */
-  clattn__class half = {64, 64, 0, 4096, CLATTN__FORWARD, CLATTN_F16};
-  clattn__config hc;
-  cr_assert(clattn__builtin_find(&h200, &half, &hc), "no fp16 built-in at d = 64");
-  cr_assert_str_eq(clattn__family_of(&hc)->name, "forward_mma_half");
+  /* Half classes have rows of their own: the half tensor-core kernels at d = 64 and 128 in each
+   * half dtype, forward and backward, legal for the class and not for fp32. */
   char why[160];
-  cr_assert(clattn__config_legal(&h200, &half, &hc, why, sizeof why), "%s", why);
-  clattn__class f32 = {64, 64, 0, 4096, CLATTN__FORWARD, CLATTN_F32};
-  cr_assert_not(clattn__config_legal(&h200, &f32, &hc, why, sizeof why));
-  clattn__class bf16 = {128, 128, 1, 4096, CLATTN__FORWARD, CLATTN_BF16};
-  cr_assert(clattn__builtin_find(&h200, &bf16, &hc), "no bf16 built-in at d = 128");
-  cr_assert(clattn__config_legal(&h200, &bf16, &hc, why, sizeof why), "%s", why);
-  bf16.d = bf16.dv = 64;
-  clattn__config unused;
-  cr_assert_not(clattn__builtin_find(&h200, &bf16, &unused), "bf16 d = 64 has no row yet");
-  clattn__class bwd = {64, 64, 1, 4096, CLATTN__BACKWARD, CLATTN_BF16};
-  cr_assert(clattn__builtin_find(&h200, &bwd, &hc), "no bf16 backward built-in at d = 64");
-  cr_assert(clattn__config_legal(&h200, &bwd, &hc, why, sizeof why), "%s", why);
+  for (unsigned pass = CLATTN__FORWARD; pass <= CLATTN__BACKWARD; pass++)
+    for (unsigned dt = CLATTN_F16; dt <= CLATTN_BF16; dt++)
+      for (unsigned d = 64; d <= 128; d *= 2)
+        for (unsigned causal = 0; causal < 2; causal++) {
+          clattn__class half = {d, d, causal, 4096, pass, dt};
+          clattn__config hc;
+          cr_assert(clattn__builtin_find(&h200, &half, &hc),
+                    "no built-in for pass %u dtype %u d %u", pass, dt, d);
+          cr_assert_str_eq(clattn__family_of(&hc)->name,
+                           pass == CLATTN__FORWARD ? "forward_mma_half" : "backward_mma_half");
+          cr_assert(clattn__config_legal(&h200, &half, &hc, why, sizeof why), "%s", why);
+          clattn__class f32 = half;
+          f32.dtype = CLATTN_F32;
+          cr_assert_not(clattn__config_legal(&h200, &f32, &hc, why, sizeof why));
+        }
   snprintf(h200.name, sizeof h200.name, "NVIDIA A100");
   clattn__class cls = {64, 64, 0, 4096};
   clattn__config none;

@@ -1,8 +1,9 @@
 /* The model of the backward_mma_half family (registry.c's entry; cl/backward_mma_half.cl):
  * NVIDIA tensor cores in half storage, mma.sync m16n8k16 f16/bf16 with fp32 accumulators, a warp
  * per 16 keys of bwd_dkdv and per 16 rows of bwd_dq. Its local-memory formula mirrors the
- * kernels' __local arrays; keep them in step. Legality, ranking, accepting a public config and
- * binding are the backward's (backward_families.c). */
+ * kernels' __local arrays; keep them in step. Legality, ranking (tensor cores first: on the H200
+ * it ran the backward 10-33x faster than backward_rows, docs/BENCHMARKS.md), accepting a public
+ * config and binding are the backward's (backward_families.c). */
 #include "families.h"
 
 #include <stdio.h>
@@ -50,13 +51,4 @@ void clattn__bwd_mma_half_defines(const clattn__family *f, const clattn__device 
   snprintf(out, len, "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DCAUSAL=%u -DSQ=%u -DSK=%u%s",
            k->d, k->dv, c->bq, c->bkv, k->causal, sb, sb,
            dev->mma_emulated ? " -DMMA_EMULATE=1 -DSCRATCH=" CLATTN__STR(CLATTN__MMA_SCRATCH) : "");
-}
-
-/* The backward's ranking (its default: the largest equal blocks up to 128 that fit), placed after
- * backward_rows (100 on) until the H200 has measured it: no device's half backward changes to
- * it untimed (docs/DESIGN.md, "To add a family"). */
-unsigned clattn__bwd_mma_half_cost(const clattn__family *f, const clattn__device *dev,
-                                   const clattn__class *k, const clattn__config *c) {
-  unsigned cost = clattn__backward_cost(f, dev, k, c);
-  return cost == CLATTN__UNRANKED ? cost : 200 + cost;
 }

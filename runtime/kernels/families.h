@@ -78,8 +78,6 @@ size_t clattn__bwd_mma_half_local(const clattn__device *, const clattn__class *,
                                   const clattn__config *);
 void clattn__bwd_mma_half_defines(const clattn__family *f, const clattn__device *,
                                   const clattn__class *, const clattn__config *, char *, size_t);
-unsigned clattn__bwd_mma_half_cost(const clattn__family *f, const clattn__device *,
-                                   const clattn__class *, const clattn__config *);
 
 unsigned clattn__backward_bind(const clattn__family *f, const clattn__config *c,
                                const cl_kernel *kernels, const clattn__bound *b,
