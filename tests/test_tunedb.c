@@ -332,6 +332,14 @@ Test(tunedb, built_in_defaults_on_pocl) {
   p.seqlen_q = p.seqlen_kv = 5000; /* another bucket: the nearest measured one below */
   cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
   cr_assert_str_eq(info.origin, "built-in");
+  /* Half classes have rows of their own: bf16 at d = 128, causal, two rows per work-item. */
+  p.seqlen_q = p.seqlen_kv = 1000, p.dtype = CLATTN_BF16;
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_str_eq(info.origin, "built-in");
+  cr_assert_str_eq(info.kernel, "forward_tiles");
+  cr_assert(info.block_q == 128 && info.block_kv == 32 && info.rows_per_item == 2,
+            "bf16 d = 128 causal: %u/%u rm %u", info.block_q, info.block_kv, info.rows_per_item);
+  p.dtype = CLATTN_F32;
   p.head_dim = 100; /* no built-in for this head dim */
   cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
   cr_assert_str_eq(info.origin, "heuristic");
