@@ -14,7 +14,7 @@
  *   the fields documented so. Fields are only ever added, so code written against an earlier
  *   header keeps compiling. A struct that grows changes the library's soname, so a program
  *   built against another header does not load it: until 1.0 the soname carries the minor
- *   version (libclattn.so.0.2 for 0.2.x); clattn_version() says which library is loaded.
+ *   version (libclattn.so.0.3 for 0.3.x); clattn_version() says which library is loaded.
  * - A kernel variant that the device's compiler rejects (say, a driver that refuses inline
  *   PTX) is passed over for the next one that builds, with a line in
  *   clattn_context_diagnostics(); only an override, or every variant failing, gives
@@ -48,7 +48,7 @@ extern "C" {
 /* The version of this header (CMake checks it against the project's version at configure
  * time); clattn_version() is the version of the library loaded. */
 #define CLATTN_VERSION_MAJOR 0
-#define CLATTN_VERSION_MINOR 2
+#define CLATTN_VERSION_MINOR 3
 #define CLATTN_VERSION_PATCH 0
 
 /* One list generates the enum and clattn_status_string(), so they never drift apart. */
@@ -76,7 +76,15 @@ typedef enum clattn_dtype { CLATTN_F32 = 0, CLATTN_F16 = 1, CLATTN_BF16 = 2 } cl
 enum {
   /* Bottom-right aligned causal mask (FlashAttention 2): query i sees key j iff
    * j <= i + seqlen_kv - seqlen_q. */
-  CLATTN_CAUSAL = 1u << 0
+  CLATTN_CAUSAL = 1u << 0,
+  /* Sliding window (FlashAttention's window_size): query i sees key j iff
+   * -window_left <= j - (i + seqlen_kv - seqlen_q) <= window_right, -1 meaning unbounded on that
+   * side; with CLATTN_CAUSAL the right bound is 0. Accepted and checked; the kernels do not
+   * compute it yet: CLATTN_ERR_UNSUPPORTED (the variants issue, in progress). */
+  CLATTN_WINDOW = 1u << 1,
+  /* Causal aligned top-left (PyTorch SDPA's is_causal): query i sees key j iff j <= i. Not with
+   * CLATTN_CAUSAL. Not computed yet: CLATTN_ERR_UNSUPPORTED. */
+  CLATTN_CAUSAL_TOP_LEFT = 1u << 2
 };
 
 /* How a call computes attention. */
@@ -108,8 +116,13 @@ typedef struct clattn_problem {
                          elements), forward and backward, fused (split keys included) and
                          standard; accumulation and LSE are always fp32 */
   float scale;
-  unsigned flags;             /* CLATTN_CAUSAL */
+  unsigned flags;             /* CLATTN_CAUSAL, CLATTN_WINDOW, CLATTN_CAUSAL_TOP_LEFT */
   clattn_algorithm algorithm; /* CLATTN_ALGO_AUTO (0) by default */
+  /* The variants (zero: off). With CLATTN_WINDOW, the keys a row sees left and right of its
+   * diagonal (-1: unbounded; (0, 0) the diagonal alone); without it both must be 0. */
+  long window_left, window_right;
+  float softcap; /* > 0: a score s becomes softcap * tanh(s / softcap) (Gemma 2); not computed
+                    yet: CLATTN_ERR_UNSUPPORTED */
 } clattn_problem;
 
 /* A strided 4-D view [batch][seq][head][dim] of a buffer; the dim axis is contiguous. Offset and
@@ -168,11 +181,11 @@ CLATTN_API cl_device_id clattn_context_device(const clattn_context *ctx);
  * Owned by the context. */
 CLATTN_API const char *clattn_context_device_summary(const clattn_context *ctx);
 
-/* The library's version, "MAJOR.MINOR.PATCH" (e.g. "0.2.0"): a static string, never NULL.
+/* The library's version, "MAJOR.MINOR.PATCH" (e.g. "0.3.0"): a static string, never NULL.
  * Thread safe. A program (or a ctypes binding) compares it with the version it was written
  * for; until 1.0 a different minor version has a different soname and struct layouts. */
 CLATTN_API const char *clattn_version(void);
-/* The same as one number, MAJOR * 1000000 + MINOR * 1000 + PATCH (0.2.0 is 2000). */
+/* The same as one number, MAJOR * 1000000 + MINOR * 1000 + PATCH (0.3.0 is 3000). */
 CLATTN_API unsigned clattn_version_number(void);
 
 /* A static string naming the status. Never NULL. */
@@ -226,6 +239,37 @@ CLATTN_API clattn_status clattn_backward(clattn_context *ctx, const clattn_probl
                                          const clattn_tensor *dq, const clattn_tensor *dk,
                                          const clattn_tensor *dv, cl_uint num_wait,
                                          const cl_event *wait, cl_event *done);
+
+/* Every tensor and buffer of one call of clattn_forward_ex or clattn_backward_ex. A member left
+ * zero (a tensor whose buffer is NULL, a NULL cl_mem) is absent; each pass reads its own
+ * members and ignores the other pass's. The variant members (alibi_slopes, sinks, d_sinks,
+ * cu_seqlens_q, cu_seqlens_kv, seqlens_kv) are declared for the variants issue and not computed
+ * yet: a call that sets one gets CLATTN_ERR_UNSUPPORTED naming it. */
+typedef struct clattn_args {
+  clattn_tensor q, k, v; /* inputs of both passes */
+  clattn_tensor o;       /* forward: written; backward: read (D = rowsum(dO o O)) */
+  cl_mem lse;            /* fp32 [batch][heads_q][seqlen_q]: forward optional, backward required */
+  clattn_tensor d_o, dq, dk, dv;      /* backward */
+  cl_mem alibi_slopes;                /* fp32 [heads_q] ALiBi slopes */
+  cl_mem sinks;                       /* fp32 [heads_q] attention-sink logits */
+  cl_mem d_sinks;                     /* backward: fp32 [heads_q], the sinks' gradient */
+  cl_mem cu_seqlens_q, cu_seqlens_kv; /* int32 [batch + 1]: packed variable-length sequences */
+  cl_mem seqlens_kv;                  /* int32 [batch]: per-sequence key lengths */
+} clattn_args;
+
+/* clattn_forward with every tensor in args: q, k, v, o and lse as clattn_forward's, and the
+ * variants' members. clattn_forward is this call with the variant members absent; the two share
+ * one implementation, errors included. Errors: as clattn_forward's, INVALID_ARGUMENT for a NULL
+ * args, UNSUPPORTED for a variant member that is set. Thread safe. */
+CLATTN_API clattn_status clattn_forward_ex(clattn_context *ctx, const clattn_problem *problem,
+                                           const clattn_args *args, cl_uint num_wait,
+                                           const cl_event *wait, cl_event *done);
+
+/* clattn_backward with every tensor in args (q, k, v, o, d_o, lse, dq, dk, dv as
+ * clattn_backward's, and the variants' members), as clattn_forward_ex is to clattn_forward. */
+CLATTN_API clattn_status clattn_backward_ex(clattn_context *ctx, const clattn_problem *problem,
+                                            const clattn_args *args, cl_uint num_wait,
+                                            const cl_event *wait, cl_event *done);
 
 /* A tile config of the forward or the backward kernels (what the tuner varies). */
 typedef struct clattn_config {

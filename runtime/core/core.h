@@ -86,6 +86,9 @@ typedef struct clattn__shape {
   size_t elem;           /* bytes per stored element */
 } clattn__shape;
 
+/* args' variant members (alibi_slopes, sinks, d_sinks with backward, cu_seqlens_*,
+ * seqlens_kv): UNSUPPORTED naming the first one set; INVALID_ARGUMENT for NULL args. */
+clattn_status clattn__check_variant_args(clattn_context *ctx, const clattn_args *a, int backward);
 clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_problem *p,
                                          clattn__shape *out);
 /* "CLATTN_F32", "CLATTN_F16" or "CLATTN_BF16". */

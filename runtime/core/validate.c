@@ -12,6 +12,58 @@
  * standard path (GEMMs). */
 #define MAX_STANDARD_DIM 16384
 
+/* The variants' flags and fields: values checked first (INVALID_ARGUMENT), then what the
+ * kernels do not compute yet (UNSUPPORTED, naming it). */
+static clattn_status check_variants(clattn_context *ctx, const clattn_problem *p) {
+  const unsigned known = CLATTN_CAUSAL | CLATTN_WINDOW | CLATTN_CAUSAL_TOP_LEFT;
+  if (p->flags & ~known)
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "unknown flags 0x%x", p->flags & ~known);
+  if ((p->flags & CLATTN_CAUSAL) && (p->flags & CLATTN_CAUSAL_TOP_LEFT))
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                        "CLATTN_CAUSAL and CLATTN_CAUSAL_TOP_LEFT are two alignments of one "
+                        "mask: set one of them");
+  if (p->flags & CLATTN_WINDOW) {
+    if (p->window_left < -1 || p->window_right < -1)
+      return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                          "window_left %ld, window_right %ld: each is -1 (unbounded) or a number "
+                          "of keys, 0 or more",
+                          p->window_left, p->window_right);
+  } else if (p->window_left || p->window_right) {
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                        "window_left %ld, window_right %ld are set but flags lack CLATTN_WINDOW",
+                        p->window_left, p->window_right);
+  }
+  if (!(p->softcap >= 0.0f) || !isfinite(p->softcap))
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                        "softcap %g: 0 (off) or a positive finite cap", (double)p->softcap);
+  const char *missing = p->flags & CLATTN_WINDOW            ? "a sliding window (CLATTN_WINDOW)"
+                        : p->flags & CLATTN_CAUSAL_TOP_LEFT ? "CLATTN_CAUSAL_TOP_LEFT"
+                        : p->softcap > 0.0f                 ? "softcap"
+                                                            : NULL;
+  if (missing)
+    return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
+                        "%s is accepted by the API but not computed by any path yet", missing);
+  return CLATTN_OK;
+}
+
+clattn_status clattn__check_variant_args(clattn_context *ctx, const clattn_args *a, int backward) {
+  if (!a) return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "args is NULL");
+  const struct {
+    cl_mem m;
+    const char *name;
+  } v[] = {{a->alibi_slopes, "alibi_slopes (ALiBi)"},
+           {a->sinks, "sinks (attention sinks)"},
+           {backward ? a->d_sinks : NULL, "d_sinks (the sinks' gradient)"},
+           {a->cu_seqlens_q, "cu_seqlens_q (variable-length batches)"},
+           {a->cu_seqlens_kv, "cu_seqlens_kv (variable-length batches)"},
+           {a->seqlens_kv, "seqlens_kv (per-sequence key lengths)"}};
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+    if (v[i].m)
+      return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
+                          "args.%s is declared but not computed by any path yet", v[i].name);
+  return CLATTN_OK;
+}
+
 clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_problem *p,
                                          clattn__shape *s) {
   if (!p) return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "problem is NULL");
@@ -20,9 +72,8 @@ clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_probl
                         (int)p->dtype);
   s->dtype = p->dtype;
   s->elem = p->dtype == CLATTN_F32 ? 4 : 2;
-  if (p->flags & ~(unsigned)CLATTN_CAUSAL)
-    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "unknown flags 0x%x",
-                        p->flags & ~(unsigned)CLATTN_CAUSAL);
+  clattn_status st = check_variants(ctx, p);
+  if (st != CLATTN_OK) return st;
   s->batch = p->batch;
   s->heads_q = p->heads_q;
   s->heads_kv = p->heads_kv ? p->heads_kv : p->heads_q;

@@ -1,5 +1,5 @@
-/* clattn_backward: validation, then D = rowsum(dO o O) and the two kernels of the backward
- * class's plan (plan/planner.c), or the standard path. */
+/* clattn_backward and clattn_backward_ex: validation, then D = rowsum(dO o O) and the two kernels
+ * of the backward class's plan (plan/planner.c), or the standard path. */
 #include "ops.h"
 
 #include <math.h>
@@ -13,17 +13,18 @@ void clattn__backward_release(clattn_context *ctx) {
   ctx->bwd_ws_bytes = 0;
 }
 
-clattn_status clattn_backward(clattn_context *ctx, const clattn_problem *problem,
-                              const clattn_tensor *q, const clattn_tensor *k,
-                              const clattn_tensor *v, const clattn_tensor *o,
-                              const clattn_tensor *d_o, cl_mem lse, const clattn_tensor *dq,
-                              const clattn_tensor *dk, const clattn_tensor *dv, cl_uint num_wait,
-                              const cl_event *wait, cl_event *done) {
-  if (done) *done = NULL;
-  if (!ctx) return clattn__fail(NULL, CLATTN_ERR_INVALID_ARGUMENT, "context is NULL");
+/* Both entry points, as forward.c's forward_call. */
+static clattn_status backward_call(clattn_context *ctx, const clattn_problem *problem,
+                                   const clattn_tensor *q, const clattn_tensor *k,
+                                   const clattn_tensor *v, const clattn_tensor *o,
+                                   const clattn_tensor *d_o, cl_mem lse, const clattn_tensor *dq,
+                                   const clattn_tensor *dk, const clattn_tensor *dv,
+                                   const clattn_args *ext, cl_uint num_wait, const cl_event *wait,
+                                   cl_event *done) {
   pthread_mutex_lock(&ctx->lock);
   clattn__shape s;
   clattn_status st = clattn__shape_from_problem(ctx, problem, &s);
+  if (st == CLATTN_OK && ext) st = clattn__check_variant_args(ctx, ext, 1);
   if (st == CLATTN_OK && (s.d > CLATTN__MAX_FUSED_DIM || s.dv > CLATTN__MAX_FUSED_DIM) &&
       (s.algo != CLATTN_ALGO_STANDARD || !s.seqlen_q || !s.seqlen_kv))
     st = clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
@@ -67,4 +68,25 @@ clattn_status clattn_backward(clattn_context *ctx, const clattn_problem *problem
   clFlush(ctx->queue);
   pthread_mutex_unlock(&ctx->lock);
   return st;
+}
+
+clattn_status clattn_backward(clattn_context *ctx, const clattn_problem *problem,
+                              const clattn_tensor *q, const clattn_tensor *k,
+                              const clattn_tensor *v, const clattn_tensor *o,
+                              const clattn_tensor *d_o, cl_mem lse, const clattn_tensor *dq,
+                              const clattn_tensor *dk, const clattn_tensor *dv, cl_uint num_wait,
+                              const cl_event *wait, cl_event *done) {
+  if (done) *done = NULL;
+  if (!ctx) return clattn__fail(NULL, CLATTN_ERR_INVALID_ARGUMENT, "context is NULL");
+  return backward_call(ctx, problem, q, k, v, o, d_o, lse, dq, dk, dv, NULL, num_wait, wait, done);
+}
+
+clattn_status clattn_backward_ex(clattn_context *ctx, const clattn_problem *problem,
+                                 const clattn_args *args, cl_uint num_wait, const cl_event *wait,
+                                 cl_event *done) {
+  if (done) *done = NULL;
+  if (!ctx) return clattn__fail(NULL, CLATTN_ERR_INVALID_ARGUMENT, "context is NULL");
+  if (!args) return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "args is NULL");
+  return backward_call(ctx, problem, &args->q, &args->k, &args->v, &args->o, &args->d_o, args->lse,
+                       &args->dq, &args->dk, &args->dv, args, num_wait, wait, done);
 }

@@ -1,19 +1,21 @@
-/* clattn_forward and clattn_explain: validate, plan, set arguments, enqueue. */
+/* clattn_forward, clattn_forward_ex and clattn_explain: validate, plan, set arguments, enqueue. */
 #include "ops.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-clattn_status clattn_forward(clattn_context *ctx, const clattn_problem *problem,
-                             const clattn_tensor *q, const clattn_tensor *k, const clattn_tensor *v,
-                             const clattn_tensor *o, cl_mem lse, cl_uint num_wait,
-                             const cl_event *wait, cl_event *done) {
-  if (done) *done = NULL;
-  if (!ctx) return clattn__fail(NULL, CLATTN_ERR_INVALID_ARGUMENT, "context is NULL");
+/* Both entry points: ext is clattn_forward_ex's args (its variant members checked after the
+ * problem), NULL from clattn_forward. */
+static clattn_status forward_call(clattn_context *ctx, const clattn_problem *problem,
+                                  const clattn_tensor *q, const clattn_tensor *k,
+                                  const clattn_tensor *v, const clattn_tensor *o, cl_mem lse,
+                                  const clattn_args *ext, cl_uint num_wait, const cl_event *wait,
+                                  cl_event *done) {
   pthread_mutex_lock(&ctx->lock);
   clattn__shape s;
   clattn_status st = clattn__shape_from_problem(ctx, problem, &s);
+  if (st == CLATTN_OK && ext) st = clattn__check_variant_args(ctx, ext, 0);
   if (st == CLATTN_OK && num_wait && !wait)
     st =
         clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "num_wait is %u but wait is NULL", num_wait);
@@ -40,6 +42,25 @@ clattn_status clattn_forward(clattn_context *ctx, const clattn_problem *problem,
   }
   pthread_mutex_unlock(&ctx->lock);
   return st;
+}
+
+clattn_status clattn_forward(clattn_context *ctx, const clattn_problem *problem,
+                             const clattn_tensor *q, const clattn_tensor *k, const clattn_tensor *v,
+                             const clattn_tensor *o, cl_mem lse, cl_uint num_wait,
+                             const cl_event *wait, cl_event *done) {
+  if (done) *done = NULL;
+  if (!ctx) return clattn__fail(NULL, CLATTN_ERR_INVALID_ARGUMENT, "context is NULL");
+  return forward_call(ctx, problem, q, k, v, o, lse, NULL, num_wait, wait, done);
+}
+
+clattn_status clattn_forward_ex(clattn_context *ctx, const clattn_problem *problem,
+                                const clattn_args *args, cl_uint num_wait, const cl_event *wait,
+                                cl_event *done) {
+  if (done) *done = NULL;
+  if (!ctx) return clattn__fail(NULL, CLATTN_ERR_INVALID_ARGUMENT, "context is NULL");
+  if (!args) return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "args is NULL");
+  return forward_call(ctx, problem, &args->q, &args->k, &args->v, &args->o, args->lse, args,
+                      num_wait, wait, done);
 }
 
 /* The fused plan's fields of clattn_plan_info. */

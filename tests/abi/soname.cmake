@@ -1,5 +1,5 @@
 # The built library's SONAME carries what its ABI depends on: until 1.0 the minor version
-# (libclattn.so.0.2 for 0.2.x), from 1.0 on the major version. Reads the ELF dynamic section.
+# (libclattn.so.0.3 for 0.3.x), from 1.0 on the major version. Reads the ELF dynamic section.
 # cmake -DLIB=<path of libclattn.so.X.Y.Z> -DVERSION=<project version> -P soname.cmake
 string(REPLACE "." ";" parts "${VERSION}")
 list(GET parts 0 major)

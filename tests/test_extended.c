@@ -1,0 +1,207 @@
+/* The extended entry points clattn_forward_ex and clattn_backward_ex (clattn_args) and the
+ * variants' fields of clattn_problem: the extended calls compute exactly what clattn_forward and
+ * clattn_backward do (bitwise, outputs starting NaN and checked whole); the variants' values are
+ * checked (INVALID_ARGUMENT) before what no path computes yet is refused (UNSUPPORTED, naming
+ * it); every refusal leaves the outputs untouched and the context usable. */
+#include "common.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { B = 2, H = 3, NQ = 37, NKV = 45, D = 24, BUFS = 8 };
+enum { Q, K, V, O, DO, DQ, DK, DV };
+
+typedef struct {
+  clattn_context *ctx;
+  clattn_problem p;
+  cl_mem buf[BUFS], lse;
+  size_t n[BUFS];
+  clattn_args a;
+} fixture;
+
+static cl_mem upload(clattn_context *ctx, size_t n, uint64_t seed) {
+  float *x = malloc(n * sizeof *x);
+  ref_fill_normal(x, n, &seed);
+  cl_int err;
+  cl_mem m = clCreateBuffer(clattn_context_cl_context(ctx),
+                            CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * sizeof *x, x, &err);
+  cr_assert_eq(err, CL_SUCCESS);
+  free(x);
+  return m;
+}
+
+/* Causal GQA-free problem with packed bshd tensors; outputs (O, LSE, gradients) start NaN. */
+static fixture make(void) {
+  fixture f;
+  memset(&f, 0, sizeof f);
+  f.ctx = test_context(NULL);
+  f.p = (clattn_problem){B, H, 0, NQ, NKV, D, 0, CLATTN_F32, 0.0f, CLATTN_CAUSAL};
+  size_t seq[BUFS] = {NQ, NKV, NKV, NQ, NQ, NQ, NKV, NKV};
+  clattn_tensor *views[BUFS] = {&f.a.q,   &f.a.k,  &f.a.v,  &f.a.o,
+                                &f.a.d_o, &f.a.dq, &f.a.dk, &f.a.dv};
+  for (int t = 0; t < BUFS; t++) {
+    f.n[t] = (size_t)B * seq[t] * H * D;
+    f.buf[t] = t == O || t >= DQ ? test_buffer(f.ctx, f.n[t], NAN) : upload(f.ctx, f.n[t], 11 + t);
+    *views[t] = clattn_bshd(f.buf[t], seq[t], H, D);
+  }
+  f.lse = test_buffer(f.ctx, (size_t)B * H * NQ, NAN);
+  f.a.lse = f.lse;
+  return f;
+}
+
+static float *read_all(const fixture *f, cl_mem m, size_t n) {
+  float *x = malloc(n * sizeof *x);
+  cr_assert_eq(clEnqueueReadBuffer(clattn_context_queue(f->ctx), m, CL_TRUE, 0, n * sizeof *x, x, 0,
+                                   NULL, NULL),
+               CL_SUCCESS);
+  return x;
+}
+
+static void refill_nan(fixture *f) {
+  float nan = NAN;
+  cl_command_queue q = clattn_context_queue(f->ctx);
+  for (int t = 0; t < BUFS; t++)
+    if (t == O || t >= DQ)
+      clEnqueueFillBuffer(q, f->buf[t], &nan, sizeof nan, 0, f->n[t] * sizeof nan, 0, NULL, NULL);
+  clEnqueueFillBuffer(q, f->lse, &nan, sizeof nan, 0, (size_t)B * H * NQ * sizeof nan, 0, NULL,
+                      NULL);
+  clFinish(q);
+}
+
+static void done_with(fixture *f) {
+  for (int t = 0; t < BUFS; t++) clReleaseMemObject(f->buf[t]);
+  clReleaseMemObject(f->lse);
+  clattn_context_destroy(f->ctx);
+}
+
+/* The outputs after a call of each entry point: O, LSE, dQ, dK, dV (every element finite). */
+static void outputs(const fixture *f, float *out[5]) {
+  int t[5] = {O, -1, DQ, DK, DV};
+  for (int i = 0; i < 5; i++) {
+    size_t n = t[i] < 0 ? (size_t)B * H * NQ : f->n[t[i]];
+    out[i] = read_all(f, t[i] < 0 ? f->lse : f->buf[t[i]], n);
+    for (size_t e = 0; e < n; e++)
+      cr_assert(isfinite(out[i][e]), "output %d element %zu is %g (unwritten?)", i, e, out[i][e]);
+  }
+}
+
+static void run(fixture *f, int extended) {
+  const clattn_args *a = &f->a;
+  clattn_status st =
+      extended ? clattn_forward_ex(f->ctx, &f->p, a, 0, NULL, NULL)
+               : clattn_forward(f->ctx, &f->p, &a->q, &a->k, &a->v, &a->o, a->lse, 0, NULL, NULL);
+  cr_assert_eq(st, CLATTN_OK, "%s", clattn_last_error(f->ctx));
+  st = extended ? clattn_backward_ex(f->ctx, &f->p, a, 0, NULL, NULL)
+                : clattn_backward(f->ctx, &f->p, &a->q, &a->k, &a->v, &a->o, &a->d_o, a->lse,
+                                  &a->dq, &a->dk, &a->dv, 0, NULL, NULL);
+  cr_assert_eq(st, CLATTN_OK, "%s", clattn_last_error(f->ctx));
+  clFinish(clattn_context_queue(f->ctx));
+}
+
+/* The extended calls are the plain ones: the same O, LSE and gradients, bit for bit (the plain
+ * calls' results are checked against the reference by the forward and backward suites). */
+Test(extended, same_results_as_the_plain_calls) {
+  fixture f = make();
+  float *plain[5], *ext[5];
+  run(&f, 0);
+  outputs(&f, plain);
+  refill_nan(&f);
+  run(&f, 1);
+  outputs(&f, ext);
+  size_t n[5] = {f.n[O], (size_t)B * H * NQ, f.n[DQ], f.n[DK], f.n[DV]};
+  for (int i = 0; i < 5; i++) {
+    cr_assert(!memcmp(plain[i], ext[i], n[i] * sizeof(float)), "output %d differs", i);
+    free(plain[i]), free(ext[i]);
+  }
+  done_with(&f);
+}
+
+/* A refused call: its status, a message naming the cause, no event, O untouched (still NaN);
+ * then the context still works. */
+static void expect_refused(fixture *f, int backward, clattn_status want, const char *needle) {
+  refill_nan(f);
+  cl_event done = (cl_event)(uintptr_t)1;
+  clattn_status st = backward ? clattn_backward_ex(f->ctx, &f->p, &f->a, 0, NULL, &done)
+                              : clattn_forward_ex(f->ctx, &f->p, &f->a, 0, NULL, &done);
+  const char *msg = clattn_last_error(f->ctx);
+  cr_assert_eq(st, want, "got %s, want %s (%s)", clattn_status_string(st),
+               clattn_status_string(want), msg);
+  cr_assert_null(done, "*done must be NULL on error");
+  cr_assert(strstr(msg, needle), "message \"%s\" should mention \"%s\"", msg, needle);
+  float *o = read_all(f, f->buf[backward ? DQ : O], 1);
+  cr_assert(isnan(o[0]), "an output was written by a refused call");
+  free(o);
+  test_context_still_works(f->ctx);
+}
+
+Test(extended, null_args_rejected) {
+  fixture f = make();
+  cl_event done = (cl_event)(uintptr_t)1;
+  cr_assert_eq(clattn_forward_ex(f.ctx, &f.p, NULL, 0, NULL, &done), CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert_null(done);
+  cr_assert(strstr(clattn_last_error(f.ctx), "args is NULL"));
+  cr_assert_eq(clattn_backward_ex(f.ctx, &f.p, NULL, 0, NULL, NULL), CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert_eq(clattn_forward_ex(NULL, &f.p, &f.a, 0, NULL, NULL), CLATTN_ERR_INVALID_ARGUMENT);
+  /* An absent required tensor is named as clattn_forward names a NULL buffer. */
+  f.a.v.buffer = NULL;
+  expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "v.buffer is NULL");
+  done_with(&f);
+}
+
+/* Each variant member, set, is refused by name in the pass that reads it. */
+Test(extended, variant_members_rejected) {
+  fixture f = make();
+  cl_mem any = f.lse;
+  cl_mem *members[] = {&f.a.alibi_slopes, &f.a.sinks,         &f.a.d_sinks,
+                       &f.a.cu_seqlens_q, &f.a.cu_seqlens_kv, &f.a.seqlens_kv};
+  const char *names[] = {"alibi_slopes", "sinks",         "d_sinks",
+                         "cu_seqlens_q", "cu_seqlens_kv", "seqlens_kv"};
+  for (int i = 0; i < 6; i++) {
+    *members[i] = any;
+    if (members[i] != &f.a.d_sinks) expect_refused(&f, 0, CLATTN_ERR_UNSUPPORTED, names[i]);
+    expect_refused(&f, 1, CLATTN_ERR_UNSUPPORTED, names[i]);
+    *members[i] = NULL;
+  }
+  /* The forward ignores the backward's members: d_sinks set, it computes. */
+  f.a.d_sinks = any;
+  cr_assert_eq(clattn_forward_ex(f.ctx, &f.p, &f.a, 0, NULL, NULL), CLATTN_OK, "%s",
+               clattn_last_error(f.ctx));
+  done_with(&f);
+}
+
+/* The variants' fields: bad values first, then what is not computed yet; explain and the
+ * overrides read the same checks. */
+Test(extended, variant_fields_rejected) {
+  fixture f = make();
+  f.p.flags = CLATTN_CAUSAL | CLATTN_CAUSAL_TOP_LEFT;
+  expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "two alignments");
+  f.p.flags = CLATTN_CAUSAL_TOP_LEFT;
+  expect_refused(&f, 1, CLATTN_ERR_UNSUPPORTED, "CLATTN_CAUSAL_TOP_LEFT");
+  f.p.flags = CLATTN_CAUSAL;
+  f.p.window_left = 8;
+  expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "lack CLATTN_WINDOW");
+  f.p.flags |= CLATTN_WINDOW;
+  f.p.window_left = -2;
+  expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "window_left -2");
+  f.p.window_left = 8, f.p.window_right = -1;
+  expect_refused(&f, 0, CLATTN_ERR_UNSUPPORTED, "sliding window");
+  expect_refused(&f, 1, CLATTN_ERR_UNSUPPORTED, "sliding window");
+  clattn_plan_info info;
+  cr_assert_eq(clattn_explain(f.ctx, &f.p, &info), CLATTN_ERR_UNSUPPORTED);
+  f.p.flags = CLATTN_CAUSAL, f.p.window_left = f.p.window_right = 0;
+  float caps[] = {-1.0f, NAN, INFINITY};
+  for (int i = 0; i < 3; i++) {
+    f.p.softcap = caps[i];
+    expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "softcap");
+  }
+  f.p.softcap = 50.0f;
+  expect_refused(&f, 0, CLATTN_ERR_UNSUPPORTED, "softcap");
+  clattn_config cfg = {.kernel = "forward_rows", .block_q = 16, .block_kv = 16};
+  cr_assert_eq(clattn_override_config(f.ctx, &f.p, &cfg), CLATTN_ERR_UNSUPPORTED);
+  f.p.softcap = 0.0f;
+  cr_assert_eq(clattn_forward_ex(f.ctx, &f.p, &f.a, 0, NULL, NULL), CLATTN_OK, "%s",
+               clattn_last_error(f.ctx));
+  done_with(&f);
+}
