@@ -30,8 +30,8 @@
 #if DTYPE != 1 && DTYPE != 2
 #error "backward_mma_half computes fp16 and bf16 storage (DTYPE 1 or 2); fp32 is backward_mma's"
 #endif
-#if BQ % 16 || BKV % 16 || SQ % 16 || SK % 16
-#error "BQ, BKV, SQ and SK must be multiples of 16"
+#if BQ % 16 || BKV % 16 || SQ % 16 || SK % 16 || SQ < 16 || SK < 16
+#error "BQ, BKV, SQ and SK must be multiples of 16 (SQ and SK at least 16)"
 #endif
 
 // clang-format off: it does not know that UNROLL is a pragma

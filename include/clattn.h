@@ -30,6 +30,7 @@
 #endif
 #include <CL/cl.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #if defined(_WIN32) && defined(CLATTN_BUILDING)
 #define CLATTN_API __declspec(dllexport)
@@ -79,8 +80,9 @@ enum {
   CLATTN_CAUSAL = 1u << 0,
   /* Sliding window (FlashAttention's window_size): query i sees key j iff
    * -window_left <= j - (i + seqlen_kv - seqlen_q) <= window_right, -1 meaning unbounded on that
-   * side; with CLATTN_CAUSAL the right bound is 0. Accepted and checked; the kernels do not
-   * compute it yet: CLATTN_ERR_UNSUPPORTED (the variants issue, in progress). */
+   * side (with CLATTN_CAUSAL_TOP_LEFT the diagonal is j = i); with a causal mask window_right is
+   * 0 or -1 (both: none to the right). Accepted and checked; the kernels do not compute it yet:
+   * CLATTN_ERR_UNSUPPORTED (the variants issue, in progress). */
   CLATTN_WINDOW = 1u << 1,
   /* Causal aligned top-left (PyTorch SDPA's is_causal): query i sees key j iff j <= i. Not with
    * CLATTN_CAUSAL. Not computed yet: CLATTN_ERR_UNSUPPORTED. */
@@ -120,7 +122,7 @@ typedef struct clattn_problem {
   clattn_algorithm algorithm; /* CLATTN_ALGO_AUTO (0) by default */
   /* The variants (zero: off). With CLATTN_WINDOW, the keys a row sees left and right of its
    * diagonal (-1: unbounded; (0, 0) the diagonal alone); without it both must be 0. */
-  long window_left, window_right;
+  int64_t window_left, window_right;
   float softcap; /* > 0: a score s becomes softcap * tanh(s / softcap) (Gemma 2); not computed
                     yet: CLATTN_ERR_UNSUPPORTED */
 } clattn_problem;
@@ -259,8 +261,9 @@ typedef struct clattn_args {
 
 /* clattn_forward with every tensor in args: q, k, v, o and lse as clattn_forward's, and the
  * variants' members. clattn_forward is this call with the variant members absent; the two share
- * one implementation, errors included. Errors: as clattn_forward's, INVALID_ARGUMENT for a NULL
- * args, UNSUPPORTED for a variant member that is set. Thread safe. */
+ * one implementation (an absent tensor is reported as its NULL buffer). Errors: as
+ * clattn_forward's, INVALID_ARGUMENT for a NULL args, UNSUPPORTED for a variant member that is set
+ * (after the tensors' checks). Thread safe. */
 CLATTN_API clattn_status clattn_forward_ex(clattn_context *ctx, const clattn_problem *problem,
                                            const clattn_args *args, cl_uint num_wait,
                                            const cl_event *wait, cl_event *done);

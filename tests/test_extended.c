@@ -158,6 +158,10 @@ Test(extended, variant_members_rejected) {
                        &f.a.cu_seqlens_q, &f.a.cu_seqlens_kv, &f.a.seqlens_kv};
   const char *names[] = {"alibi_slopes", "sinks",         "d_sinks",
                          "cu_seqlens_q", "cu_seqlens_kv", "seqlens_kv"};
+  /* The tensors are checked before the variant members are refused. */
+  f.a.sinks = any, f.a.k.buffer = NULL;
+  expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "k.buffer is NULL");
+  f.a.sinks = NULL, f.a.k = clattn_bshd(f.buf[K], NKV, H, D);
   for (int i = 0; i < 6; i++) {
     *members[i] = any;
     if (members[i] != &f.a.d_sinks) expect_refused(&f, 0, CLATTN_ERR_UNSUPPORTED, names[i]);
@@ -185,7 +189,13 @@ Test(extended, variant_fields_rejected) {
   f.p.flags |= CLATTN_WINDOW;
   f.p.window_left = -2;
   expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "window_left -2");
+  f.p.window_left = 8, f.p.window_right = 3;
+  expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "with a causal mask");
   f.p.window_left = 8, f.p.window_right = -1;
+  /* Every other check of the problem comes before the refusal of what is not computed. */
+  f.p.head_dim = 0;
+  expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "head_dim is 0");
+  f.p.head_dim = D;
   expect_refused(&f, 0, CLATTN_ERR_UNSUPPORTED, "sliding window");
   expect_refused(&f, 1, CLATTN_ERR_UNSUPPORTED, "sliding window");
   clattn_plan_info info;

@@ -87,7 +87,7 @@ typedef struct clattn__shape {
 } clattn__shape;
 
 /* args' variant members (alibi_slopes, sinks, d_sinks with backward, cu_seqlens_*,
- * seqlens_kv): UNSUPPORTED naming the first one set; INVALID_ARGUMENT for NULL args. */
+ * seqlens_kv): UNSUPPORTED naming the first one set (after the tensors' checks). */
 clattn_status clattn__check_variant_args(clattn_context *ctx, const clattn_args *a, int backward);
 clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_problem *p,
                                          clattn__shape *out);

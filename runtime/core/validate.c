@@ -12,8 +12,9 @@
  * standard path (GEMMs). */
 #define MAX_STANDARD_DIM 16384
 
-/* The variants' flags and fields: values checked first (INVALID_ARGUMENT), then what the
- * kernels do not compute yet (UNSUPPORTED, naming it). */
+/* The variants' flags and fields: their values (INVALID_ARGUMENT). What the kernels do not
+ * compute yet is refused after every other check of the problem (variants_computed), so a
+ * malformed call keeps its status once a variant is computed. */
 static clattn_status check_variants(clattn_context *ctx, const clattn_problem *p) {
   const unsigned known = CLATTN_CAUSAL | CLATTN_WINDOW | CLATTN_CAUSAL_TOP_LEFT;
   if (p->flags & ~known)
@@ -23,19 +24,29 @@ static clattn_status check_variants(clattn_context *ctx, const clattn_problem *p
                         "CLATTN_CAUSAL and CLATTN_CAUSAL_TOP_LEFT are two alignments of one "
                         "mask: set one of them");
   if (p->flags & CLATTN_WINDOW) {
+    if ((p->flags & (CLATTN_CAUSAL | CLATTN_CAUSAL_TOP_LEFT)) && p->window_right > 0)
+      return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                          "window_right %lld with a causal mask: 0 or -1 (a causal row sees no "
+                          "key right of its diagonal)",
+                          (long long)p->window_right);
     if (p->window_left < -1 || p->window_right < -1)
       return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
-                          "window_left %ld, window_right %ld: each is -1 (unbounded) or a number "
-                          "of keys, 0 or more",
-                          p->window_left, p->window_right);
+                          "window_left %lld, window_right %lld: each is -1 (unbounded) or a "
+                          "number of keys, 0 or more",
+                          (long long)p->window_left, (long long)p->window_right);
   } else if (p->window_left || p->window_right) {
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
-                        "window_left %ld, window_right %ld are set but flags lack CLATTN_WINDOW",
-                        p->window_left, p->window_right);
+                        "window_left %lld, window_right %lld are set but flags lack CLATTN_WINDOW",
+                        (long long)p->window_left, (long long)p->window_right);
   }
   if (!(p->softcap >= 0.0f) || !isfinite(p->softcap))
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
                         "softcap %g: 0 (off) or a positive finite cap", (double)p->softcap);
+  return CLATTN_OK;
+}
+
+/* Variants the problem asks for that no path computes yet: UNSUPPORTED, naming the first. */
+static clattn_status variants_computed(clattn_context *ctx, const clattn_problem *p) {
   const char *missing = p->flags & CLATTN_WINDOW            ? "a sliding window (CLATTN_WINDOW)"
                         : p->flags & CLATTN_CAUSAL_TOP_LEFT ? "CLATTN_CAUSAL_TOP_LEFT"
                         : p->softcap > 0.0f                 ? "softcap"
@@ -47,7 +58,6 @@ static clattn_status check_variants(clattn_context *ctx, const clattn_problem *p
 }
 
 clattn_status clattn__check_variant_args(clattn_context *ctx, const clattn_args *a, int backward) {
-  if (!a) return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "args is NULL");
   const struct {
     cl_mem m;
     const char *name;
@@ -111,7 +121,7 @@ clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_probl
                         "2^31 and heads below 2^32",
                         s->seqlen_q, s->seqlen_kv, s->heads_q);
   s->empty = s->batch == 0 || s->heads_q == 0 || s->seqlen_q == 0;
-  return CLATTN_OK;
+  return variants_computed(ctx, p);
 }
 
 static int mul_add(size_t *acc, size_t n, size_t stride) {

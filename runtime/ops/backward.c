@@ -24,7 +24,6 @@ static clattn_status backward_call(clattn_context *ctx, const clattn_problem *pr
   pthread_mutex_lock(&ctx->lock);
   clattn__shape s;
   clattn_status st = clattn__shape_from_problem(ctx, problem, &s);
-  if (st == CLATTN_OK && ext) st = clattn__check_variant_args(ctx, ext, 1);
   if (st == CLATTN_OK && (s.d > CLATTN__MAX_FUSED_DIM || s.dv > CLATTN__MAX_FUSED_DIM) &&
       (s.algo != CLATTN_ALGO_STANDARD || !s.seqlen_q || !s.seqlen_kv))
     st = clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
@@ -39,6 +38,7 @@ static clattn_status backward_call(clattn_context *ctx, const clattn_problem *pr
                       "backward needs an in-order queue: its kernels share a workspace");
   if (st == CLATTN_OK)
     st = clattn__check_backward_tensors(ctx, &s, q, k, v, o, d_o, lse, dq, dk, dv);
+  if (st == CLATTN_OK && ext) st = clattn__check_variant_args(ctx, ext, 1);
   const clattn__plan *p = NULL;
   int nothing = st == CLATTN_OK && (s.batch == 0 || s.heads_q == 0);
   /* The standard path when asked for (or when the head dims rule out the fused one); with no

@@ -6,7 +6,7 @@
 #include <string.h>
 
 /* Both entry points: ext is clattn_forward_ex's args (its variant members checked after the
- * problem), NULL from clattn_forward. */
+ * problem and the tensors), NULL from clattn_forward. */
 static clattn_status forward_call(clattn_context *ctx, const clattn_problem *problem,
                                   const clattn_tensor *q, const clattn_tensor *k,
                                   const clattn_tensor *v, const clattn_tensor *o, cl_mem lse,
@@ -15,11 +15,11 @@ static clattn_status forward_call(clattn_context *ctx, const clattn_problem *pro
   pthread_mutex_lock(&ctx->lock);
   clattn__shape s;
   clattn_status st = clattn__shape_from_problem(ctx, problem, &s);
-  if (st == CLATTN_OK && ext) st = clattn__check_variant_args(ctx, ext, 0);
   if (st == CLATTN_OK && num_wait && !wait)
     st =
         clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "num_wait is %u but wait is NULL", num_wait);
   if (st == CLATTN_OK) st = clattn__check_forward_tensors(ctx, &s, q, k, v, o, lse);
+  if (st == CLATTN_OK && ext) st = clattn__check_variant_args(ctx, ext, 0);
   if (st == CLATTN_OK && s.empty) {
     if (done) {
       cl_int err = clEnqueueMarkerWithWaitList(ctx->queue, num_wait, wait, done);
