@@ -13,7 +13,27 @@
  * Storage (cl/common.cl's DTYPE): Q, K, V, dO and the gradients in fp32, fp16 or bf16, widened
  * to fp32 on load; every sum is fp32 and each gradient is rounded once, when it is stored.
  * Defines: D, DV head dims; BQ, BKV block sizes (the work-group sizes of bwd_dq and bwd_dkdv);
- * CAUSAL (bottom-right aligned). */
+ * CAUSAL (bottom-right aligned); the variants MASK and SOFTCAP (cl/common.cl; softcap is the cap
+ * itself here): with a cap, t = tanh(scale q.k / cap), P = exp(cap t - LSE) and dS gains the
+ * factor 1 - t^2. */
+
+/* P of a score s = q.k for a row of log-sum-exp l; *dt receives d(score)/d(scale q.k). */
+inline float bwd_prob(float s, float scale, float l, float *dt SOFTCAP_ARGS) {
+#if SOFTCAP
+  const float t = tanh(s * (scale / softcap));
+  *dt = 1.0f - t * t;
+  return exp(softcap * t - l);
+#else
+  *dt = 1.0f;
+  return exp(s * scale - l);
+#endif
+}
+#if SOFTCAP
+#define SOFTCAP_PASS , softcap
+#else
+#define SOFTCAP_PASS
+#endif
+
 
 __kernel __attribute__((reqd_work_group_size(BKV, 1, 1))) void
 bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
@@ -23,7 +43,7 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
          __global const float *lse, __global const float *drow, __global stor_t *dk,
          ulong dk_off, ulong dk_sb, ulong dk_ss, ulong dk_sh, __global stor_t *dv, ulong dv_off,
          ulong dv_sb, ulong dv_ss, ulong dv_sh, uint heads_q, uint heads_kv, uint seqlen_q,
-         uint seqlen_kv, uint num_kblocks, float scale, ulong group_base) {
+         uint seqlen_kv, uint num_kblocks, float scale, ulong group_base VARIANT_ARGS) {
   __local float Qs[BQ * D];
   __local float Gs[BQ * DV];
   __local float Ls[BQ], Ds[BQ];
@@ -50,11 +70,19 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
   const long first = (long)(kb * BKV) - shift;
   q_first = first <= 0 ? 0u : (uint)min(first, (long)seqlen_q) / BQ * BQ;
 #endif
+  uint q_stop = seqlen_q;
+#if MASK
+  /* Row i sees key j iff j - mask_hi < i <= j - mask_lo: the block's keys are seen by rows
+   * [kb BKV - mask_hi + 1, kb BKV + BKV - mask_lo); the others are skipped whole. */
+  const long lo_row = (long)(kb * BKV) - mask_hi + 1, hi_row = (long)(kb * BKV + BKV) - mask_lo;
+  q_first = lo_row <= 0 ? 0u : (uint)min(lo_row, (long)seqlen_q) / BQ * BQ;
+  q_stop = hi_row <= 0 ? 0u : (uint)min(hi_row, (long)seqlen_q);
+#endif
   for (uint hh = 0; hh < group; hh++) {
     const uint h = hk * group + hh;
     const ulong qbase = q_off + b * q_sb + h * q_sh, gbase = g_off + b * g_sb + h * g_sh;
     const ulong rbase = (b * heads_q + h) * seqlen_q;
-    for (uint q0 = q_first; q0 < seqlen_q; q0 += BQ) {
+    for (uint q0 = q_first; q0 < q_stop; q0 += BQ) {
       const uint nr = min((uint)BQ, seqlen_q - q0);
       barrier(CLK_LOCAL_MEM_FENCE);
       for (uint t = lid; t < BQ * D; t += BKV) {
@@ -76,15 +104,19 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
 #if CAUSAL
         if ((long)j > (long)(q0 + r) + shift) continue;
 #endif
-        float s = 0.0f;
+#if MASK
+        if (j < mask_key(q0 + r, mask_lo, seqlen_kv) || j >= mask_key(q0 + r, mask_hi, seqlen_kv))
+          continue;
+#endif
+        float s = 0.0f, dt;
         for (uint c = 0; c < D; c++) s = fma(Qs[r * D + c], kj[c], s);
-        const float p = exp(s * scale - Ls[r]);
+        const float p = bwd_prob(s, scale, Ls[r], &dt SOFTCAP_PASS);
         float dp = 0.0f;
         for (uint c = 0; c < DV; c++) {
           dp = fma(Gs[r * DV + c], vj[c], dp);
           dvj[c] = fma(p, Gs[r * DV + c], dvj[c]);
         }
-        const float ds = p * (dp - Ds[r]);
+        const float ds = p * (dp - Ds[r]) * dt;
         for (uint c = 0; c < D; c++) dkj[c] = fma(ds, Qs[r * D + c], dkj[c]);
       }
     }
@@ -104,7 +136,7 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
        __global const stor_t *d_o, ulong g_off, ulong g_sb, ulong g_ss, ulong g_sh,
        __global const float *lse, __global const float *drow, __global stor_t *dq, ulong dq_off,
        ulong dq_sb, ulong dq_ss, ulong dq_sh, uint heads_q, uint heads_kv, uint seqlen_q,
-       uint seqlen_kv, uint num_qblocks, float scale, ulong group_base) {
+       uint seqlen_kv, uint num_qblocks, float scale, ulong group_base VARIANT_ARGS) {
   __local float Ks[BKV * D];
   __local float Vs[BKV * DV];
   const uint lid = get_local_id(0);
@@ -131,8 +163,16 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
   const long block_end = (long)min(qb * BQ + BQ, seqlen_q) + shift;
   kv_end = block_end <= 0 ? 0u : (uint)min(block_end, (long)seqlen_kv);
 #endif
+  uint kv_first = 0;
+#if MASK
+  /* Keys [kv_first, kv_end) are seen by some row of this block (cl/common.cl's mask_key). */
+  const uint blk_end = min(qb * BQ + BQ, seqlen_q);
+  kv_first = qb * BQ < seqlen_q ? mask_key(qb * BQ, mask_lo, seqlen_kv) : 0u;
+  kv_end = qb * BQ < seqlen_q ? mask_key(blk_end - 1, mask_hi, seqlen_kv) : 0u;
+  const uint row_first = mask_key(i, mask_lo, seqlen_kv), row_end = mask_key(i, mask_hi, seqlen_kv);
+#endif
   const ulong kb0 = k_off + b * k_sb + hk * k_sh, vb0 = v_off + b * v_sb + hk * v_sh;
-  for (uint kv0 = 0; kv0 < kv_end; kv0 += BKV) {
+  for (uint kv0 = kv_first; kv0 < kv_end; kv0 += BKV) {
     const uint nk = min((uint)BKV, kv_end - kv0);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint t = lid; t < BKV * D; t += BQ) {
@@ -149,12 +189,15 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
 #if CAUSAL
       if ((long)(kv0 + jj) > (long)i + shift) break;
 #endif
-      float s = 0.0f;
+#if MASK
+      if (kv0 + jj < row_first || kv0 + jj >= row_end) continue;
+#endif
+      float s = 0.0f, dt;
       for (uint c = 0; c < D; c++) s = fma(qi[c], Ks[jj * D + c], s);
-      const float p = exp(s * scale - li);
+      const float p = bwd_prob(s, scale, li, &dt SOFTCAP_PASS);
       float dp = 0.0f;
       for (uint c = 0; c < DV; c++) dp = fma(gi[c], Vs[jj * DV + c], dp);
-      const float ds = p * (dp - di);
+      const float ds = p * (dp - di) * dt;
       for (uint c = 0; c < D; c++) dqi[c] = fma(ds, Ks[jj * D + c], dqi[c]);
     }
   }

@@ -21,7 +21,8 @@
  *
  * Defines: D, DV head dims (at most 128); BKV keys per bwd_dkdv work-group and BQ query rows per
  * bwd_dq work-group (multiples of 16: a warp per 16); SQ query rows staged at a time by bwd_dkdv
- * and SK keys by bwd_dq (multiples of 16, chosen by the runtime to fit local memory); CAUSAL
+ * and SK keys by bwd_dq (multiples of 16, chosen by the runtime to fit local memory); the
+ * variants MASK and SOFTCAP (cl/common.cl, as cl/backward.cl); CAUSAL
  * (bottom-right aligned); MMA_EMULATE (tests). runtime/bwd_plan.c mirrors the local-memory
  * formula; keep the two in step. */
 
@@ -127,7 +128,7 @@ bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_s
          __global const float *lse, __global const float *drow, __global float *dk,
          ulong dk_off, ulong dk_sb, ulong dk_ss, ulong dk_sh, __global float *dv, ulong dv_off,
          ulong dv_sb, ulong dv_ss, ulong dv_sh, uint heads_q, uint heads_kv, uint seqlen_q,
-         uint seqlen_kv, uint num_kblocks, float scale, ulong group_base) {
+         uint seqlen_kv, uint num_kblocks, float scale, ulong group_base VARIANT_ARGS) {
   __local float4 Ql[SQ * QS / 4], Gl[SQ * GS / 4]; /* float4: the 16-byte reads */
   __local float Ls[SQ], Ds[SQ];
   __local float *Qs = (__local float *)Ql, *Gs = (__local float *)Gl;
@@ -163,11 +164,18 @@ bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_s
   const long first = (long)(kb * BKV) - shift;
   q_first = first <= 0 ? 0u : (uint)min(first, (long)seqlen_q) / SQ * SQ;
 #endif
+  uint q_stop = seqlen_q;
+#if MASK
+  /* The rows that see some key of the block (cl/backward.cl's bwd_dkdv). */
+  const long lo_row = (long)(kb * BKV) - mask_hi + 1, hi_row = (long)(kb * BKV + BKV) - mask_lo;
+  q_first = lo_row <= 0 ? 0u : (uint)min(lo_row, (long)seqlen_q) / SQ * SQ;
+  q_stop = hi_row <= 0 ? 0u : (uint)min(hi_row, (long)seqlen_q);
+#endif
   for (uint hh = 0; hh < group; hh++) {
     const uint h = hk * group + hh;
     const ulong qbase = q_off + b * q_sb + h * q_sh, gbase = g_off + b * g_sb + h * g_sh;
     const ulong rbase = (b * heads_q + h) * seqlen_q;
-    for (uint q0 = q_first; q0 < seqlen_q; q0 += SQ) {
+    for (uint q0 = q_first; q0 < q_stop; q0 += SQ) {
       const uint nr = min((uint)SQ, seqlen_q - q0);
       barrier(CLK_LOCAL_MEM_FENCE);
       STAGE(Qs, QS, SQ, DP, q, qbase, q_ss, q0, nr, D, lid, 2 * BKV);
@@ -192,10 +200,19 @@ bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_s
 #if CAUSAL
           ok = ok && (long)j <= (long)(q0 + r) + shift;
 #endif
-          const float p = ok ? exp(s[n][e] * scale - Ls[r]) : 0.0f;
+#if MASK
+          ok = ok && j >= mask_key(q0 + r, mask_lo, seqlen_kv) &&
+               j < mask_key(q0 + r, mask_hi, seqlen_kv);
+#endif
+#if SOFTCAP /* cl/backward.cl: P of the capped score, dS times 1 - t^2 */
+          const float t = tanh(s[n][e] * (scale / softcap)), dt = 1.0f - t * t;
+          const float p = ok ? exp(softcap * t - Ls[r]) : 0.0f;
+#else
+          const float p = ok ? exp(s[n][e] * scale - Ls[r]) : 0.0f, dt = 1.0f;
+#endif
           const uint a = (e >> 1) | ((e & 1) << 1);
           SPLIT(p, ah[n][a], al[n][a]);
-          dp[n][e] = p * (dp[n][e] - Ds[r]);
+          dp[n][e] = p * (dp[n][e] - Ds[r]) * dt;
         }
       PRODUCT_N(dva, VT, ah, al, NQ, Gs, GS);
       UNROLL for (uint n = 0; n < NQ; n++)
@@ -227,7 +244,7 @@ bwd_dq(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
        __global const float *d_o, ulong g_off, ulong g_sb, ulong g_ss, ulong g_sh,
        __global const float *lse, __global const float *drow, __global float *dq, ulong dq_off,
        ulong dq_sb, ulong dq_ss, ulong dq_sh, uint heads_q, uint heads_kv, uint seqlen_q,
-       uint seqlen_kv, uint num_qblocks, float scale, ulong group_base) {
+       uint seqlen_kv, uint num_qblocks, float scale, ulong group_base VARIANT_ARGS) {
   __local float4 Kl[SK * QS / 4], Vl[SK * GS / 4];
   __local float *Ks = (__local float *)Kl, *Vs = (__local float *)Vl;
   const uint lid = get_local_id(0), warp = lid / 32, lane = lid % 32;
@@ -262,8 +279,17 @@ bwd_dq(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
   const long block_end = (long)min(qb * BQ + BQ, seqlen_q) + shift;
   kv_end = block_end <= 0 ? 0u : (uint)min(block_end, (long)seqlen_kv);
 #endif
+  uint kv_first = 0;
+#if MASK
+  /* Keys [kv_first, kv_end) are seen by some row of this block. */
+  const uint blk_end = min(qb * BQ + BQ, seqlen_q);
+  kv_first = qb * BQ < seqlen_q ? mask_key(qb * BQ, mask_lo, seqlen_kv) : 0u;
+  kv_end = qb * BQ < seqlen_q ? mask_key(blk_end - 1, mask_hi, seqlen_kv) : 0u;
+  const uint fa = mask_key(ra, mask_lo, seqlen_kv), ea = mask_key(ra, mask_hi, seqlen_kv);
+  const uint fb = mask_key(rb, mask_lo, seqlen_kv), eb = mask_key(rb, mask_hi, seqlen_kv);
+#endif
   const ulong kb0 = k_off + b * k_sb + hk * k_sh, vb0 = v_off + b * v_sb + hk * v_sh;
-  for (uint kv0 = 0; kv0 < kv_end; kv0 += SK) {
+  for (uint kv0 = kv_first; kv0 < kv_end; kv0 += SK) {
     const uint nk = min((uint)SK, kv_end - kv0);
     barrier(CLK_LOCAL_MEM_FENCE);
     STAGE(Ks, QS, SK, DP, k, kb0, k_ss, kv0, nk, D, lid, 2 * BQ);
@@ -283,9 +309,17 @@ bwd_dq(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
 #if CAUSAL
         ok = ok && (long)(kv0 + j) <= (long)row + shift;
 #endif
-        const float p = ok ? exp(s[n][e] * scale - l) : 0.0f;
+#if MASK
+        ok = ok && kv0 + j >= ((e >> 1) ? fb : fa) && kv0 + j < ((e >> 1) ? eb : ea);
+#endif
+#if SOFTCAP
+        const float t = tanh(s[n][e] * (scale / softcap)), dt = 1.0f - t * t;
+        const float p = ok ? exp(softcap * t - l) : 0.0f;
+#else
+        const float p = ok ? exp(s[n][e] * scale - l) : 0.0f, dt = 1.0f;
+#endif
         const uint a = (e >> 1) | ((e & 1) << 1);
-        SPLIT(p * (dp[n][e] - dr), dh[n][a], dl[n][a]);
+        SPLIT(p * (dp[n][e] - dr) * dt, dh[n][a], dl[n][a]);
       }
     PRODUCT_N(dqa, KT, dh, dl, NK, Ks, QS);
   }

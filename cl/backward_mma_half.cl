@@ -106,7 +106,7 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
          __global const float *lse, __global const float *drow, __global stor_t *dk,
          ulong dk_off, ulong dk_sb, ulong dk_ss, ulong dk_sh, __global stor_t *dv, ulong dv_off,
          ulong dv_sb, ulong dv_ss, ulong dv_sh, uint heads_q, uint heads_kv, uint seqlen_q,
-         uint seqlen_kv, uint num_kblocks, float scale, ulong group_base) {
+         uint seqlen_kv, uint num_kblocks, float scale, ulong group_base VARIANT_ARGS) {
   __local uint Qw[SQ * QW], Gw[SQ * GW];
   __local float Ls[SQ], Ds[SQ];
   __local const ushort *Qs = (__local const ushort *)Qw, *Gs = (__local const ushort *)Gw;
@@ -145,11 +145,18 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
   const long first = (long)(kb * BKV) - shift;
   q_first = first <= 0 ? 0u : (uint)min(first, (long)seqlen_q) / SQ * SQ;
 #endif
+  uint q_stop = seqlen_q;
+#if MASK
+  /* The rows that see some key of the block (cl/backward.cl's bwd_dkdv). */
+  const long lo_row = (long)(kb * BKV) - mask_hi + 1, hi_row = (long)(kb * BKV + BKV) - mask_lo;
+  q_first = lo_row <= 0 ? 0u : (uint)min(lo_row, (long)seqlen_q) / SQ * SQ;
+  q_stop = hi_row <= 0 ? 0u : (uint)min(hi_row, (long)seqlen_q);
+#endif
   for (uint hh = 0; hh < group; hh++) {
     const uint h = hk * group + hh;
     const ulong qbase = q_off + b * q_sb + h * q_sh, gbase = g_off + b * g_sb + h * g_sh;
     const ulong rbase = (b * heads_q + h) * seqlen_q;
-    for (uint q0 = q_first; q0 < seqlen_q; q0 += SQ) {
+    for (uint q0 = q_first; q0 < q_stop; q0 += SQ) {
       const uint nr = min((uint)SQ, seqlen_q - q0);
       barrier(CLK_LOCAL_MEM_FENCE);
       STAGE(Qw, QW, SQ, DP, qg, qbase, q_ss, q0, nr, D, lid, 2 * BKV);
@@ -170,9 +177,18 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
 #if CAUSAL
         ok = ok && (long)((e >> 1) ? jb : ja) <= (long)(q0 + r) + shift;
 #endif
-        const float p = ok ? exp2(s[n][e] * sl2 - Ls[r]) : 0.0f;
+#if MASK
+        ok = ok && (e >> 1 ? jb : ja) >= mask_key(q0 + r, mask_lo, seqlen_kv) &&
+             (e >> 1 ? jb : ja) < mask_key(q0 + r, mask_hi, seqlen_kv);
+#endif
+#if SOFTCAP /* cl/backward.cl: P of the capped score, dS times 1 - t^2 */
+        const float t = tanh(s[n][e] * (scale / softcap)), dt = 1.0f - t * t;
+        const float p = ok ? exp2(t * (softcap * M_LOG2E_F) - Ls[r]) : 0.0f;
+#else
+        const float p = ok ? exp2(s[n][e] * sl2 - Ls[r]) : 0.0f, dt = 1.0f;
+#endif
         s[n][e] = p;
-        dp[n][e] = p * (dp[n][e] - Ds[r]);
+        dp[n][e] = p * (dp[n][e] - Ds[r]) * dt;
       }
       uint pa[KQ][4];
       TO_A(pa, s, KQ);
@@ -205,7 +221,7 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
        __global const stor_t *d_o, ulong g_off, ulong g_sb, ulong g_ss, ulong g_sh,
        __global const float *lse, __global const float *drow, __global stor_t *dq, ulong dq_off,
        ulong dq_sb, ulong dq_ss, ulong dq_sh, uint heads_q, uint heads_kv, uint seqlen_q,
-       uint seqlen_kv, uint num_qblocks, float scale, ulong group_base) {
+       uint seqlen_kv, uint num_qblocks, float scale, ulong group_base VARIANT_ARGS) {
   __local uint Kw[SK * QW], Vw[SK * GW];
   __local const ushort *Ks = (__local const ushort *)Kw;
   const uint lid = get_local_id(0), warp = lid / 32, lane = lid % 32;
@@ -245,8 +261,17 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
   const long block_end = (long)min(qb * BQ + BQ, seqlen_q) + shift;
   kv_end = block_end <= 0 ? 0u : (uint)min(block_end, (long)seqlen_kv);
 #endif
+  uint kv_first = 0;
+#if MASK
+  /* Keys [kv_first, kv_end) are seen by some row of this block. */
+  const uint blk_end = min(qb * BQ + BQ, seqlen_q);
+  kv_first = qb * BQ < seqlen_q ? mask_key(qb * BQ, mask_lo, seqlen_kv) : 0u;
+  kv_end = qb * BQ < seqlen_q ? mask_key(blk_end - 1, mask_hi, seqlen_kv) : 0u;
+  const uint fa = mask_key(ra, mask_lo, seqlen_kv), ea = mask_key(ra, mask_hi, seqlen_kv);
+  const uint fb = mask_key(rb, mask_lo, seqlen_kv), eb = mask_key(rb, mask_hi, seqlen_kv);
+#endif
   const ulong kb0 = k_off + b * k_sb + hk * k_sh, vb0 = v_off + b * v_sb + hk * v_sh;
-  for (uint kv0 = 0; kv0 < kv_end; kv0 += SK) {
+  for (uint kv0 = kv_first; kv0 < kv_end; kv0 += SK) {
     const uint nk = min((uint)SK, kv_end - kv0);
     barrier(CLK_LOCAL_MEM_FENCE);
     STAGE(Kw, QW, SK, DP, kg, kb0, k_ss, kv0, nk, D, lid, 2 * BQ);
@@ -264,8 +289,16 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
 #if CAUSAL
       ok = ok && (long)(kv0 + j) <= (long)((e >> 1) ? rb : ra) + shift;
 #endif
-      const float p = ok ? exp2(s[n][e] * sl2 - l) : 0.0f;
-      dp[n][e] = p * (dp[n][e] - dr);
+#if MASK
+      ok = ok && kv0 + j >= ((e >> 1) ? fb : fa) && kv0 + j < ((e >> 1) ? eb : ea);
+#endif
+#if SOFTCAP
+      const float t = tanh(s[n][e] * (scale / softcap)), dt = 1.0f - t * t;
+      const float p = ok ? exp2(t * (softcap * M_LOG2E_F) - l) : 0.0f;
+#else
+      const float p = ok ? exp2(s[n][e] * sl2 - l) : 0.0f, dt = 1.0f;
+#endif
+      dp[n][e] = p * (dp[n][e] - dr) * dt;
     }
     uint dsa[KK][4];
     TO_A(dsa, dp, KK);

@@ -78,3 +78,41 @@ typedef float floatv;
 #define VLOAD(p) LDS(p)
 #define VGET(x, e) (x)
 #endif
+
+/* The variants (issue 17) that change which keys a row sees and how its scores are shaped, as
+ * -D defines a plain problem leaves at 0, so its kernels keep their text and their speed. Their
+ * values arrive as the kernels' last arguments, VARIANT_ARGS (after OUT_ARG), bound by the
+ * runtime only when the define is set (runtime/kernels/forward_families.c, backward_families.c,
+ * runtime/ops/standard*.c).
+ * MASK: row i of a sequence sees keys j with i + mask_lo <= j < i + mask_hi, inside
+ *   [0, seqlen_kv): a sliding window (FlashAttention's window_size) around the bottom-right or
+ *   top-left diagonal, with or without a causal bound (runtime/core/validate.c turns the
+ *   problem's flags and window into the two offsets; an unbounded side is +-2^40).
+ * SOFTCAP: a score s = scale q.k becomes cap tanh(s / cap) before the softmax (Gemma 2). The
+ *   argument is the cap in the kernel's score units: cap log2(e) in the forward kernels, whose
+ *   query scale is then scale / cap (their scores live in the log2 domain), the cap itself in
+ *   the others. */
+#ifndef MASK
+#define MASK 0
+#endif
+#ifndef SOFTCAP
+#define SOFTCAP 0
+#endif
+#if MASK
+#define MASK_ARGS , long mask_lo, long mask_hi
+#else
+#define MASK_ARGS
+#endif
+#if SOFTCAP
+#define SOFTCAP_ARGS , float softcap
+#else
+#define SOFTCAP_ARGS
+#endif
+#define VARIANT_ARGS MASK_ARGS SOFTCAP_ARGS
+/* The first key row i sees (i + off clamped to [0, n]), and one past its last (i + off, the
+ * same): both grow with i, so a block of rows sees keys [mask_key(first row, lo),
+ * mask_key(last row, hi)). */
+inline uint mask_key(long i, long off, uint n) {
+  const long x = i + off;
+  return x <= 0 ? 0u : (uint)min(x, (long)n);
+}

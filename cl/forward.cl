@@ -10,7 +10,8 @@
  *
  * Parameters (-D): D, DV head dims; BQ, BKV tile sizes; TPR work-items per row; STAGE_KV
  * (1: K/V tiles copied to local memory, 0: read straight from global memory, which suits CPUs
- * whose local memory is ordinary memory); PAD floats appended to each local row; CAUSAL.
+ * whose local memory is ordinary memory); PAD floats appended to each local row; CAUSAL; the
+ * variants MASK and SOFTCAP (cl/common.cl).
  * runtime/kernels/forward_families.c mirrors the local-memory formula below; keep the two in
  * step.
  *
@@ -43,7 +44,7 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
                ulong o_sh, uint heads_q, uint group, uint seqlen_q, uint seqlen_kv,
                uint num_qblocks, ulong group_base, float scale_log2, int write_lse,
                uint num_splits, uint kv_per_split, ulong o_split, ulong lse_off,
-               ulong lse_split OUT_ARG) {
+               ulong lse_split OUT_ARG VARIANT_ARGS) {
   __local float Qs[D * BQP];
   __local float Ss[BKV * BQP];
 #if STAGE_KV
@@ -81,9 +82,21 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
   kv_end = block_end <= 0 ? 0u : (uint)min(block_end, (long)seqlen_kv);
   const long row_last = (long)row + shift; /* key j visible iff j <= row_last */
 #endif
+#if MASK
+  /* Keys [kv_first, kv_end) are visible to some row of this block: those before and after are
+   * skipped whole, so a window of w keys costs O(w) per row. */
+  const uint rows_end = min(q0 + BQ, seqlen_q);
+  const uint kv_first = q0 < seqlen_q ? mask_key(q0, mask_lo, seqlen_kv) : 0u;
+  kv_end = q0 < seqlen_q ? mask_key(rows_end - 1, mask_hi, seqlen_kv) : 0u;
+  const uint row_first = mask_key(row, mask_lo, seqlen_kv), row_end = mask_key(row, mask_hi, seqlen_kv);
+  /* This work-group's split of the keys, inside them. */
+  kv_end = min(kv_end, split * kv_per_split + kv_per_split);
+  const uint kv_lo = min(max(split * kv_per_split, kv_first), kv_end);
+#else
   /* This work-group's split of the keys: [kv_lo, kv_end). */
   const uint kv_lo = min(split * kv_per_split, kv_end);
   kv_end = min(kv_end, kv_lo + kv_per_split);
+#endif
 
   float m = -INFINITY, l = 0.0f;
   float acc[DVP];
@@ -111,8 +124,14 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
       if (j < nk) {
         float s = 0.0f;
         for (uint c = 0; c < D; c++) s = fma(Qs[c * BQP + r], KAT(j, c), s);
+#if SOFTCAP
+        s = softcap * tanh(s);
+#endif
 #if CAUSAL
         if ((long)(kv0 + j) > row_last) s = -INFINITY;
+#endif
+#if MASK
+        if (kv0 + j < row_first || kv0 + j >= row_end) s = -INFINITY;
 #endif
         Ss[j * BQP + r] = s;
       }

@@ -28,7 +28,8 @@
  * on PoCL; it is slow and for tests only.
  *
  * Parameters (-D): D, DV head dims; BQ query rows per work-group (16 per warp); BKV keys per
- * tile (a multiple of 8); PAD (nonzero: pad the local rows as above); CAUSAL; VEC, the width of
+ * tile (a multiple of 8); PAD (nonzero: pad the local rows as above); CAUSAL; the variants MASK
+ * and SOFTCAP (cl/common.cl, as cl/forward.cl); VEC, the width of
  * the global loads that fill the tiles; FLUSH_S, FLUSH_O as above; PREFETCH (1: the next tile's
  * global loads are issued before this tile's MMAs, into registers); KVSPLIT (from the host's
  * stage_kv 2: the tiles stored split, see PUT); and for experiments VW (1: V read one value at
@@ -152,7 +153,7 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
                ulong v_ss, ulong v_sh, ulong o_off, ulong o_sb, ulong o_ss, ulong o_sh,
                uint heads_q, uint group, uint seqlen_q, uint seqlen_kv, uint num_qblocks,
                ulong group_base, float scale_log2, int write_lse, uint num_splits,
-               uint kv_per_split, ulong o_split, ulong lse_off, ulong lse_split) {
+               uint kv_per_split, ulong o_split, ulong lse_off, ulong lse_split VARIANT_ARGS) {
   /* float4 arrays: the 16-byte fragment reads need 16-byte alignment. */
   __local float4 Kl[BKV * KS / 4];
   __local float4 Vl[BKV * VS / 4];
@@ -213,9 +214,22 @@ UNROLL
   const long block_end = (long)min(q0 + BQ, seqlen_q) + shift;
   kv_end = block_end <= 0 ? 0u : (uint)min(block_end, (long)seqlen_kv);
 #endif
+#if MASK
+  /* Keys [kv_first, kv_end) are visible to some row of this block (cl/forward.cl); a warp's
+   * own rows see [w_first, w_end). */
+  const uint rows_end = min(q0 + BQ, seqlen_q), w_last = min(r0 + 15, seqlen_q - 1);
+  const uint kv_first = q0 < seqlen_q ? mask_key(q0, mask_lo, seqlen_kv) : 0u;
+  kv_end = q0 < seqlen_q ? mask_key(rows_end - 1, mask_hi, seqlen_kv) : 0u;
+  const uint w_first = mask_key(r0, mask_lo, seqlen_kv), w_end = mask_key(w_last, mask_hi, seqlen_kv);
+  const uint first0 = mask_key(row0, mask_lo, seqlen_kv), end0 = mask_key(row0, mask_hi, seqlen_kv);
+  const uint first1 = mask_key(row1, mask_lo, seqlen_kv), end1 = mask_key(row1, mask_hi, seqlen_kv);
+  kv_end = min(kv_end, split * kv_per_split + kv_per_split);
+  const uint kv_lo = min(max(split * kv_per_split, kv_first), kv_end);
+#else
   /* This work-group's split of the keys: [kv_lo, kv_end). */
   const uint kv_lo = min(split * kv_per_split, kv_end);
   kv_end = min(kv_end, kv_lo + kv_per_split);
+#endif
 
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; /* l: this lane's partial sums */
   float acc[VT][4];
@@ -242,7 +256,10 @@ UNROLL
 
     /* A warp with no rows, or whose rows precede every key of the tile (causal), has nothing
      * to add: it only helps to fill the tiles. */
-    const bool act = live && (!CAUSAL || SKIP_NONE || (long)kv0 <= (long)(r0 + 15) + shift);
+    bool act = live && (!CAUSAL || SKIP_NONE || (long)kv0 <= (long)(r0 + 15) + shift);
+#if MASK
+    act = act && (SKIP_NONE || (r0 < seqlen_q && kv0 < w_end && kv0 + BKV > w_first));
+#endif
     float s[NT][4];
     if (act) {
       /* S = Q K^T: C fragment element e is row gq + 8 (e >> 1), key 2 tq + (e & 1). The
@@ -303,7 +320,14 @@ UNROLL
 #if CAUSAL
           ok = ok && (long)(kv0 + j) <= (long)((e >> 1) ? row1 : row0) + shift;
 #endif
+#if MASK
+          ok = ok && kv0 + j >= ((e >> 1) ? first1 : first0) && kv0 + j < ((e >> 1) ? end1 : end0);
+#endif
+#if SOFTCAP
+          s[nt][e] = ok ? softcap * tanh(s[nt][e]) : -INFINITY;
+#else
           s[nt][e] = ok ? s[nt][e] : -INFINITY;
+#endif
           if (e >> 1)
             mx1 = fmax(mx1, s[nt][e]);
           else

@@ -26,7 +26,8 @@
  * Parameters (-D): D, DV head dims; BQ query rows per work-group (16 per warp); BKV keys per
  * tile (a multiple of 16, P V's k-step); PAD (0 or 1); CAUSAL (bottom-right aligned; key blocks
  * no row of the work-group sees are skipped); REVERSE (causal blocks longest first, 1 by
- * default). The arguments are cl/forward.cl's, the split ranges and o_f32 included (cl/common.cl's
+ * default); the variants MASK (key blocks outside the work-group's rows' ranges skipped, and a
+ * warp's own likewise) and SOFTCAP (cl/common.cl; S's fp32 scale is then scale / cap). The arguments are cl/forward.cl's, the split ranges and o_f32 included (cl/common.cl's
  * OUT_ARG, STO: a split call's partial O in fp32, for the merge). With MMA_EMULATE
  * (CLATTN_MMA_EMULATE=1) the MMAs and shuffles are emulated, so this runs on PoCL for tests.
  * runtime/kernels/forward_mma_half.c mirrors the local-memory formula; keep the two in step.
@@ -61,7 +62,8 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
                ulong v_ss, ulong v_sh, ulong o_off, ulong o_sb, ulong o_ss, ulong o_sh,
                uint heads_q, uint group, uint seqlen_q, uint seqlen_kv, uint num_qblocks,
                ulong group_base, float scale_log2, int write_lse, uint num_splits,
-               uint kv_per_split, ulong o_split, ulong lse_off, ulong lse_split OUT_ARG) {
+               uint kv_per_split, ulong o_split, ulong lse_off, ulong lse_split OUT_ARG
+               VARIANT_ARGS) {
   // clang-format on
   /* Pairs of 16-bit values: K[key][column pair], V^T[column][key pair]. */
   __local uint Kw[BKV * KS];
@@ -116,9 +118,22 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
   const long block_end = (long)min(q0 + BQ, seqlen_q) + shift;
   kv_end = block_end <= 0 ? 0u : (uint)min(block_end, (long)seqlen_kv);
 #endif
+#if MASK
+  /* Keys [kv_first, kv_end) are visible to some row of this block (cl/forward.cl); a warp's
+   * own rows see [w_first, w_end). */
+  const uint rows_end = min(q0 + BQ, seqlen_q), w_last = min(r0 + 15, seqlen_q - 1);
+  const uint kv_first = q0 < seqlen_q ? mask_key(q0, mask_lo, seqlen_kv) : 0u;
+  kv_end = q0 < seqlen_q ? mask_key(rows_end - 1, mask_hi, seqlen_kv) : 0u;
+  const uint w_first = mask_key(r0, mask_lo, seqlen_kv), w_end = mask_key(w_last, mask_hi, seqlen_kv);
+  const uint first0 = mask_key(row0, mask_lo, seqlen_kv), end0 = mask_key(row0, mask_hi, seqlen_kv);
+  const uint first1 = mask_key(row1, mask_lo, seqlen_kv), end1 = mask_key(row1, mask_hi, seqlen_kv);
+  kv_end = min(kv_end, split * kv_per_split + kv_per_split);
+  const uint kv_lo = min(max(split * kv_per_split, kv_first), kv_end);
+#else
   /* This work-group's split of the keys: [kv_lo, kv_end). */
   const uint kv_lo = min(split * kv_per_split, kv_end);
   kv_end = min(kv_end, kv_lo + kv_per_split);
+#endif
 
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; /* l: this lane's partial sums */
   float acc[VT][4];
@@ -151,7 +166,10 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
 
     /* A warp with no rows, or whose rows precede every key of the tile (causal), has nothing
      * to add: it only helps to fill the tiles. */
-    const bool act = live && (!CAUSAL || SKIP_NONE || (long)kv0 <= (long)(r0 + 15) + shift);
+    bool act = live && (!CAUSAL || SKIP_NONE || (long)kv0 <= (long)(r0 + 15) + shift);
+#if MASK
+    act = act && (SKIP_NONE || (r0 < seqlen_q && kv0 < w_end && kv0 + BKV > w_first));
+#endif
     if (act) {
       /* S = Q K^T: s[nt][e] is row gq + 8 (e >> 1), key nt * 8 + 2 tq + (e & 1). */
       float s[NT][4];
@@ -167,7 +185,14 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
 #if CAUSAL
         ok = ok && (long)(kv0 + j) <= (long)((e >> 1) ? row1 : row0) + shift;
 #endif
+#if MASK
+        ok = ok && kv0 + j >= ((e >> 1) ? first1 : first0) && kv0 + j < ((e >> 1) ? end1 : end0);
+#endif
+#if SOFTCAP
+        s[nt][e] = ok ? softcap * tanh(s[nt][e] * scale_log2) : -INFINITY;
+#else
         s[nt][e] = ok ? s[nt][e] * scale_log2 : -INFINITY;
+#endif
         if (e >> 1)
           mx1 = fmax(mx1, s[nt][e]);
         else

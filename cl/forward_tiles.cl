@@ -9,7 +9,8 @@
  * its own partial row sum; the partial sums meet once, at the end.
  *
  * Parameters (-D): D, DV head dims; BQ, BKV tile sizes; RM rows per work-item; TX work-items
- * along the keys (BKV % TX == 0, BQ % RM == 0); PAD floats appended to local rows; CAUSAL.
+ * along the keys (BKV % TX == 0, BQ % RM == 0); PAD floats appended to local rows; CAUSAL; the
+ * variants MASK and SOFTCAP (cl/common.cl).
  * runtime/kernels/forward_families.c mirrors the local-memory formula below; keep the two in
  * step.
  */
@@ -31,7 +32,7 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
                ulong o_sh, uint heads_q, uint group, uint seqlen_q, uint seqlen_kv,
                uint num_qblocks, ulong group_base, float scale_log2, int write_lse,
                uint num_splits, uint kv_per_split, ulong o_split, ulong lse_off,
-               ulong lse_split OUT_ARG) {
+               ulong lse_split OUT_ARG VARIANT_ARGS) {
   __local float Qs[D * BQP];
   __local float Ks[D * BKVP];
   __local float Vs[BKV * VS];
@@ -65,9 +66,18 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
   const long block_end = (long)min(q0 + BQ, seqlen_q) + shift;
   kv_end = block_end <= 0 ? 0u : (uint)min(block_end, (long)seqlen_kv);
 #endif
+#if MASK
+  /* Keys [kv_first, kv_end) are visible to some row of this block (forward.cl). */
+  const uint rows_end = min(q0 + BQ, seqlen_q);
+  const uint kv_first = q0 < seqlen_q ? mask_key(q0, mask_lo, seqlen_kv) : 0u;
+  kv_end = q0 < seqlen_q ? mask_key(rows_end - 1, mask_hi, seqlen_kv) : 0u;
+  kv_end = min(kv_end, split * kv_per_split + kv_per_split);
+  const uint kv_lo = min(max(split * kv_per_split, kv_first), kv_end);
+#else
   /* This work-group's split of the keys: [kv_lo, kv_end). */
   const uint kv_lo = min(split * kv_per_split, kv_end);
   kv_end = min(kv_end, kv_lo + kv_per_split);
+#endif
 
   float m[RM], lpart[RM], acc[RM][DVP], s[RM][RN];
   for (uint i = 0; i < RM; i++) {
@@ -107,6 +117,13 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
         bool ok = j < nk;
 #if CAUSAL
         ok = ok && (long)(kv0 + j) <= (long)(q0 + r0 + i) + shift;
+#endif
+#if MASK
+        ok = ok && kv0 + j >= mask_key(q0 + r0 + i, mask_lo, seqlen_kv) &&
+             kv0 + j < mask_key(q0 + r0 + i, mask_hi, seqlen_kv);
+#endif
+#if SOFTCAP
+        s[i][n] = softcap * tanh(s[i][n]);
 #endif
         s[i][n] = ok ? s[i][n] : -INFINITY;
         pm = fmax(pm, s[i][n]);

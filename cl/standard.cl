@@ -10,7 +10,14 @@
  * LSE = max + log(sum). With CPI > 0 each work-item keeps its CPI columns in registers, so S is
  * read once and P written once (the traffic model's round trip); CPI = 0 (rows longer than
  * WG * 64 with WG at its largest) reads the row twice: an online max/sum pass, then the write pass.
- * Defines: WG (a power of two), CPI, CAUSAL. */
+ * Defines: WG (a power of two), CPI, CAUSAL, and the variants MASK and SOFTCAP (cl/common.cl; the
+ * cap itself here, applied to S as read). */
+
+#if SOFTCAP
+#define CAP(x) (softcap * tanh((x) / softcap))
+#else
+#define CAP(x) (x)
+#endif
 
 #define LOG2E 1.4426950408889634f
 
@@ -41,7 +48,7 @@ static float group_sum(__local float *red, float x) {
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
 softmax_rows(__global float *s, __global float *lse, const uint seqlen_q, const uint seqlen_kv,
-             const ulong row_base, const ulong lse_base, const int write_lse) {
+             const ulong row_base, const ulong lse_base, const int write_lse VARIANT_ARGS) {
   __local float red[WG];
   const ulong r = row_base + get_group_id(0); /* row of the workspace */
   const uint t = get_local_id(0), i = (uint)(r % seqlen_q);
@@ -52,20 +59,24 @@ softmax_rows(__global float *s, __global float *lse, const uint seqlen_q, const 
   const long lim = (long)i + (long)seqlen_kv - (long)seqlen_q + 1;
   visible = lim <= 0 ? 0u : (uint)min(lim, (long)seqlen_kv);
 #endif
+  uint first = 0;
+#if MASK
+  first = mask_key(i, mask_lo, seqlen_kv), visible = mask_key(i, mask_hi, seqlen_kv);
+#endif
   float m, l;
 #if CPI
   float x[CPI];
   m = -INFINITY;
   for (uint c = 0; c < CPI; c++) {
     const uint j = t + c * WG;
-    x[c] = j < visible ? row[j] : -INFINITY;
+    x[c] = j >= first && j < visible ? CAP(row[j]) : -INFINITY;
     m = fmax(m, x[c]);
   }
   m = group_max(red, m);
   l = 0.0f;
   /* A row that sees no key keeps m = -inf: its p are 0, never exp(-inf - -inf). */
   for (uint c = 0; c < CPI; c++) {
-    x[c] = t + c * WG < visible ? exp2((x[c] - m) * LOG2E) : 0.0f;
+    x[c] = t + c * WG >= first && t + c * WG < visible ? exp2((x[c] - m) * LOG2E) : 0.0f;
     l += x[c];
   }
   l = group_sum(red, l);
@@ -76,8 +87,8 @@ softmax_rows(__global float *s, __global float *lse, const uint seqlen_q, const 
   }
 #else
   float mt = -INFINITY, lt = 0.0f;
-  for (uint j = t; j < visible; j += WG) {
-    const float v = row[j];
+  for (uint j = first + t; j < visible; j += WG) {
+    const float v = CAP(row[j]);
     if (v > mt) {
       lt = lt * exp2((mt - v) * LOG2E) + 1.0f;
       mt = v;
@@ -89,7 +100,7 @@ softmax_rows(__global float *s, __global float *lse, const uint seqlen_q, const 
   l = group_sum(red, mt == -INFINITY ? 0.0f : lt * exp2((mt - m) * LOG2E));
   const float inv = l > 0.0f ? 1.0f / l : 0.0f;
   for (uint j = t; j < seqlen_kv; j += WG)
-    row[j] = j < visible ? exp2((row[j] - m) * LOG2E) * inv : 0.0f;
+    row[j] = j >= first && j < visible ? exp2((CAP(row[j]) - m) * LOG2E) * inv : 0.0f;
 #endif
   if (write_lse && t == 0) lse[lse_base + r] = l > 0.0f ? m + log(l) : -INFINITY;
 }
@@ -113,12 +124,14 @@ __kernel void empty_rows(__global stor_t *o, const ulong o_off, const ulong o_sb
 /* The standard path's backward, one work-item per element of a workspace of rows x seqlen_kv
  * (rows counted from row_base, the chunk's first): bwd_probs turns S into P = exp(S - LSE), 0
  * where masked or where the row saw no key (LSE = -inf); bwd_dscores turns dP (ds_off elements
- * after P in the same workspace) into dS = P (dP - D); bwd_rowdot computes D = rowsum(dO o O) per
+ * after P in the same workspace) into dS = P (dP - D) (with SOFTCAP times 1 - t^2, t recovered
+ * from P and the row's LSE as (log P + LSE) / cap: where P underflows to 0, dS is 0 anyway);
+ * bwd_rowdot computes D = rowsum(dO o O) per
  * row of the strided views. base counts work-groups, as clattn__std_launch passes it: launches
  * after the first start base * 64 elements in. */
 __kernel void bwd_probs(__global float *s, __global const float *lse, const uint seqlen_q,
                         const uint seqlen_kv, const ulong row_base, const ulong n,
-                        const ulong base) {
+                        const ulong base VARIANT_ARGS) {
   const ulong g = base * get_local_size(0) + get_global_id(0);
   if (g >= n) return;
   const uint j = (uint)(g % seqlen_kv);
@@ -128,15 +141,29 @@ __kernel void bwd_probs(__global float *s, __global const float *lse, const uint
 #if CAUSAL
   ok = ok && (long)j <= (long)(r % seqlen_q) + (long)seqlen_kv - (long)seqlen_q;
 #endif
-  s[g] = ok ? exp(s[g] - l) : 0.0f;
+#if MASK
+  const uint i = (uint)(r % seqlen_q);
+  ok = ok && j >= mask_key(i, mask_lo, seqlen_kv) && j < mask_key(i, mask_hi, seqlen_kv);
+#endif
+  s[g] = ok ? exp(CAP(s[g]) - l) : 0.0f;
 }
 
 __kernel void bwd_dscores(__global float *ws, const ulong ds_off, __global const float *drow,
                           const uint seqlen_kv, const ulong row_base, const ulong n,
-                          const ulong base) {
+                          const ulong base
+#if SOFTCAP
+                          , __global const float *lse, const float softcap
+#endif
+) {
   const ulong g = base * get_local_size(0) + get_global_id(0);
   if (g >= n) return;
-  ws[ds_off + g] = ws[g] * (ws[ds_off + g] - drow[row_base + g / seqlen_kv]);
+  float dt = 1.0f;
+#if SOFTCAP
+  const float p = ws[g];
+  const float t = p > 0.0f ? (log(p) + lse[row_base + g / seqlen_kv]) / softcap : 0.0f;
+  dt = 1.0f - t * t;
+#endif
+  ws[ds_off + g] = ws[g] * (ws[ds_off + g] - drow[row_base + g / seqlen_kv]) * dt;
 }
 
 __kernel void bwd_rowdot(__global const stor_t *o, const ulong o_off, const ulong o_sb,

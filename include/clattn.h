@@ -81,11 +81,13 @@ enum {
   /* Sliding window (FlashAttention's window_size): query i sees key j iff
    * -window_left <= j - (i + seqlen_kv - seqlen_q) <= window_right, -1 meaning unbounded on that
    * side (with CLATTN_CAUSAL_TOP_LEFT the diagonal is j = i); with a causal mask window_right is
-   * 0 or -1 (both: none to the right). Accepted and checked; the kernels do not compute it yet:
-   * CLATTN_ERR_UNSUPPORTED (the variants issue, in progress). */
+   * 0 or -1 (both: none to the right). Key blocks no row of a work-group sees are skipped, so a
+   * window of w keys costs O(N w). Computed forward and backward by every kernel family and
+   * the standard path, in every dtype (a family that did not would be passed over by the
+   * planner, and an override of it would be CLATTN_ERR_UNSUPPORTED naming the variant). */
   CLATTN_WINDOW = 1u << 1,
   /* Causal aligned top-left (PyTorch SDPA's is_causal): query i sees key j iff j <= i. Not with
-   * CLATTN_CAUSAL. Not computed yet: CLATTN_ERR_UNSUPPORTED. */
+   * CLATTN_CAUSAL. Computed where CLATTN_WINDOW is. */
   CLATTN_CAUSAL_TOP_LEFT = 1u << 2
 };
 
@@ -123,8 +125,9 @@ typedef struct clattn_problem {
   /* The variants (zero: off). With CLATTN_WINDOW, the keys a row sees left and right of its
    * diagonal (-1: unbounded; (0, 0) the diagonal alone); without it both must be 0. */
   int64_t window_left, window_right;
-  float softcap; /* > 0: a score s becomes softcap * tanh(s / softcap) (Gemma 2); not computed
-                    yet: CLATTN_ERR_UNSUPPORTED */
+  float softcap; /* > 0: a score s = scale q.k becomes softcap * tanh(s / softcap) before the
+                    mask and the softmax (Gemma 2), forward and backward; computed where
+                    CLATTN_WINDOW is */
 } clattn_problem;
 
 /* A strided 4-D view [batch][seq][head][dim] of a buffer; the dim axis is contiguous. Offset and

@@ -110,3 +110,27 @@ Test(traffic, explain_reports_the_model) {
   cr_assert_str_eq(info.algorithm, "fused");
   clattn_context_destroy(ctx);
 }
+
+/* A window costs the keys it sees: the model's FLOPs count visible pairs (causal + window of w:
+ * about N w), and the fused traffic reads each block's keys only. */
+Test(traffic, window_counts_the_keys_it_sees) {
+  clattn_context *ctx = test_context(NULL);
+  clattn_problem p = {1, 8, 0, 1000, 1000, 64, 0, CLATTN_F32, 0.0f, CLATTN_CAUSAL | CLATTN_WINDOW};
+  p.window_left = 100;
+  clattn_plan_info w, full;
+  cr_assert_eq(clattn_explain(ctx, &p, &w), CLATTN_OK, "%s", clattn_last_error(ctx));
+  /* rows 0..100 see i + 1 keys, the other 899 see 101 */
+  double pairs = 101.0 * 102.0 / 2.0 + 899.0 * 101.0;
+  cr_assert_float_eq(w.flops, 2.0 * 8 * pairs * 128, 1.0);
+  p.flags = CLATTN_CAUSAL, p.window_left = 0;
+  cr_assert_eq(clattn_explain(ctx, &p, &full), CLATTN_OK, "%s", clattn_last_error(ctx));
+  /* 128-row blocks: about 228 keys each against 500 on average for the causal mask */
+  cr_assert_gt(full.fused_read_bytes, 2.0 * w.fused_read_bytes, "%g vs %g", full.fused_read_bytes,
+               w.fused_read_bytes);
+  /* Top-left causal on a square problem is the bottom-right one. */
+  p.flags = CLATTN_CAUSAL_TOP_LEFT;
+  clattn_plan_info tl;
+  cr_assert_eq(clattn_explain(ctx, &p, &tl), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_float_eq(tl.flops, full.flops, 1.0);
+  clattn_context_destroy(ctx);
+}

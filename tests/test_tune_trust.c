@@ -93,7 +93,7 @@ Test(tune_trust, backward_broken_kernels_never_crowned) {
 
 Test(tune_trust, backward_on_out_of_order_queue) {
   char dir[64];
-  test_kernel_dir(dir, sizeof dir, "ulong lse_split) {", SLOW_FORWARD, 0);
+  test_kernel_dir(dir, sizeof dir, "lse_split OUT_ARG VARIANT_ARGS) {", SLOW_FORWARD, 0);
   clattn_context *base = test_context(NULL);
   cl_context cl = clattn_context_cl_context(base);
   cl_device_id dev = clattn_context_device(base);

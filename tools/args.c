@@ -16,6 +16,9 @@ const char problem_flags_help[] =
     "  --seqlen N         (1024; sets both)   --seqlen-q N  --seqlen-kv N\n"
     "  --head-dim D       (64)        --head-dim-v D     (head-dim)\n"
     "  --causal           bottom-right aligned causal mask\n"
+    "  --causal-top-left  top-left aligned causal mask (PyTorch SDPA's is_causal)\n"
+    "  --window L,R       sliding window: L keys left and R right of the diagonal (-1: unbounded)\n"
+    "  --softcap C        scores become C tanh(s / C)\n"
     "  --scale S          (1/sqrt(head-dim))\n"
     "  --dtype f32|f16|bf16 (f32)\n"
     "  --algorithm auto|fused|standard (auto: fused unless a head dim exceeds 256)\n"
@@ -316,9 +319,39 @@ int args_problem(const args *a, int id, clattn_problem *p) {
   case OPT_DEVICE:
     setenv("CLATTN_DEVICE", a->val, 1);
     break;
+  case OPT_CAUSAL_TOP_LEFT:
+    p->flags |= CLATTN_CAUSAL_TOP_LEFT;
+    break;
+  case OPT_WINDOW: {
+    long long l = 0, r = 0;
+    int used = 0;
+    if (sscanf(a->val, "%lld,%lld%n", &l, &r, &used) != 2 || a->val[used] || l < -1 || r < -1 ||
+        !isdigit((unsigned char)a->val[strlen(a->val) - 1]))
+      ok = args_bad(a, "want L,R: two key counts, each 0 or more or -1 (unbounded)");
+    else
+      p->flags |= CLATTN_WINDOW, p->window_left = l, p->window_right = r;
+    break;
+  }
+  case OPT_SOFTCAP:
+    if ((ok = args_number(a, &v)) && !(v > 0.0 && v <= FLT_MAX))
+      ok = args_bad(a, "out of range (a positive cap)");
+    if (ok) p->softcap = (float)v;
+    break;
   default:
     ok = 0;
     break;
   }
   return ok;
+}
+
+void args_mask_text(const clattn_problem *p, char *out, size_t len) {
+  int n = snprintf(out, len, "%s",
+                   p->flags & CLATTN_CAUSAL            ? "causal"
+                   : p->flags & CLATTN_CAUSAL_TOP_LEFT ? "causal top-left"
+                                                       : "non-causal");
+  if ((p->flags & CLATTN_WINDOW) && n >= 0 && (size_t)n < len)
+    n += snprintf(out + n, len - n, ", window %lld,%lld", (long long)p->window_left,
+                  (long long)p->window_right);
+  if (p->softcap > 0.0f && n >= 0 && (size_t)n < len)
+    snprintf(out + n, len - n, ", softcap %g", (double)p->softcap);
 }

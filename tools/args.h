@@ -25,11 +25,15 @@ enum {
   OPT_DTYPE,
   OPT_ALGORITHM,
   OPT_DEVICE,
+  OPT_WINDOW,
+  OPT_CAUSAL_TOP_LEFT,
+  OPT_SOFTCAP,
   OPT_COMMAND = 512
 };
 
 /* The problem options (--batch --heads --heads-kv --seqlen --seqlen-q --seqlen-kv --head-dim
- * --head-dim-v --causal --scale --dtype --algorithm --device), for a command's option table. */
+ * --head-dim-v --causal --scale --dtype --algorithm --device, and the variants --window
+ * --causal-top-left --softcap), for a command's option table. */
 #define PROBLEM_OPTIONS                                                                            \
   {"batch", required_argument, NULL, OPT_BATCH}, {"heads", required_argument, NULL, OPT_HEADS},    \
       {"heads-kv", required_argument, NULL, OPT_HEADS_KV},                                         \
@@ -40,7 +44,10 @@ enum {
       {"head-dim-v", required_argument, NULL, OPT_HEAD_DIM_V},                                     \
       {"causal", no_argument, NULL, OPT_CAUSAL}, {"scale", required_argument, NULL, OPT_SCALE},    \
       {"dtype", required_argument, NULL, OPT_DTYPE},                                               \
-      {"algorithm", required_argument, NULL, OPT_ALGORITHM}, {                                     \
+      {"algorithm", required_argument, NULL, OPT_ALGORITHM},                                       \
+      {"window", required_argument, NULL, OPT_WINDOW},                                             \
+      {"causal-top-left", no_argument, NULL, OPT_CAUSAL_TOP_LEFT},                                 \
+      {"softcap", required_argument, NULL, OPT_SOFTCAP}, {                                         \
     "device", required_argument, NULL, OPT_DEVICE                                                  \
   }
 extern const char problem_flags_help[];
@@ -90,7 +97,11 @@ int args_name_set(const args *a, const char *const *names, int n, int *want);
  * --config); 0 with a message when malformed. */
 int args_config(const args *a, clattn_config *c);
 
-/* Applies problem option id (OPT_BATCH..OPT_DEVICE) with a's value to p; 0 when bad. */
+/* The problem's mask and variants in words: "causal", "non-causal", "causal top-left", then
+ * ", window L,R" and ", softcap C" when set. */
+void args_mask_text(const clattn_problem *p, char *out, size_t len);
+
+/* Applies problem option id (OPT_BATCH..OPT_SOFTCAP) with a's value to p; 0 when bad. */
 int args_problem(const args *a, int id, clattn_problem *p);
 
 #endif

@@ -21,6 +21,8 @@ static void usage(FILE *f) {
              "  --config K/BQ/BKV/TPR/RM/STAGE/PAD[/VEC]  force the fused config (as clattn run)\n"
              "  --dtype f32|f16|bf16  storage of Q, K, V, O and the gradients (f32; the host\n"
              "                     column is fp32's alone)\n"
+             "  --window L,R       a sliding window on every row (with --causal: R 0 or -1)\n"
+             "  --softcap C        scores become C tanh(s / C) on every row\n"
              "  --backward         time forward + backward (FLOPs 3.5x the forward's; the host\n"
              "                     column and the traffic columns stay forward-only)\n"
              "  --bandwidth        also check the traffic model: a copy kernel's bandwidth beside\n"
@@ -62,6 +64,8 @@ static const struct option bench_options[] = {{"seqlen", required_argument, NULL
                                               {"bandwidth", no_argument, NULL, OPT_BANDWIDTH},
                                               {"plot", required_argument, NULL, OPT_PLOT},
                                               {"dtype", required_argument, NULL, OPT_DTYPE},
+                                              {"window", required_argument, NULL, OPT_WINDOW},
+                                              {"softcap", required_argument, NULL, OPT_SOFTCAP},
                                               {"help", no_argument, NULL, 'h'},
                                               {NULL, 0, NULL, 0}};
 static const char *const causal_names[] = {"off", "on", "both"};
@@ -149,6 +153,10 @@ int bench_parse(int argc, char **argv, bench_opts *o) {
       break;
     case OPT_DEVICE:
       setenv("CLATTN_DEVICE", a.val, 1);
+      break;
+    case OPT_WINDOW:
+    case OPT_SOFTCAP:
+      ok = args_problem(&a, id, &o->variant);
       break;
     default:
       ok = 0;

@@ -14,7 +14,8 @@ typedef struct bench_opts {
   int named; /* --columns was given: a named column that cannot run here is a failure */
   int csv, json, bandwidth, backward, force;
   clattn_config forced;
-  clattn_dtype dtype; /* --dtype: the storage of every row */
+  clattn_dtype dtype;     /* --dtype: the storage of every row */
+  clattn_problem variant; /* --window, --softcap: flags and fields added to every row */
   const char *plot;
 } bench_opts;
 

@@ -141,6 +141,8 @@ static void bench_one(clattn_context *ctx, const bench_opts *o, int host_ok, ben
   p.batch = r->batch, p.heads_q = r->heads, p.seqlen_q = p.seqlen_kv = r->seqlen;
   p.head_dim = r->head_dim, p.flags = r->causal ? CLATTN_CAUSAL : 0;
   p.dtype = o->dtype;
+  p.flags |= o->variant.flags, p.softcap = o->variant.softcap;
+  p.window_left = o->variant.window_left, p.window_right = o->variant.window_right;
   r->dtype = (int)o->dtype;
   clattn_plan_info info;
   r->max_diff = -1.0;
@@ -174,14 +176,17 @@ static void bench_one(clattn_context *ctx, const bench_opts *o, int host_ok, ben
       tensors + (double)(o->backward ? info.standard_backward_workspace_bytes
                                      : info.standard_workspace_bytes);
   r->peak_bytes[COL_HOST] = tensors + (double)r->seqlen * r->seqlen * sizeof(float);
-  /* The host column is an fp32 loop (OpenBLAS): no peer for half storage. */
-  int host_dtype_ok = o->dtype == CLATTN_F32;
+  /* The host column is a plain fp32 loop (OpenBLAS): no peer for half storage or a variant. */
+  int host_plain =
+      !(o->variant.flags & (CLATTN_WINDOW | CLATTN_CAUSAL_TOP_LEFT)) && o->variant.softcap == 0.0f;
+  int host_dtype_ok = o->dtype == CLATTN_F32 && host_plain;
   int run[COLS] = {o->want[0] && fused_ok, o->want[1],
                    o->want[2] && host_ok && host_dtype_ok && !o->backward};
   if (o->want[COL_HOST] && o->backward)
     snprintf(r->t[COL_HOST].why, sizeof r->t[COL_HOST].why, "no host backward");
   if (o->want[COL_HOST] && !host_dtype_ok)
-    snprintf(r->t[COL_HOST].why, sizeof r->t[COL_HOST].why, "the host column is fp32 only");
+    snprintf(r->t[COL_HOST].why, sizeof r->t[COL_HOST].why,
+             host_plain ? "the host column is fp32 only" : "the host column has no variants");
   else if (o->want[COL_HOST] && !host_ok)
     snprintf(r->t[COL_HOST].why, sizeof r->t[COL_HOST].why, "%s",
              bench_host_available() ? "GPU device: host column is for CPUs"

@@ -71,9 +71,10 @@ int cmd_explain(int argc, char **argv) {
     printf("database:  %s\n", clattn_context_tuning_db(ctx));
     printf("algorithm: %s\n", info.algorithm);
     if (fused) {
+      char mask[96];
+      args_mask_text(&p, mask, sizeof mask);
       printf("class:     head_dim %zu/%zu, %s, sequence-length bucket %u\n", p.head_dim,
-             p.head_dim_v ? p.head_dim_v : p.head_dim,
-             p.flags & CLATTN_CAUSAL ? "causal" : "non-causal", info.seqlen_bucket);
+             p.head_dim_v ? p.head_dim_v : p.head_dim, mask, info.seqlen_bucket);
       printf("config:    %s BQ=%u BKV=%u TPR=%u RM=%u stage_kv=%u pad=%u vec=%u, %zu "
              "work-items\n",
              info.kernel, info.block_q, info.block_kv, info.threads_per_row, info.rows_per_item,

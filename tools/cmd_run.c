@@ -134,10 +134,11 @@ int cmd_run(int argc, char **argv) {
   int rc = CLI_ERROR;
   clattn_context *base = NULL; /* before the first goto out: destroyed there */
   printf("device:  %s\n", clattn_context_device_summary(ctx));
+  char mask[96];
+  args_mask_text(p, mask, sizeof mask);
   printf("problem: batch %zu, heads %zu/%zu, seqlen %zu x %zu, head_dim %zu/%zu, %s, %s%s\n",
          p->batch, p->heads_q, p->heads_kv ? p->heads_kv : p->heads_q, p->seqlen_q, p->seqlen_kv,
-         p->head_dim, p->head_dim_v ? p->head_dim_v : p->head_dim,
-         p->flags & CLATTN_CAUSAL ? "causal" : "non-causal", sp.bhsd ? "bhsd" : "bshd",
+         p->head_dim, p->head_dim_v ? p->head_dim_v : p->head_dim, mask, sp.bhsd ? "bhsd" : "bshd",
          sp.offset ? ", offset" : "");
   clattn_plan_info info;
   if (force && clattn_override_config(ctx, p, &forced) != CLATTN_OK) {

@@ -26,6 +26,8 @@ void OVL barrier(cl_mem_fence_flags f) { __syncthreads(); }
 float OVL exp2(float x) { return __nvvm_ex2_approx_f(x); }
 float OVL log2(float x) { return __nvvm_lg2_approx_f(x); }
 uint OVL min(uint a, uint b) { return a < b ? a : b; }
+uint OVL max(uint a, uint b) { return a > b ? a : b; }
+float OVL tanh(float x) { float e = __nvvm_ex2_approx_f(2.885390082f * x); return (e - 1.0f) / (e + 1.0f); }
 long OVL min(long a, long b) { return a < b ? a : b; }
 float OVL fmax(float a, float b) { return __nvvm_fmax_f(a, b); }
 float OVL vload_half(size_t i, const __global half *p) {
@@ -68,6 +70,9 @@ half=(common.cl mma.cl mma_half.cl forward_mma_half.cl --)
 for dt in 1 2; do
   check fmh "${half[@]}" -DDTYPE=$dt -DD=64 -DDV=64 -DBQ=64 -DBKV=64 -DPAD=1 -DCAUSAL=1
   check fmh "${half[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=64 -DBKV=32 -DPAD=1 -DCAUSAL=0
+  # the variants (a key range per row, softcap)
+  check fmh "${half[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=64 -DBKV=32 -DPAD=1 -DCAUSAL=0 \
+    -DMASK=1 -DSOFTCAP=1
   check fmh "${half[@]}" -DDTYPE=$dt -DD=59 -DDV=100 -DBQ=16 -DBKV=16 -DPAD=0 -DCAUSAL=1
   check fmh "${half[@]}" -DDTYPE=$dt -DD=256 -DDV=256 -DBQ=64 -DBKV=32 -DPAD=1 -DCAUSAL=1
 done
@@ -81,4 +86,6 @@ done
 # The fp32 tensor-core forward, the H200's default, as the control of the stubs.
 check fm common.cl mma.cl forward_mma.cl -- -DD=64 -DDV=64 -DBQ=128 -DBKV=32 -DPAD=1 -DCAUSAL=1 \
   -DVEC=4 -DKVSPLIT=1
+check fm common.cl mma.cl forward_mma.cl -- -DD=128 -DDV=128 -DBQ=64 -DBKV=32 -DPAD=1 -DCAUSAL=0 \
+  -DVEC=4 -DKVSPLIT=1 -DMASK=1 -DSOFTCAP=1
 exit $fail

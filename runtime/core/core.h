@@ -15,6 +15,8 @@
 /* The largest head dim of the fused kernels (every family's max_dim is at most this); the
  * standard path goes further (validate.c). */
 #define CLATTN__MAX_FUSED_DIM 256
+/* An unbounded side of a key range (validate.c's mask offsets): beyond any row or key index. */
+#define CLATTN__UNBOUNDED ((int64_t)1 << 40)
 
 /* ---- device model (device.c) ---- */
 
@@ -79,7 +81,13 @@ clattn_status clattn__pick_device(cl_platform_id *platform, cl_device_id *device
 typedef struct clattn__shape {
   size_t batch, heads_q, heads_kv, seqlen_q, seqlen_kv, d, dv;
   float scale;
-  unsigned causal;
+  unsigned causal; /* bottom-right CLATTN_CAUSAL alone (the kernels' CAUSAL) */
+  /* The variants (issue 17; zero: off). mask: the keys of row i are [i + mask_lo, i + mask_hi)
+   * within [0, seqlen_kv) (a window, CLATTN_CAUSAL_TOP_LEFT, or a causal mask with a window;
+   * validate.c); softcap: the problem's cap, 0 when off. */
+  int mask;
+  int64_t mask_lo, mask_hi;
+  float softcap;
   int empty;             /* nothing to compute: batch, heads_q or seqlen_q is 0 */
   clattn_algorithm algo; /* resolved: CLATTN_ALGO_FUSED or CLATTN_ALGO_STANDARD */
   clattn_dtype dtype;    /* storage of Q, K, V, O (and the gradients); LSE is always fp32 */

@@ -12,9 +12,7 @@
  * standard path (GEMMs). */
 #define MAX_STANDARD_DIM 16384
 
-/* The variants' flags and fields: their values (INVALID_ARGUMENT). What the kernels do not
- * compute yet is refused after every other check of the problem (variants_computed), so a
- * malformed call keeps its status once a variant is computed. */
+/* The variants' flags and fields: their values (INVALID_ARGUMENT). */
 static clattn_status check_variants(clattn_context *ctx, const clattn_problem *p) {
   const unsigned known = CLATTN_CAUSAL | CLATTN_WINDOW | CLATTN_CAUSAL_TOP_LEFT;
   if (p->flags & ~known)
@@ -45,16 +43,26 @@ static clattn_status check_variants(clattn_context *ctx, const clattn_problem *p
   return CLATTN_OK;
 }
 
-/* Variants the problem asks for that no path computes yet: UNSUPPORTED, naming the first. */
-static clattn_status variants_computed(clattn_context *ctx, const clattn_problem *p) {
-  const char *missing = p->flags & CLATTN_WINDOW            ? "a sliding window (CLATTN_WINDOW)"
-                        : p->flags & CLATTN_CAUSAL_TOP_LEFT ? "CLATTN_CAUSAL_TOP_LEFT"
-                        : p->softcap > 0.0f                 ? "softcap"
-                                                            : NULL;
-  if (missing)
-    return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
-                        "%s is accepted by the API but not computed by any path yet", missing);
-  return CLATTN_OK;
+/* The window and the causal alignments as the kernels' MASK offsets (cl/common.cl): row i sees
+ * keys [i + mask_lo, i + mask_hi) within [0, seqlen_kv). Today's bottom-right CLATTN_CAUSAL
+ * alone stays s->causal (its kernels' own CAUSAL code); everything else that bounds the keys is
+ * a mask. An unbounded side is CLATTN__UNBOUNDED (rows and keys are below 2^31, so the sums never
+ * overflow). */
+static void mask_of(const clattn_problem *p, clattn__shape *s) {
+  int top_left = (p->flags & CLATTN_CAUSAL_TOP_LEFT) != 0;
+  int causal = top_left || (p->flags & CLATTN_CAUSAL);
+  int window = (p->flags & CLATTN_WINDOW) != 0;
+  s->causal = causal && !top_left && !window;
+  s->mask = !s->causal && (causal || window);
+  s->mask_lo = -CLATTN__UNBOUNDED, s->mask_hi = CLATTN__UNBOUNDED;
+  if (!s->mask) return;
+  int64_t diag = top_left ? 0 : (int64_t)s->seqlen_kv - (int64_t)s->seqlen_q;
+  int64_t right = causal ? 0 : window && p->window_right >= 0 ? p->window_right : -1;
+  int64_t left = window ? p->window_left : -1;
+  if (left >= 0) s->mask_lo = diag - (left < CLATTN__UNBOUNDED ? left : CLATTN__UNBOUNDED);
+  if (right >= 0) s->mask_hi = diag + (right < CLATTN__UNBOUNDED ? right : CLATTN__UNBOUNDED) + 1;
+  /* A window unbounded on both sides bounds nothing: the plain kernels. */
+  if (s->mask_lo == -CLATTN__UNBOUNDED && s->mask_hi == CLATTN__UNBOUNDED) s->mask = 0;
 }
 
 clattn_status clattn__check_variant_args(clattn_context *ctx, const clattn_args *a, int backward) {
@@ -91,7 +99,7 @@ clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_probl
   s->seqlen_kv = p->seqlen_kv;
   s->d = p->head_dim;
   s->dv = p->head_dim_v ? p->head_dim_v : p->head_dim;
-  s->causal = (p->flags & CLATTN_CAUSAL) != 0;
+  s->softcap = p->softcap;
   if (s->d == 0) return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "head_dim is 0");
   if ((unsigned)p->algorithm > CLATTN_ALGO_STANDARD)
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "algorithm %d is not a clattn_algorithm",
@@ -121,7 +129,8 @@ clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_probl
                         "2^31 and heads below 2^32",
                         s->seqlen_q, s->seqlen_kv, s->heads_q);
   s->empty = s->batch == 0 || s->heads_q == 0 || s->seqlen_q == 0;
-  return variants_computed(ctx, p);
+  mask_of(p, s);
+  return CLATTN_OK;
 }
 
 static int mul_add(size_t *acc, size_t n, size_t stride) {

@@ -11,3 +11,15 @@ void clattn__arg_view(clattn__args *a, const clattn_tensor *t) {
   cl_ulong v[4] = {t->offset, t->stride_batch, t->stride_seq, t->stride_head};
   for (int i = 0; i < 4; i++) clattn__arg(a, sizeof v[i], &v[i]);
 }
+
+void clattn__arg_variants(clattn__args *a, const clattn__shape *s, double cap_unit) {
+  if (s->mask) {
+    cl_long lo = s->mask_lo, hi = s->mask_hi;
+    clattn__arg(a, sizeof lo, &lo);
+    clattn__arg(a, sizeof hi, &hi);
+  }
+  if (s->softcap > 0.0f) {
+    cl_float cap = (cl_float)(s->softcap * cap_unit);
+    clattn__arg(a, sizeof cap, &cap);
+  }
+}

@@ -204,6 +204,7 @@ unsigned clattn__backward_bind(const clattn__family *f, const clattn__config *c,
     clattn__arg(&a, sizeof nb, &nb), clattn__arg(&a, sizeof scale, &scale);
     out[n].base_arg = a.next;
     clattn__arg(&a, sizeof zero, &zero);
+    clattn__arg_variants(&a, s, 1.0);
     if (a.err != CL_SUCCESS) *err = a.err;
     out[n].kernel = kernels[0], out[n].groups = nkb * s->batch * s->heads_kv, out[n].wg = wg[0];
     n++;
@@ -221,6 +222,7 @@ unsigned clattn__backward_bind(const clattn__family *f, const clattn__config *c,
     clattn__arg(&a, sizeof nb, &nb), clattn__arg(&a, sizeof scale, &scale);
     out[n].base_arg = a.next;
     clattn__arg(&a, sizeof zero, &zero);
+    clattn__arg_variants(&a, s, 1.0);
     if (a.err != CL_SUCCESS && *err == CL_SUCCESS) *err = a.err;
     out[n].kernel = kernels[1], out[n].groups = nqb * s->batch * s->heads_q, out[n].wg = wg[1];
     n++;

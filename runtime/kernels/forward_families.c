@@ -317,7 +317,10 @@ unsigned clattn__forward_bind(const clattn__family *f, const clattn__config *c,
   clattn__arg_view(&a, b->o);
   cl_uint heads = (cl_uint)s->heads_q, group = (cl_uint)(s->heads_q / s->heads_kv),
           nq = (cl_uint)s->seqlen_q, nkv = (cl_uint)s->seqlen_kv, nb = (cl_uint)nqb;
-  cl_float scale_log2 = (cl_float)(s->scale * M_LOG2E);
+  /* With a softcap the scores are scale q.k / cap, capped by tanh and brought back to log2
+   * units by the cap argument (cl/common.cl's SOFTCAP). */
+  cl_float scale_log2 =
+      (cl_float)(s->softcap > 0.0f ? (double)s->scale / s->softcap : s->scale * M_LOG2E);
   cl_int write_lse = b->lse != NULL;
   clattn__arg(&a, sizeof heads, &heads);
   clattn__arg(&a, sizeof group, &group);
@@ -337,6 +340,7 @@ unsigned clattn__forward_bind(const clattn__family *f, const clattn__config *c,
   /* Half storage: cl/common.cl's OUT_ARG, the split's partials written as fp32. */
   cl_int o_f32 = b->split != NULL;
   if (s->dtype != CLATTN_F32) clattn__arg(&a, sizeof o_f32, &o_f32);
+  clattn__arg_variants(&a, s, M_LOG2E);
   *err = a.err;
   out[0].kernel = kernels[0];
   out[0].groups = nqb * splits * s->heads_q * s->batch; /* checked against overflow (ops) */

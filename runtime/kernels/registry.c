@@ -61,6 +61,7 @@ static const clattn__family table[] = {
      .files = {"common.cl", "forward.cl"},
      .entries = {"clattn_forward"},
      .dtypes = HALF_TOO,
+     .variants = CLATTN__VAR_MASK | CLATTN__VAR_SOFTCAP,
      .max_dim = CLATTN__MAX_FUSED_DIM,
      .axes = {{CLATTN__AX_BQ, 8, {128, 64, 32, 16, 8, 4, 2, 1}},
               {CLATTN__AX_BKV, 5, {128, 64, 32, 16, 8}},
@@ -84,6 +85,7 @@ static const clattn__family table[] = {
      .files = {"common.cl", "forward_tiles.cl"},
      .entries = {"clattn_forward"},
      .dtypes = HALF_TOO,
+     .variants = CLATTN__VAR_MASK | CLATTN__VAR_SOFTCAP,
      .max_dim = CLATTN__MAX_FUSED_DIM,
      .axes = {{CLATTN__AX_BQ, 8, {128, 64, 32, 16, 8, 4, 2, 1}},
               {CLATTN__AX_BKV, 5, {128, 64, 32, 16, 8}},
@@ -107,6 +109,7 @@ static const clattn__family table[] = {
      .files = {"common.cl", "mma.cl", "forward_mma.cl"},
      .entries = {"clattn_forward"},
      .tensor_cores = 1,
+     .variants = CLATTN__VAR_MASK | CLATTN__VAR_SOFTCAP,
      .max_dim = CLATTN__MAX_FUSED_DIM,
      .axes = {{CLATTN__AX_BQ, 4, {16, 32, 64, 128}},
               {CLATTN__AX_BKV, 5, {8, 16, 32, 64, 128}},
@@ -129,6 +132,7 @@ static const clattn__family table[] = {
      .files = {"common.cl", "backward.cl"},
      .entries = {"bwd_dkdv", "bwd_dq"},
      .dtypes = HALF_TOO,
+     .variants = CLATTN__VAR_MASK | CLATTN__VAR_SOFTCAP,
      .max_dim = CLATTN__MAX_FUSED_DIM,
      .axes = {{CLATTN__AX_BQ, 9, POW2_BLOCKS}, {CLATTN__AX_BKV, 9, POW2_BLOCKS}},
      .naxes = 2,
@@ -146,6 +150,7 @@ static const clattn__family table[] = {
      .files = {"common.cl", "mma.cl", "backward_mma.cl"},
      .entries = {"bwd_dkdv", "bwd_dq"},
      .tensor_cores = 1,
+     .variants = CLATTN__VAR_MASK | CLATTN__VAR_SOFTCAP,
      .max_dim = 128,
      .axes = {{CLATTN__AX_BQ, 9, POW2_BLOCKS}, {CLATTN__AX_BKV, 9, POW2_BLOCKS}},
      .naxes = 2,
@@ -184,6 +189,7 @@ static const clattn__family table[] = {
      .entries = {"clattn_forward"},
      .tensor_cores = 1,
      .dtypes = 1u << CLATTN_F16 | 1u << CLATTN_BF16,
+     .variants = CLATTN__VAR_MASK | CLATTN__VAR_SOFTCAP,
      .max_dim = CLATTN__MAX_FUSED_DIM,
      .axes = {{CLATTN__AX_BQ, 4, {64, 128, 32, 16}},
               {CLATTN__AX_BKV, 4, {64, 32, 128, 16}},
@@ -206,6 +212,7 @@ static const clattn__family table[] = {
      .entries = {"bwd_dkdv", "bwd_dq"},
      .tensor_cores = 1,
      .dtypes = 1u << CLATTN_F16 | 1u << CLATTN_BF16,
+     .variants = CLATTN__VAR_MASK | CLATTN__VAR_SOFTCAP,
      .max_dim = 128,
      .axes = {{CLATTN__AX_BQ, 9, POW2_BLOCKS}, {CLATTN__AX_BKV, 9, POW2_BLOCKS}},
      .naxes = 2,
@@ -278,6 +285,22 @@ const char *clattn__family_names(void) {
   return names;
 }
 
+const char *clattn__variant_name(unsigned missing) {
+  return missing & CLATTN__VAR_MASK ? "a key range per row (CLATTN_WINDOW, CLATTN_CAUSAL_TOP_LEFT)"
+                                    : "softcap";
+}
+
+int clattn__config_computes(const clattn__class *k, const clattn__config *c, char *why,
+                            size_t why_len) {
+  const clattn__family *f = clattn__family_of(c);
+  unsigned missing = f ? k->variants & ~f->variants : 0;
+  if (missing) {
+    snprintf(why, why_len, "%s does not compute %s yet", f->name, clattn__variant_name(missing));
+    return 0;
+  }
+  return 1;
+}
+
 int clattn__config_legal(const clattn__device *dev, const clattn__class *k, const clattn__config *c,
                          char *why, size_t why_len) {
   const clattn__family *f = clattn__family_of(c);
@@ -296,6 +319,7 @@ int clattn__config_legal(const clattn__device *dev, const clattn__class *k, cons
              clattn__dtype_name((clattn_dtype)k->dtype));
     return 0;
   }
+  if (!clattn__config_computes(k, c, why, why_len)) return 0;
   if (!f->check(f, dev, k, c, why, why_len)) return 0;
   if (k->d > f->max_dim || k->dv > f->max_dim) {
     snprintf(why, why_len, "%s: head dims %u/%u, it computes at most %u", f->name, k->d, k->dv,
@@ -329,6 +353,11 @@ void clattn__config_options(const clattn__device *dev, const clattn__class *cls,
    * cache keys stay what they were. */
   size_t at = strlen(out);
   if (at < len) snprintf(out + at, len - at, "%s", clattn__dtype_define((clattn_dtype)cls->dtype));
+  /* The variants (cl/common.cl), likewise absent from a plain class's options. */
+  at = strlen(out);
+  if (at < len)
+    snprintf(out + at, len - at, "%s%s", cls->variants & CLATTN__VAR_MASK ? " -DMASK=1" : "",
+             cls->variants & CLATTN__VAR_SOFTCAP ? " -DSOFTCAP=1" : "");
   /* Extra options for experiments ($CLATTN_BUILD_OPTIONS, e.g. -cl-nv-verbose) are part of the
    * options, hence of every cache key. */
   const char *extra = dev->build_options; /* read once, when the context was made */

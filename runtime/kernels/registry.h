@@ -17,10 +17,22 @@ const char *clattn__pass_name(clattn__pass pass); /* "forward", "backward" */
 typedef struct clattn__class {
   unsigned d, dv;
   unsigned causal;
-  unsigned bucket; /* sequence-length bucket of seqlen_q (clattn__seqlen_bucket) */
-  unsigned pass;   /* clattn__pass */
-  unsigned dtype;  /* clattn_dtype of the stored tensors */
+  unsigned bucket;   /* sequence-length bucket of seqlen_q (clattn__seqlen_bucket) */
+  unsigned pass;     /* clattn__pass */
+  unsigned dtype;    /* clattn_dtype of the stored tensors */
+  unsigned variants; /* CLATTN__VAR_* bits: the -D defines of the variants (cl/common.cl) */
 } clattn__class;
+
+/* The variants a class asks for (issue 17): a family computes those in its `variants`. The
+ * tuning database and the built-in defaults are looked up without them (a variant's kernel is
+ * the plain one with a mask or a cap), and an entry whose family does not compute them is
+ * passed over without a warning. */
+enum {
+  CLATTN__VAR_MASK = 1u << 0,   /* a key range per row: window, top-left causal (MASK) */
+  CLATTN__VAR_SOFTCAP = 1u << 1 /* scores capped by tanh (SOFTCAP) */
+};
+/* The first variant of `missing` in words ("a sliding window or CLATTN_CAUSAL_TOP_LEFT", ...). */
+const char *clattn__variant_name(unsigned missing);
 
 /* A config of one family; the fields a family does not use are fixed by it (clattn__family's
  * fixed). They reach the kernels as -D defines. */
@@ -102,6 +114,7 @@ struct clattn__family {
   const char *entries[3]; /* its kernel functions (NULL-terminated), launched in order */
   unsigned tensor_cores;  /* needs NVIDIA tensor cores (or their emulation) */
   unsigned dtypes;        /* storage types it computes, as bits 1 << clattn_dtype (0: fp32) */
+  unsigned variants;      /* the CLATTN__VAR_* it computes */
   unsigned max_dim;       /* the largest head dim it computes */
   unsigned explicit_only; /* never ranked or tuned: runs only as an override (test families) */
   clattn__axis axes[CLATTN__AXES]; /* its space, outermost axis first */
@@ -149,6 +162,9 @@ const char *clattn__family_names(void);
 /* The helper program of a role (not CLATTN__ROLE_PLANNED). */
 const clattn__family *clattn__family_for(clattn__role role);
 
+/* 1 when c's family computes k's variants (else 0 and why: the first it lacks). */
+int clattn__config_computes(const clattn__class *k, const clattn__config *c, char *why,
+                            size_t why_len);
 /* 1 when c is a legal config of class k on dev (its family of k's pass, the family's rules). */
 int clattn__config_legal(const clattn__device *dev, const clattn__class *k, const clattn__config *c,
                          char *why, size_t why_len);

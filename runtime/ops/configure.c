@@ -24,6 +24,9 @@ static clattn_status checked_config(clattn_context *ctx, const clattn_problem *p
   if (!clattn__config_from_public(cfg, c, why, sizeof why))
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "%s%s", prefix, why);
   cls->pass = clattn__family_of(c)->pass;
+  /* A variant the family does not compute is a valid request it cannot run. */
+  if (!clattn__config_computes(cls, c, why, sizeof why))
+    return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED, "%s%s", prefix, why);
   if (!clattn__config_legal(&ctx->device, cls, c, why, sizeof why))
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "%s%s", prefix, why);
   return CLATTN_OK;

@@ -195,13 +195,18 @@ static void softmax_shape(const clattn_context *ctx, size_t nkv, size_t *wg, uns
   *cpi = c > 64 ? 0 : c;
 }
 
+void clattn__std_options(const clattn__shape *s, size_t wg, unsigned cpi, char *out, size_t len) {
+  snprintf(out, len, "-D WG=%zu -D CPI=%u -D CAUSAL=%u%s%s", wg, cpi, s->causal,
+           s->mask ? " -D MASK=1" : "", s->softcap > 0.0f ? " -D SOFTCAP=1" : "");
+}
+
 static clattn_status softmax(clattn_context *ctx, const clattn__shape *s, size_t rows,
                              size_t lse_base, cl_mem lse) {
   size_t wg;
   unsigned cpi;
   softmax_shape(ctx, s->seqlen_kv, &wg, &cpi);
-  char opt[96];
-  snprintf(opt, sizeof opt, "-D WG=%zu -D CPI=%u -D CAUSAL=%u", wg, cpi, s->causal);
+  char opt[128];
+  clattn__std_options(s, wg, cpi, opt, sizeof opt);
   cl_kernel k;
   clattn_status st = clattn__std_kernel(ctx, "softmax_rows", opt, &k);
   if (st != CLATTN_OK) return st;
@@ -214,6 +219,9 @@ static clattn_status softmax(clattn_context *ctx, const clattn__shape *s, size_t
   if (err == CL_SUCCESS) err = clSetKernelArg(k, 3, sizeof nkv, &nkv);
   if (err == CL_SUCCESS) err = clSetKernelArg(k, 5, sizeof lb, &lb);
   if (err == CL_SUCCESS) err = clSetKernelArg(k, 6, sizeof write_lse, &write_lse);
+  clattn__args va = {k, 7, err};
+  clattn__arg_variants(&va, s, 1.0);
+  err = va.err;
   if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clSetKernelArg(softmax_rows)");
   return clattn__std_launch(ctx, k, 4, rows, wg);
 }

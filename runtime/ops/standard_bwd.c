@@ -91,6 +91,9 @@ static clattn_status chunk(clattn_context *ctx, const clattn__shape *s, size_t f
     if (err == CL_SUCCESS) err = clSetKernelArg(probs, 3, 4, &nkv32);
     if (err == CL_SUCCESS) err = clSetKernelArg(probs, 4, 8, &rb);
     if (err == CL_SUCCESS) err = clSetKernelArg(probs, 5, 8, &n);
+    clattn__args va = {probs, 7, err}; /* after base, which elementwise sets */
+    clattn__arg_variants(&va, s, 1.0);
+    err = va.err;
     st = err == CL_SUCCESS ? elementwise(ctx, probs, 6, n)
                            : clattn__fail_cl(ctx, err, "clSetKernelArg(bwd_probs)");
   }
@@ -105,6 +108,11 @@ static clattn_status chunk(clattn_context *ctx, const clattn__shape *s, size_t f
     if (err == CL_SUCCESS) err = clSetKernelArg(dscores, 3, 4, &nkv32);
     if (err == CL_SUCCESS) err = clSetKernelArg(dscores, 4, 8, &rb);
     if (err == CL_SUCCESS) err = clSetKernelArg(dscores, 5, 8, &n);
+    if (s->softcap > 0.0f) { /* cl/standard.cl: t recovered from P and the row's LSE */
+      cl_float cap = s->softcap;
+      if (err == CL_SUCCESS) err = clSetKernelArg(dscores, 7, sizeof(cl_mem), &lse);
+      if (err == CL_SUCCESS) err = clSetKernelArg(dscores, 8, sizeof cap, &cap);
+    }
     st = err == CL_SUCCESS ? elementwise(ctx, dscores, 6, n)
                            : clattn__fail_cl(ctx, err, "clSetKernelArg(bwd_dscores)");
   }
@@ -172,8 +180,8 @@ clattn_status clattn__standard_backward(clattn_context *ctx, const clattn__shape
   if (st == CLATTN_OK) st = clattn__std_outputs_direct(ctx, &ops[4], out_names, 3);
   if (st == CLATTN_OK) st = clattn__std_workspace(ctx, plan.chunk * plan.head_workspace);
   cl_kernel kp = NULL, kd = NULL;
-  char opt[64];
-  snprintf(opt, sizeof opt, "-D WG=1 -D CPI=0 -D CAUSAL=%u", s->causal);
+  char opt[128];
+  clattn__std_options(s, 1, 0, opt, sizeof opt);
   if (st == CLATTN_OK) st = clattn__std_kernel(ctx, "bwd_probs", opt, &kp);
   if (st == CLATTN_OK) st = clattn__std_kernel(ctx, "bwd_dscores", opt, &kd);
   if (st == CLATTN_OK) st = clattn__bwd_rowsum(ctx, s, o, d_o);

@@ -173,6 +173,12 @@ static clattn_status try_chosen(clattn_context *ctx, const clattn__sources *src,
                                 const char *origin, const char *what, clattn__plan *p) {
   char why[200];
   const char *pass = cls->pass == CLATTN__BACKWARD ? " (backward)" : "";
+  /* A database entry or built-in measured for the plain class whose family lacks the class's
+   * variants is passed over quietly; an override of such a family is refused. */
+  if (!clattn__config_computes(cls, cfg, why, sizeof why))
+    return strcmp(origin, "override")
+               ? CLATTN_OK
+               : clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED, "override%s: %s", pass, why);
   if (!clattn__config_legal(&ctx->device, cls, cfg, why, sizeof why)) {
     clattn__warn(ctx, "%s%s for head_dim %u/%u%s no longer fits this device (%s); ignored", what,
                  pass, cls->d, cls->dv, cls->causal ? " causal" : "", why);

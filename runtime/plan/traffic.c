@@ -3,14 +3,42 @@
  * memory; caches may serve part of it, which the bandwidth check in docs/TRAFFIC.md measures. */
 #include "plan.h"
 
-/* Keys [0, end) that some row of query block [q0, q1) sees: the kernels' kv_end. */
-static double block_keys(const clattn__shape *s, size_t q1) {
+/* i + off clamped to [0, n]: cl/common.cl's mask_key. */
+static double clamp_key(double i, double off, double n) {
+  double x = i + off;
+  return x <= 0.0 ? 0.0 : x < n ? x : n;
+}
+
+/* The sum over rows i in [0, nq) of clamp_key(i, off, n): where i + off is below 0, inside
+ * [0, n] and above n, each part a closed form (rows and keys are below 2^31: exact in double). */
+static double clamp_sum(double nq, double off, double n) {
+  double a = -off, b = n - off; /* rows below a give 0; from b on, n */
+  a = a < 0.0 ? 0.0 : a > nq ? nq : a;
+  b = b < a ? a : b > nq ? nq : b;
+  /* rows [ceil(a), ceil(b)) give i + off */
+  double lo = a == (double)(long long)a ? a : (double)(long long)a + 1.0;
+  double hi = b == (double)(long long)b ? b : (double)(long long)b + 1.0;
+  double mid = hi > lo ? (hi - lo) * ((lo + hi - 1.0) / 2.0 + off) : 0.0;
+  return mid + (nq - hi) * n;
+}
+
+/* Keys [0, end) that some row of query block [q0, q1) sees: the kernels' kv_end; with a mask,
+ * the keys between its first row's first and its last row's end. */
+static double block_keys(const clattn__shape *s, size_t q0, size_t q1) {
+  if (s->mask)
+    return clamp_key((double)q1 - 1.0, (double)s->mask_hi, (double)s->seqlen_kv) -
+           clamp_key((double)q0, (double)s->mask_lo, (double)s->seqlen_kv);
   if (!s->causal) return (double)s->seqlen_kv;
   double end = (double)q1 + (double)s->seqlen_kv - (double)s->seqlen_q;
   return end <= 0.0 ? 0.0 : end < (double)s->seqlen_kv ? end : (double)s->seqlen_kv;
 }
 
 double clattn__visible_pairs(const clattn__shape *s) {
+  /* Row i sees [clamp(i + lo), clamp(i + hi)): both ends clamp to [0, nkv] alike, so the count
+   * is the difference of two sums. */
+  if (s->mask)
+    return clamp_sum((double)s->seqlen_q, (double)s->mask_hi, (double)s->seqlen_kv) -
+           clamp_sum((double)s->seqlen_q, (double)s->mask_lo, (double)s->seqlen_kv);
   if (!s->causal) return (double)s->seqlen_q * (double)s->seqlen_kv;
   /* Row i sees max(0, i + nkv - nq + 1) keys, never more than nkv: the sum of an integer range
    * ending at nkv. */
@@ -41,7 +69,7 @@ clattn__bytes clattn__traffic_fused(const clattn__shape *s, const clattn__config
   double keys = 0.0;
   for (size_t q0 = 0; q0 < s->seqlen_q; q0 += bq) {
     size_t q1 = q0 + bq < s->seqlen_q ? q0 + bq : s->seqlen_q;
-    keys += block_keys(s, q1) * (double)((q1 - q0 + step - 1) / step);
+    keys += block_keys(s, q0, q1) * (double)((q1 - q0 + step - 1) / step);
   }
   b.read += heads * keys * (double)(s->d + s->dv) * f;
   return b;

@@ -88,9 +88,32 @@ void ref_fill_normal(float *x, size_t n, uint64_t *state) {
 typedef struct {
   size_t b, hq, hkv, nq, nkv, d, dv;
   double scale;
-  int causal;
+  const clattn_problem *p; /* its mask and softcap */
   clattn_dtype dtype;
 } dims;
+
+void ref_keys(const clattn_problem *p, size_t i, size_t *lo, size_t *hi) {
+  long long nq = (long long)p->seqlen_q, nkv = (long long)p->seqlen_kv;
+  int top_left = (p->flags & CLATTN_CAUSAL_TOP_LEFT) != 0;
+  long long diag = top_left ? (long long)i : (long long)i + nkv - nq; /* the row's own key */
+  long long first = 0, end = nkv;
+  if ((p->flags & CLATTN_CAUSAL) || top_left) end = diag + 1 < end ? diag + 1 : end;
+  if (p->flags & CLATTN_WINDOW) {
+    if (p->window_left >= 0 && diag - p->window_left > first) first = diag - p->window_left;
+    if (p->window_right >= 0 && diag + p->window_right + 1 < end) end = diag + p->window_right + 1;
+  }
+  if (end < 0) end = 0;
+  if (first > end) first = end;
+  *lo = (size_t)first, *hi = (size_t)end;
+}
+
+double ref_cap(const clattn_problem *p, double s) {
+  return p->softcap > 0.0f ? p->softcap * tanh(s / p->softcap) : s;
+}
+
+static float cap_f32(const clattn_problem *p, float s) {
+  return p->softcap > 0.0f ? p->softcap * tanhf(s / p->softcap) : s;
+}
 
 static dims dims_of(const clattn_problem *p) {
   dims s = {p->batch,
@@ -101,7 +124,7 @@ static dims dims_of(const clattn_problem *p) {
             p->head_dim,
             p->head_dim_v ? p->head_dim_v : p->head_dim,
             p->scale != 0.0f ? p->scale : 1.0 / sqrt((double)p->head_dim),
-            (p->flags & CLATTN_CAUSAL) != 0,
+            p,
             p->dtype};
   return s;
 }
@@ -110,55 +133,50 @@ static const float *at(ref_view t, size_t b, size_t s, size_t h) {
   return t.data + t.offset + b * t.stride_batch + s * t.stride_seq + h * t.stride_head;
 }
 
-/* Keys visible to row i: [0, visible(i)). Causal is bottom-right aligned. */
-static size_t visible(const dims *s, size_t i) {
-  if (!s->causal) return s->nkv;
-  long long n = (long long)i + (long long)s->nkv - (long long)s->nq + 1;
-  return n <= 0 ? 0 : (size_t)n; /* never more than nkv, since i < nq */
-}
-
 /* One query row: o_row gets dv values; *lse the row's log-sum-exp (-inf when it sees no key).
  * sc is scratch of seqlen_kv values. */
 static void row_f64(const dims *s, ref_view q, ref_view k, ref_view v, size_t b, size_t h, size_t i,
                     double *sc, double *oi, double *lse) {
-  size_t hk = h / (s->hq / s->hkv), n = visible(s, i);
+  size_t hk = h / (s->hq / s->hkv), j0, n;
+  ref_keys(s->p, i, &j0, &n);
   const float *qi = at(q, b, i, h);
   double mx = -INFINITY, sum = 0.0;
-  for (size_t j = 0; j < n; j++) {
+  for (size_t j = j0; j < n; j++) {
     const float *kj = at(k, b, j, hk);
     double dot = 0.0;
     for (size_t c = 0; c < s->d; c++) dot += (double)qi[c] * kj[c];
-    sc[j] = dot * s->scale;
+    sc[j] = ref_cap(s->p, dot * s->scale);
     if (sc[j] > mx) mx = sc[j];
   }
-  for (size_t j = 0; j < n; j++) sum += (sc[j] = exp(sc[j] - mx));
+  for (size_t j = j0; j < n; j++) sum += (sc[j] = exp(sc[j] - mx));
   for (size_t c = 0; c < s->dv; c++) oi[c] = 0.0;
-  for (size_t j = 0; j < n; j++) {
+  for (size_t j = j0; j < n; j++) {
     const float *vj = at(v, b, j, hk);
     for (size_t c = 0; c < s->dv; c++) oi[c] += sc[j] / sum * vj[c];
   }
-  if (lse) *lse = n ? mx + log(sum) : -INFINITY;
+  if (lse) *lse = n > j0 ? mx + log(sum) : -INFINITY;
 }
 
 static void row_f32(const dims *s, ref_view q, ref_view k, ref_view v, size_t b, size_t h, size_t i,
                     float *sc, float *oi, float *lse) {
-  size_t hk = h / (s->hq / s->hkv), n = visible(s, i);
+  size_t hk = h / (s->hq / s->hkv), j0, n;
+  ref_keys(s->p, i, &j0, &n);
   const float *qi = at(q, b, i, h);
   float mx = -INFINITY, sum = 0.0f, scale = (float)s->scale;
-  for (size_t j = 0; j < n; j++) {
+  for (size_t j = j0; j < n; j++) {
     const float *kj = at(k, b, j, hk);
     float dot = 0.0f;
     for (size_t c = 0; c < s->d; c++) dot += qi[c] * kj[c];
-    sc[j] = dot * scale;
+    sc[j] = cap_f32(s->p, dot * scale);
     if (sc[j] > mx) mx = sc[j];
   }
-  for (size_t j = 0; j < n; j++) sum += (sc[j] = expf(sc[j] - mx));
+  for (size_t j = j0; j < n; j++) sum += (sc[j] = expf(sc[j] - mx));
   for (size_t c = 0; c < s->dv; c++) oi[c] = 0.0f;
-  for (size_t j = 0; j < n; j++) {
+  for (size_t j = j0; j < n; j++) {
     const float *vj = at(v, b, j, hk);
     for (size_t c = 0; c < s->dv; c++) oi[c] += sc[j] / sum * vj[c];
   }
-  if (lse) *lse = n ? mx + logf(sum) : -INFINITY;
+  if (lse) *lse = n > j0 ? mx + logf(sum) : -INFINITY;
 }
 
 /* The naive implementation in half storage (the baseline of the half-precision rule): S =
@@ -166,25 +184,28 @@ static void row_f32(const dims *s, ref_view q, ref_view k, ref_view v, size_t b,
  * product accumulated in fp32. The LSE is the fp32 softmax's. */
 static void row_half(const dims *s, ref_view q, ref_view k, ref_view v, size_t b, size_t h,
                      size_t i, float *sc, float *oi, float *lse) {
-  size_t hk = h / (s->hq / s->hkv), n = visible(s, i);
+  size_t hk = h / (s->hq / s->hkv), j0, n;
+  ref_keys(s->p, i, &j0, &n);
   const float *qi = at(q, b, i, h);
   float mx = -INFINITY, sum = 0.0f, scale = (float)s->scale;
-  for (size_t j = 0; j < n; j++) {
+  for (size_t j = j0; j < n; j++) {
     const float *kj = at(k, b, j, hk);
     float dot = 0.0f;
     for (size_t c = 0; c < s->d; c++) dot += ref_round(s->dtype, scale * qi[c]) * kj[c];
     sc[j] = ref_round(s->dtype, dot);
+    /* a softcap on S as stored, rounded once more */
+    if (s->p->softcap > 0.0f) sc[j] = ref_round(s->dtype, cap_f32(s->p, sc[j]));
     if (sc[j] > mx) mx = sc[j];
   }
-  for (size_t j = 0; j < n; j++) sum += (sc[j] = expf(sc[j] - mx));
-  for (size_t j = 0; j < n; j++) sc[j] = ref_round(s->dtype, sc[j] / sum);
+  for (size_t j = j0; j < n; j++) sum += (sc[j] = expf(sc[j] - mx));
+  for (size_t j = j0; j < n; j++) sc[j] = ref_round(s->dtype, sc[j] / sum);
   for (size_t c = 0; c < s->dv; c++) oi[c] = 0.0f;
-  for (size_t j = 0; j < n; j++) {
+  for (size_t j = j0; j < n; j++) {
     const float *vj = at(v, b, j, hk);
     for (size_t c = 0; c < s->dv; c++) oi[c] += sc[j] * vj[c];
   }
   for (size_t c = 0; c < s->dv; c++) oi[c] = ref_round(s->dtype, oi[c]);
-  if (lse) *lse = n ? mx + logf(sum) : -INFINITY;
+  if (lse) *lse = n > j0 ? mx + logf(sum) : -INFINITY;
 }
 
 void ref_row_f64(const clattn_problem *p, ref_view q, ref_view k, ref_view v, size_t b, size_t h,

@@ -28,6 +28,12 @@ typedef struct ref_view {
   size_t offset, stride_batch, stride_seq, stride_head;
 } ref_view;
 
+/* The keys row i sees, [*lo, *hi) (empty when *lo == *hi), under the problem's causal mask (either
+ * alignment) and window; and a score through its softcap (unchanged when softcap is 0). Written
+ * from clattn.h's definitions, apart from the runtime's own (core/validate.c). */
+void ref_keys(const clattn_problem *p, size_t i, size_t *lo, size_t *hi);
+double ref_cap(const clattn_problem *p, double s);
+
 /* o: packed [batch][heads_q][seqlen_q][head_dim_v]; lse: packed [batch][heads_q][seqlen_q] or
  * NULL. Defaults of the problem (heads_kv, head_dim_v, scale) are applied here. */
 void ref_forward_f64(const clattn_problem *p, ref_view q, ref_view k, ref_view v, double *o,

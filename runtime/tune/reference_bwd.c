@@ -13,8 +13,9 @@ static const float *at(ref_view t, size_t b, size_t s, size_t h) {
   return t.data + t.offset + b * t.stride_batch + s * t.stride_seq + h * t.stride_head;
 }
 
-/* One body for both precisions: T is the arithmetic type, EXP its exponential. */
-#define REF_BACKWARD(NAME, T, EXP)                                                                 \
+/* One body for both precisions: T is the arithmetic type, EXP and TANH its functions. With a
+ * softcap c the score is c t, t = tanh(scale q.k / c), and dS gains the factor 1 - t^2 (dt). */
+#define REF_BACKWARD(NAME, T, EXP, TANH)                                                           \
   void NAME(const clattn_problem *p, ref_view q, ref_view k, ref_view v, ref_view d_o, T *dq,      \
             T *dk, T *dv) {                                                                        \
     size_t B = p->batch, HQ = p->heads_q, HKV = p->heads_kv ? p->heads_kv : HQ;                    \
@@ -25,37 +26,39 @@ static const float *at(ref_view t, size_t b, size_t s, size_t h) {
     memset(dk, 0, B *HKV *NKV *D * sizeof(T));                                                     \
     memset(dv, 0, B *HKV *NKV *DV * sizeof(T));                                                    \
     T *pr = malloc((NKV ? NKV : 1) * sizeof(T)), *o = malloc(DV * sizeof(T));                      \
+    T *dt = malloc((NKV ? NKV : 1) * sizeof(T)), cap = (T)p->softcap;                              \
     for (size_t b = 0; b < B; b++)                                                                 \
       for (size_t h = 0; h < HQ; h++)                                                              \
         for (size_t i = 0; i < NQ; i++) {                                                          \
-          size_t hk = h / G, n = NKV;                                                              \
-          if (p->flags & CLATTN_CAUSAL) {                                                          \
-            long long lim = (long long)i + (long long)NKV - (long long)NQ + 1;                     \
-            n = lim <= 0 ? 0 : (size_t)lim;                                                        \
-          }                                                                                        \
-          if (n == 0) continue; /* a row that sees no key contributes nothing */                   \
+          size_t hk = h / G, j0, n;                                                                \
+          ref_keys(p, i, &j0, &n);                                                                 \
+          if (n == j0) continue; /* a row that sees no key contributes nothing */                  \
           const float *qi = at(q, b, i, h), *gi = at(d_o, b, i, h);                                \
           T mx = -INFINITY, sum = 0;                                                               \
-          for (size_t j = 0; j < n; j++) {                                                         \
+          for (size_t j = j0; j < n; j++) {                                                        \
             const float *kj = at(k, b, j, hk);                                                     \
             T dot = 0;                                                                             \
             for (size_t c = 0; c < D; c++) dot += (T)qi[c] * (T)kj[c];                             \
-            pr[j] = dot * scale;                                                                   \
+            pr[j] = dot * scale, dt[j] = 1;                                                        \
+            if (cap > 0) {                                                                         \
+              T t = TANH(pr[j] / cap);                                                             \
+              pr[j] = cap * t, dt[j] = 1 - t * t;                                                  \
+            }                                                                                      \
             if (pr[j] > mx) mx = pr[j];                                                            \
           }                                                                                        \
-          for (size_t j = 0; j < n; j++) sum += (pr[j] = EXP(pr[j] - mx));                         \
-          for (size_t j = 0; j < n; j++) pr[j] /= sum;                                             \
+          for (size_t j = j0; j < n; j++) sum += (pr[j] = EXP(pr[j] - mx));                        \
+          for (size_t j = j0; j < n; j++) pr[j] /= sum;                                            \
           for (size_t c = 0; c < DV; c++) o[c] = 0;                                                \
-          for (size_t j = 0; j < n; j++)                                                           \
+          for (size_t j = j0; j < n; j++)                                                          \
             for (size_t c = 0; c < DV; c++) o[c] += pr[j] * (T)at(v, b, j, hk)[c];                 \
           T Di = 0;                                                                                \
           for (size_t c = 0; c < DV; c++) Di += (T)gi[c] * o[c];                                   \
           T *dqi = dq + ((b * HQ + h) * NQ + i) * D;                                               \
-          for (size_t j = 0; j < n; j++) {                                                         \
+          for (size_t j = j0; j < n; j++) {                                                        \
             const float *kj = at(k, b, j, hk), *vj = at(v, b, j, hk);                              \
             T dp = 0;                                                                              \
             for (size_t c = 0; c < DV; c++) dp += (T)gi[c] * (T)vj[c];                             \
-            T ds = pr[j] * (dp - Di);                                                              \
+            T ds = pr[j] * (dp - Di) * dt[j];                                                      \
             T *dkj = dk + ((b * HKV + hk) * NKV + j) * D;                                          \
             T *dvj = dv + ((b * HKV + hk) * NKV + j) * DV;                                         \
             for (size_t c = 0; c < D; c++) {                                                       \
@@ -67,10 +70,11 @@ static const float *at(ref_view t, size_t b, size_t s, size_t h) {
         }                                                                                          \
     free(pr);                                                                                      \
     free(o);                                                                                       \
+    free(dt);                                                                                      \
   }
 
-REF_BACKWARD(ref_backward_f64, double, exp)
-static REF_BACKWARD(backward_fp32, float, expf)
+REF_BACKWARD(ref_backward_f64, double, exp, tanh)
+static REF_BACKWARD(backward_fp32, float, expf, tanhf)
 
     /* The naive backward in half storage (the baseline of the half-precision gradient rule): what
      * autograd does through the naive half forward (FlashAttention's tests): S = (scale Q) K^T and
@@ -88,34 +92,37 @@ static REF_BACKWARD(backward_fp32, float, expf)
   memset(dk, 0, B * HKV * NKV * D * sizeof(float));
   memset(dv, 0, B * HKV * NKV * DV * sizeof(float));
   float *pr = malloc((NKV ? NKV : 1) * sizeof(float)),
-        *dp = malloc((NKV ? NKV : 1) * sizeof(float));
+        *dp = malloc((NKV ? NKV : 1) * sizeof(float)),
+        *dt = malloc((NKV ? NKV : 1) * sizeof(float));
+  const float cap = p->softcap;
   float *qs = malloc(D * sizeof(float));
-  for (size_t b = 0; pr && dp && qs && b < B; b++)
+  for (size_t b = 0; pr && dp && dt && qs && b < B; b++)
     for (size_t h = 0; h < HQ; h++)
       for (size_t i = 0; i < NQ; i++) {
-        size_t hk = h / G, n = NKV;
-        if (p->flags & CLATTN_CAUSAL) {
-          long long lim = (long long)i + (long long)NKV - (long long)NQ + 1;
-          n = lim <= 0 ? 0 : (size_t)lim;
-        }
-        if (n == 0) continue;
+        size_t hk = h / G, j0, n;
+        ref_keys(p, i, &j0, &n);
+        if (n == j0) continue;
         const float *qi = at(q, b, i, h), *gi = at(d_o, b, i, h);
         for (size_t c = 0; c < D; c++) qs[c] = ref_round(t, scale * qi[c]);
         float mx = -INFINITY, sum = 0.0f, Di = 0.0f;
-        for (size_t j = 0; j < n; j++) {
+        for (size_t j = j0; j < n; j++) {
           const float *kj = at(k, b, j, hk), *vj = at(v, b, j, hk);
           float dot = 0.0f, g = 0.0f;
           for (size_t c = 0; c < D; c++) dot += qs[c] * kj[c];
           for (size_t c = 0; c < DV; c++) g += gi[c] * vj[c];
-          pr[j] = ref_round(t, dot);
+          pr[j] = ref_round(t, dot), dt[j] = 1.0f;
+          if (cap > 0.0f) { /* the forward's softcap on S as stored, rounded once more */
+            float th = tanhf(pr[j] / cap);
+            pr[j] = ref_round(t, cap * th), dt[j] = 1.0f - th * th;
+          }
           dp[j] = ref_round(t, g);
           if (pr[j] > mx) mx = pr[j];
         }
-        for (size_t j = 0; j < n; j++) sum += (pr[j] = expf(pr[j] - mx));
-        for (size_t j = 0; j < n; j++) pr[j] = ref_round(t, pr[j] / sum), Di += pr[j] * dp[j];
+        for (size_t j = j0; j < n; j++) sum += (pr[j] = expf(pr[j] - mx));
+        for (size_t j = j0; j < n; j++) pr[j] = ref_round(t, pr[j] / sum), Di += pr[j] * dp[j];
         float *dqi = dq + ((b * HQ + h) * NQ + i) * D;
-        for (size_t j = 0; j < n; j++) {
-          const float *kj = at(k, b, j, hk), ds = ref_round(t, pr[j] * (dp[j] - Di));
+        for (size_t j = j0; j < n; j++) {
+          const float *kj = at(k, b, j, hk), ds = ref_round(t, pr[j] * (dp[j] - Di) * dt[j]);
           float *dkj = dk + ((b * HKV + hk) * NKV + j) * D;
           float *dvj = dv + ((b * HKV + hk) * NKV + j) * DV;
           for (size_t c = 0; c < D; c++) dqi[c] += ds * kj[c], dkj[c] += ds * qs[c];
@@ -127,6 +134,7 @@ static REF_BACKWARD(backward_fp32, float, expf)
   for (size_t x = 0; x < B * HKV * NKV * DV; x++) dv[x] = ref_round(t, dv[x]);
   free(pr);
   free(dp);
+  free(dt);
   free(qs);
 }
 

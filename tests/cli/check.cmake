@@ -49,6 +49,14 @@ expect(0 "backward -> PASS" run --backward --seqlen-q 40 --seqlen-kv 70 --head-d
        --heads-kv 1 --causal --repeat 1)
 expect(0 "backward: backward_rows BQ=16 BKV=32 (override)" run --backward --seqlen 50 --head-dim 8
        --config backward_rows/16/32 --repeat 1)
+# The variants (issue 17): a window, the top-left causal alignment and a softcap, forward and
+# backward, and explain's class line.
+expect(0 "causal, window 20,0, softcap 5, bshd;PASS" run --seqlen 100 --head-dim 16 --causal
+       --window 20,0 --softcap 5 --lse --repeat 1)
+expect(0 "backward -> PASS" run --backward --seqlen-q 40 --seqlen-kv 70 --head-dim 12
+       --causal-top-left --window 9,-1 --repeat 1)
+expect(0 "causal top-left, window 9,-1" explain --head-dim 16 --seqlen 100 --causal-top-left
+       --window 9,-1)
 expect(0 "traffic:" explain --head-dim 16 --seqlen 100 --causal)
 expect(0 "x the fused plan" explain --head-dim 16 --seqlen 100)
 expect(0 "at once (backward: " explain --head-dim 16 --seqlen 100)
