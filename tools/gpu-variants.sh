@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# On the device machine: the variants of issue 17 (sliding window, top-left causal, softcap).
+# check: a few variant problems through `clattn run` in fp32, fp16 and bf16, forward and
+# backward, on the plans there (the tensor-core families, which CI runs only emulated, and
+# whose warp-level tile skipping only a GPU runs). time: `clattn bench --columns fused` of the
+# same shapes with and without each variant, so each variant's cost (softcap: no work removed)
+# and a window's saving (4096 keys at N = 32768 against full causal) are ratios of one call.
+# Usage: tools/gpu-variants.sh DIR [check] [time] (DIR from tools/gpu-pack.sh). Writes to $OUT.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/gpu-env.sh" "${1:-.gpu}"
+shift
+steps=${*:-check time}
+{ echo "commit $(cat "$dir/commit")"; nvidia-smi --query-gpu=name,driver_version --format=csv; } \
+  | tee -a "$out/env.txt"
+if [[ " $steps " == *" check "* ]]; then
+  n=0 bad=0
+  for dt in f32 f16 bf16; do
+    for v in "--causal --window 100,0" "--causal-top-left" "--window 64,32 --softcap 30" \
+      "--causal --softcap 50 --heads-kv 2"; do
+      for pass in "" --backward; do
+        args=(--dtype $dt --batch 2 --heads 4 --seqlen-q 777 --seqlen-kv 1030 --head-dim 128
+          --lse --repeat 0 --warmup 0 $v $pass)
+        n=$((n + 1))
+        if ! timeout 120 "$cl" run "${args[@]}" >"$out/run.tmp" 2>&1; then bad=$((bad + 1)); fi
+        echo "$(grep -q 'PASS' "$out/run.tmp" && echo PASS || echo FAIL) ${args[*]} |" \
+          "$(grep -E 'plan:|backward:|check|clattn:' "$out/run.tmp" | tr '\n' ' ' | cut -c1-400)" \
+          >>"$out/variants_check.txt"
+      done
+    done
+  done
+  rm -f "$out/run.tmp"
+  echo "variants check: $((n - bad)) of $n passed" | tee -a "$out/env.txt"
+fi
+if [[ " $steps " == *" time "* ]]; then
+  b=(bench --columns fused --warmup 3 --repeat 10 --json)
+  for dt in f16 f32; do
+    # softcap against plain (no work removed); N = 4096, d = 128, 16 heads
+    "$cl" "${b[@]}" --dtype $dt --seqlen 4096 --head-dim 128 --heads 16 --causal both \
+      >"$out/time_${dt}_plain.json" 2>>"$out/time.err"
+    "$cl" "${b[@]}" --dtype $dt --seqlen 4096 --head-dim 128 --heads 16 --causal both \
+      --softcap 30 >"$out/time_${dt}_softcap.json" 2>>"$out/time.err"
+    # a window of 4096 at N = 32768 against full causal; one head batch
+    "$cl" "${b[@]}" --dtype $dt --seqlen 32768 --head-dim 128 --heads 16 --causal on \
+      >"$out/time_${dt}_causal32k.json" 2>>"$out/time.err"
+    "$cl" "${b[@]}" --dtype $dt --seqlen 32768 --head-dim 128 --heads 16 --causal on \
+      --window 4096,0 >"$out/time_${dt}_window32k.json" 2>>"$out/time.err"
+  done
+fi
