@@ -57,12 +57,18 @@ static cl_mem upload(clattn_context *ctx, clattn_dtype t, float *x, size_t n) {
 /* Packed [B][S][H][D] data in storage t, a forced split of key ranges one tile long, against the
  * references (half: the same-precision naive and its floor); cfg (optional) overrides the
  * kernel config. */
+/* The variants' fields of forced_cfg's problems (a test sets them first; each test is its own
+ * process). */
+static clattn_problem variant;
+
 static void forced_cfg(clattn_dtype t, size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv,
                        size_t d, size_t dv, unsigned flags, const clattn_config *cfg) {
   clattn_context *ctx = test_context(NULL);
   clattn_problem p = {0};
   p.batch = b, p.heads_q = hq, p.heads_kv = hkv, p.seqlen_q = nq, p.seqlen_kv = nkv;
   p.head_dim = d, p.head_dim_v = dv, p.flags = flags, p.dtype = t;
+  p.window_left = variant.window_left, p.window_right = variant.window_right;
+  p.softcap = variant.softcap;
   if (cfg)
     cr_assert_eq(clattn_override_config(ctx, &p, cfg), CLATTN_OK, "%s", clattn_last_error(ctx));
   clattn__shape s;
@@ -137,6 +143,18 @@ Test(split, rows_that_see_no_key) {
 }
 Test(split, gqa_odd_dims) {
   forced(2, 4, 2, 17, 250, 59, 40, 0);
+}
+/* The variants (issue 17): ranges wholly left of a row's window, or right of its top-left
+ * diagonal, are empty for it; the merge keeps the others. */
+Test(split, window_softcap_ranges_empty_for_most_rows) {
+  variant.window_left = 40, variant.softcap = 3.0f;
+  forced(1, 2, 0, 150, 400, 32, 0, CLATTN_CAUSAL | CLATTN_WINDOW);
+}
+Test(split, window_both_sides_and_top_left) {
+  variant.window_left = 30, variant.window_right = 20;
+  forced(1, 3, 1, 90, 333, 24, 0, CLATTN_WINDOW);
+  variant.window_left = variant.window_right = 0;
+  forced(1, 2, 0, 90, 333, 24, 0, CLATTN_CAUSAL_TOP_LEFT);
 }
 
 /* The tensor-core kernel takes the same split arguments (mma.sync emulated where the device has
