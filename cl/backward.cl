@@ -18,7 +18,7 @@
  * factor 1 - t^2. */
 
 /* P of a score s = q.k for a row of log-sum-exp l; *dt receives d(score)/d(scale q.k). */
-inline float bwd_prob(float s, float scale, float l, float *dt SOFTCAP_ARGS) {
+static inline float bwd_prob(float s, float scale, float l, float *dt SOFTCAP_ARGS) {
 #if SOFTCAP
   const float t = tanh(s * (scale / softcap));
   *dt = 1.0f - t * t;

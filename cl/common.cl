@@ -112,7 +112,7 @@ typedef float floatv;
 /* The first key row i sees (i + off clamped to [0, n]), and one past its last (i + off, the
  * same): both grow with i, so a block of rows sees keys [mask_key(first row, lo),
  * mask_key(last row, hi)). */
-inline uint mask_key(long i, long off, uint n) {
+static inline uint mask_key(long i, long off, uint n) {
   const long x = i + off;
   return x <= 0 ? 0u : (uint)min(x, (long)n);
 }

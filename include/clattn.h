@@ -453,7 +453,8 @@ typedef struct clattn_tune_result {
  * tuning database (unless dry_run) and used by later calls of this context; other processes
  * read it at their next context creation. options may be NULL. Errors: as clattn_forward's,
  * IO (database not writable; the result is still filled and used in this context),
- * UNSUPPORTED (no candidate passed). Thread safe; the context is busy for the whole run. */
+ * UNSUPPORTED (no candidate passed; a problem with a window, CLATTN_CAUSAL_TOP_LEFT or a softcap,
+ * which takes its plain class's entry). Thread safe; the context is busy for the whole run. */
 CLATTN_API clattn_status clattn_tune(clattn_context *ctx, const clattn_problem *problem,
                                      const clattn_tune_options *options, clattn_tune_result *out);
 

@@ -151,6 +151,15 @@ Test(tune, bad_input) {
   cr_assert(strstr(clattn_last_error(ctx), "empty problem"));
   p.batch = 1, p.head_dim = 0;
   cr_assert_eq(clattn_tune(ctx, &p, NULL, &r), CLATTN_ERR_INVALID_ARGUMENT);
+  /* The variants take the plain class's entry: their problems are not tuned. */
+  p = small_problem();
+  p.softcap = 30.0f;
+  clattn_tune_options dry = {.dry_run = 1};
+  cr_assert_eq(clattn_tune(ctx, &p, &dry, &r), CLATTN_ERR_UNSUPPORTED);
+  cr_assert(strstr(clattn_last_error(ctx), "plain classes"), "%s", clattn_last_error(ctx));
+  p.softcap = 0.0f, p.flags = CLATTN_WINDOW, p.window_left = 8;
+  dry.backward = 1;
+  cr_assert_eq(clattn_tune(ctx, &p, &dry, &r), CLATTN_ERR_UNSUPPORTED);
   test_context_still_works(ctx);
   clattn_context_destroy(ctx);
 }

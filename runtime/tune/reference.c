@@ -98,9 +98,12 @@ void ref_keys(const clattn_problem *p, size_t i, size_t *lo, size_t *hi) {
   long long diag = top_left ? (long long)i : (long long)i + nkv - nq; /* the row's own key */
   long long first = 0, end = nkv;
   if ((p->flags & CLATTN_CAUSAL) || top_left) end = diag + 1 < end ? diag + 1 : end;
-  if (p->flags & CLATTN_WINDOW) {
-    if (p->window_left >= 0 && diag - p->window_left > first) first = diag - p->window_left;
-    if (p->window_right >= 0 && diag + p->window_right + 1 < end) end = diag + p->window_right + 1;
+  if (p->flags & CLATTN_WINDOW) { /* windows beyond any length are unbounded (no overflow) */
+    long long big = nq + nkv + 1;
+    long long left = p->window_left < big ? p->window_left : big;
+    long long right = p->window_right < big ? p->window_right : big;
+    if (left >= 0 && diag - left > first) first = diag - left;
+    if (right >= 0 && diag + right + 1 < end) end = diag + right + 1;
   }
   if (end < 0) end = 0;
   if (first > end) first = end;

@@ -424,6 +424,12 @@ clattn_status clattn_tune(clattn_context *ctx, const clattn_problem *problem,
                       "the tuner tunes the fused kernels; this problem runs the standard path "
                       "(head dims %zu/%zu, or CLATTN_ALGO_STANDARD)",
                       b.s.d, b.s.dv);
+  /* The tuner's problems and references are the plain class's, and the database keys classes
+   * without the variants (a variant takes the plain class's entry). */
+  if (st == CLATTN_OK && (b.s.mask || b.s.softcap > 0.0f))
+    st = clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
+                      "the tuner tunes plain classes (causal or not); a window, "
+                      "CLATTN_CAUSAL_TOP_LEFT or softcap takes the plain class's entry");
   if (st == CLATTN_OK) {
     memset(out, 0, sizeof *out);
     b.cls = clattn__class_of(&b.s, pass);
