@@ -17,21 +17,11 @@
  * itself here): with a cap, t = tanh(scale q.k / cap), P = exp(cap t - LSE) and dS gains the
  * factor 1 - t^2. */
 
-/* P of a score s = q.k for a row of log-sum-exp l; *dt receives d(score)/d(scale q.k). */
-static inline float bwd_prob(float s, float scale, float l, float *dt SOFTCAP_ARGS) {
+/* P of a raw score s = q.k for a row of log-sum-exp l; dt, the factor dS gains (softcap). */
 #if SOFTCAP
-  const float t = tanh(s * (scale / softcap));
-  *dt = 1.0f - t * t;
-  return exp(softcap * t - l);
+#define BWD_PROB(s, l, dt) exp(cap_score((s), scale, softcap, &(dt)) - (l))
 #else
-  *dt = 1.0f;
-  return exp(s * scale - l);
-#endif
-}
-#if SOFTCAP
-#define SOFTCAP_PASS , softcap
-#else
-#define SOFTCAP_PASS
+#define BWD_PROB(s, l, dt) ((dt) = 1.0f, exp((s) * scale - (l)))
 #endif
 
 
@@ -72,11 +62,8 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
 #endif
   uint q_stop = seqlen_q;
 #if MASK
-  /* Row i sees key j iff j - mask_hi < i <= j - mask_lo: the block's keys are seen by rows
-   * [kb BKV - mask_hi + 1, kb BKV + BKV - mask_lo); the others are skipped whole. */
-  const long lo_row = (long)(kb * BKV) - mask_hi + 1, hi_row = (long)(kb * BKV + BKV) - mask_lo;
-  q_first = lo_row <= 0 ? 0u : (uint)min(lo_row, (long)seqlen_q) / BQ * BQ;
-  q_stop = hi_row <= 0 ? 0u : (uint)min(hi_row, (long)seqlen_q);
+  /* The rows that see some key of the block; the other query blocks are skipped whole. */
+  mask_keys_rows(kb * BKV, kb * BKV + BKV, seqlen_q, mask_lo, mask_hi, BQ, &q_first, &q_stop);
 #endif
   for (uint hh = 0; hh < group; hh++) {
     const uint h = hk * group + hh;
@@ -105,12 +92,11 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
         if ((long)j > (long)(q0 + r) + shift) continue;
 #endif
 #if MASK
-        if (j < mask_key(q0 + r, mask_lo, seqlen_kv) || j >= mask_key(q0 + r, mask_hi, seqlen_kv))
-          continue;
+        if (!MASK_SEES(q0 + r, j)) continue;
 #endif
         float s = 0.0f, dt;
         for (uint c = 0; c < D; c++) s = fma(Qs[r * D + c], kj[c], s);
-        const float p = bwd_prob(s, scale, Ls[r], &dt SOFTCAP_PASS);
+        const float p = BWD_PROB(s, Ls[r], dt);
         float dp = 0.0f;
         for (uint c = 0; c < DV; c++) {
           dp = fma(Gs[r * DV + c], vj[c], dp);
@@ -165,10 +151,9 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
 #endif
   uint kv_first = 0;
 #if MASK
-  /* Keys [kv_first, kv_end) are seen by some row of this block (cl/common.cl's mask_key). */
-  const uint blk_end = min(qb * BQ + BQ, seqlen_q);
-  kv_first = qb * BQ < seqlen_q ? mask_key(qb * BQ, mask_lo, seqlen_kv) : 0u;
-  kv_end = qb * BQ < seqlen_q ? mask_key(blk_end - 1, mask_hi, seqlen_kv) : 0u;
+  /* The keys some row of this block sees. */
+  mask_rows_keys(qb * BQ, min(qb * BQ + BQ, seqlen_q), seqlen_kv, mask_lo, mask_hi, &kv_first,
+                 &kv_end);
   const uint row_first = mask_key(i, mask_lo, seqlen_kv), row_end = mask_key(i, mask_hi, seqlen_kv);
 #endif
   const ulong kb0 = k_off + b * k_sb + hk * k_sh, vb0 = v_off + b * v_sb + hk * v_sh;
@@ -194,7 +179,7 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
 #endif
       float s = 0.0f, dt;
       for (uint c = 0; c < D; c++) s = fma(qi[c], Ks[jj * D + c], s);
-      const float p = bwd_prob(s, scale, li, &dt SOFTCAP_PASS);
+      const float p = BWD_PROB(s, li, dt);
       float dp = 0.0f;
       for (uint c = 0; c < DV; c++) dp = fma(gi[c], Vs[jj * DV + c], dp);
       const float ds = p * (dp - di) * dt;

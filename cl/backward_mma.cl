@@ -166,10 +166,7 @@ bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_s
 #endif
   uint q_stop = seqlen_q;
 #if MASK
-  /* The rows that see some key of the block (cl/backward.cl's bwd_dkdv). */
-  const long lo_row = (long)(kb * BKV) - mask_hi + 1, hi_row = (long)(kb * BKV + BKV) - mask_lo;
-  q_first = lo_row <= 0 ? 0u : (uint)min(lo_row, (long)seqlen_q) / SQ * SQ;
-  q_stop = hi_row <= 0 ? 0u : (uint)min(hi_row, (long)seqlen_q);
+  mask_keys_rows(kb * BKV, kb * BKV + BKV, seqlen_q, mask_lo, mask_hi, SQ, &q_first, &q_stop);
 #endif
   for (uint hh = 0; hh < group; hh++) {
     const uint h = hk * group + hh;
@@ -201,12 +198,11 @@ bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_s
           ok = ok && (long)j <= (long)(q0 + r) + shift;
 #endif
 #if MASK
-          ok = ok && j >= mask_key(q0 + r, mask_lo, seqlen_kv) &&
-               j < mask_key(q0 + r, mask_hi, seqlen_kv);
+          ok = ok && MASK_SEES(q0 + r, j);
 #endif
-#if SOFTCAP /* cl/backward.cl: P of the capped score, dS times 1 - t^2 */
-          const float t = tanh(s[n][e] * (scale / softcap)), dt = 1.0f - t * t;
-          const float p = ok ? exp(softcap * t - Ls[r]) : 0.0f;
+#if SOFTCAP /* P of the capped score, dS times 1 - t^2 (cl/common.cl) */
+          float dt;
+          const float p = ok ? exp(cap_score(s[n][e], scale, softcap, &dt) - Ls[r]) : 0.0f;
 #else
           const float p = ok ? exp(s[n][e] * scale - Ls[r]) : 0.0f, dt = 1.0f;
 #endif
@@ -281,10 +277,9 @@ bwd_dq(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
 #endif
   uint kv_first = 0;
 #if MASK
-  /* Keys [kv_first, kv_end) are seen by some row of this block. */
-  const uint blk_end = min(qb * BQ + BQ, seqlen_q);
-  kv_first = qb * BQ < seqlen_q ? mask_key(qb * BQ, mask_lo, seqlen_kv) : 0u;
-  kv_end = qb * BQ < seqlen_q ? mask_key(blk_end - 1, mask_hi, seqlen_kv) : 0u;
+  /* The keys some row of this block sees (cl/backward.cl). */
+  mask_rows_keys(qb * BQ, min(qb * BQ + BQ, seqlen_q), seqlen_kv, mask_lo, mask_hi, &kv_first,
+                 &kv_end);
   const uint fa = mask_key(ra, mask_lo, seqlen_kv), ea = mask_key(ra, mask_hi, seqlen_kv);
   const uint fb = mask_key(rb, mask_lo, seqlen_kv), eb = mask_key(rb, mask_hi, seqlen_kv);
 #endif
@@ -313,8 +308,8 @@ bwd_dq(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
         ok = ok && kv0 + j >= ((e >> 1) ? fb : fa) && kv0 + j < ((e >> 1) ? eb : ea);
 #endif
 #if SOFTCAP
-        const float t = tanh(s[n][e] * (scale / softcap)), dt = 1.0f - t * t;
-        const float p = ok ? exp(softcap * t - l) : 0.0f;
+        float dt;
+        const float p = ok ? exp(cap_score(s[n][e], scale, softcap, &dt) - l) : 0.0f;
 #else
         const float p = ok ? exp(s[n][e] * scale - l) : 0.0f, dt = 1.0f;
 #endif

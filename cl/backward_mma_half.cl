@@ -147,10 +147,7 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
 #endif
   uint q_stop = seqlen_q;
 #if MASK
-  /* The rows that see some key of the block (cl/backward.cl's bwd_dkdv). */
-  const long lo_row = (long)(kb * BKV) - mask_hi + 1, hi_row = (long)(kb * BKV + BKV) - mask_lo;
-  q_first = lo_row <= 0 ? 0u : (uint)min(lo_row, (long)seqlen_q) / SQ * SQ;
-  q_stop = hi_row <= 0 ? 0u : (uint)min(hi_row, (long)seqlen_q);
+  mask_keys_rows(kb * BKV, kb * BKV + BKV, seqlen_q, mask_lo, mask_hi, SQ, &q_first, &q_stop);
 #endif
   for (uint hh = 0; hh < group; hh++) {
     const uint h = hk * group + hh;
@@ -178,12 +175,12 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
         ok = ok && (long)((e >> 1) ? jb : ja) <= (long)(q0 + r) + shift;
 #endif
 #if MASK
-        ok = ok && (e >> 1 ? jb : ja) >= mask_key(q0 + r, mask_lo, seqlen_kv) &&
-             (e >> 1 ? jb : ja) < mask_key(q0 + r, mask_hi, seqlen_kv);
+        ok = ok && MASK_SEES(q0 + r, (e >> 1) ? jb : ja);
 #endif
-#if SOFTCAP /* cl/backward.cl: P of the capped score, dS times 1 - t^2 */
-        const float t = tanh(s[n][e] * (scale / softcap)), dt = 1.0f - t * t;
-        const float p = ok ? exp2(t * (softcap * M_LOG2E_F) - Ls[r]) : 0.0f;
+#if SOFTCAP /* P of the capped score, dS times 1 - t^2 (cl/common.cl) */
+        float dt;
+        const float p =
+            ok ? exp2(cap_score(s[n][e], scale, softcap, &dt) * M_LOG2E_F - Ls[r]) : 0.0f;
 #else
         const float p = ok ? exp2(s[n][e] * sl2 - Ls[r]) : 0.0f, dt = 1.0f;
 #endif
@@ -263,10 +260,9 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
 #endif
   uint kv_first = 0;
 #if MASK
-  /* Keys [kv_first, kv_end) are seen by some row of this block. */
-  const uint blk_end = min(qb * BQ + BQ, seqlen_q);
-  kv_first = qb * BQ < seqlen_q ? mask_key(qb * BQ, mask_lo, seqlen_kv) : 0u;
-  kv_end = qb * BQ < seqlen_q ? mask_key(blk_end - 1, mask_hi, seqlen_kv) : 0u;
+  /* The keys some row of this block sees (cl/backward.cl). */
+  mask_rows_keys(qb * BQ, min(qb * BQ + BQ, seqlen_q), seqlen_kv, mask_lo, mask_hi, &kv_first,
+                 &kv_end);
   const uint fa = mask_key(ra, mask_lo, seqlen_kv), ea = mask_key(ra, mask_hi, seqlen_kv);
   const uint fb = mask_key(rb, mask_lo, seqlen_kv), eb = mask_key(rb, mask_hi, seqlen_kv);
 #endif
@@ -293,8 +289,8 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
       ok = ok && kv0 + j >= ((e >> 1) ? fb : fa) && kv0 + j < ((e >> 1) ? eb : ea);
 #endif
 #if SOFTCAP
-      const float t = tanh(s[n][e] * (scale / softcap)), dt = 1.0f - t * t;
-      const float p = ok ? exp2(t * (softcap * M_LOG2E_F) - l) : 0.0f;
+      float dt;
+      const float p = ok ? exp2(cap_score(s[n][e], scale, softcap, &dt) * M_LOG2E_F - l) : 0.0f;
 #else
       const float p = ok ? exp2(s[n][e] * sl2 - l) : 0.0f, dt = 1.0f;
 #endif

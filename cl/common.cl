@@ -116,3 +116,40 @@ static inline uint mask_key(long i, long off, uint n) {
   const long x = i + off;
   return x <= 0 ? 0u : (uint)min(x, (long)n);
 }
+#if MASK
+/* The kernels' shared uses of the range (their own arguments mask_lo, mask_hi, seqlen_q,
+ * seqlen_kv): whether row i sees key j; the keys rows [r0, r1) see, [*first, *end) (empty
+ * when r0 >= r1); those within a forward split [s0, s0 + per), [*lo, *end); and the rows that
+ * see some key of [k0, k1), [*first, *stop), first rounded down to a multiple of align (the
+ * query blocks bwd_dkdv stages). */
+#define MASK_SEES(i, j)                                                                            \
+  ((j) >= mask_key((i), mask_lo, seqlen_kv) && (j) < mask_key((i), mask_hi, seqlen_kv))
+static inline void mask_rows_keys(uint r0, uint r1, uint n, long lo, long hi, uint *first,
+                                  uint *end) {
+  *first = r0 < r1 ? mask_key(r0, lo, n) : 0u;
+  *end = r0 < r1 ? mask_key(r1 - 1, hi, n) : 0u;
+}
+static inline void mask_split_keys(uint r0, uint r1, uint n, long lo, long hi, uint s0, uint per,
+                                   uint *kv_lo, uint *kv_end) {
+  uint first, end;
+  mask_rows_keys(r0, r1, n, lo, hi, &first, &end);
+  *kv_end = min(end, s0 + per);
+  *kv_lo = min(max(s0, first), *kv_end);
+}
+static inline void mask_keys_rows(uint k0, uint k1, uint nq, long lo, long hi, uint align,
+                                  uint *first, uint *stop) {
+  /* Row i sees key j iff j - hi < i <= j - lo. */
+  const long a = (long)k0 - hi + 1, z = (long)k1 - lo;
+  *first = a <= 0 ? 0u : (uint)min(a, (long)nq) / align * align;
+  *stop = z <= 0 ? 0u : (uint)min(z, (long)nq);
+}
+#endif
+#if SOFTCAP
+/* The backward kernels' capped score of a raw one x = q.k, cap t with t = tanh(scale x / cap),
+ * in natural units; *dt = 1 - t^2, the factor dS gains. */
+static inline float cap_score(float x, float scale, float cap, float *dt) {
+  const float t = tanh(x * (scale / cap));
+  *dt = 1.0f - t * t;
+  return cap * t;
+}
+#endif

@@ -83,15 +83,12 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
   const long row_last = (long)row + shift; /* key j visible iff j <= row_last */
 #endif
 #if MASK
-  /* Keys [kv_first, kv_end) are visible to some row of this block: those before and after are
-   * skipped whole, so a window of w keys costs O(w) per row. */
-  const uint rows_end = min(q0 + BQ, seqlen_q);
-  const uint kv_first = q0 < seqlen_q ? mask_key(q0, mask_lo, seqlen_kv) : 0u;
-  kv_end = q0 < seqlen_q ? mask_key(rows_end - 1, mask_hi, seqlen_kv) : 0u;
+  /* This work-group's split of the keys that some row of the block sees: those before and
+   * after are skipped whole, so a window of w keys costs O(w) per row. */
+  uint kv_lo;
+  mask_split_keys(q0, min(q0 + BQ, seqlen_q), seqlen_kv, mask_lo, mask_hi, split * kv_per_split,
+                  kv_per_split, &kv_lo, &kv_end);
   const uint row_first = mask_key(row, mask_lo, seqlen_kv), row_end = mask_key(row, mask_hi, seqlen_kv);
-  /* This work-group's split of the keys, inside them. */
-  kv_end = min(kv_end, split * kv_per_split + kv_per_split);
-  const uint kv_lo = min(max(split * kv_per_split, kv_first), kv_end);
 #else
   /* This work-group's split of the keys: [kv_lo, kv_end). */
   const uint kv_lo = min(split * kv_per_split, kv_end);

@@ -119,16 +119,14 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
   kv_end = block_end <= 0 ? 0u : (uint)min(block_end, (long)seqlen_kv);
 #endif
 #if MASK
-  /* Keys [kv_first, kv_end) are visible to some row of this block (cl/forward.cl); a warp's
-   * own rows see [w_first, w_end). */
-  const uint rows_end = min(q0 + BQ, seqlen_q), w_last = min(r0 + 15, seqlen_q - 1);
-  const uint kv_first = q0 < seqlen_q ? mask_key(q0, mask_lo, seqlen_kv) : 0u;
-  kv_end = q0 < seqlen_q ? mask_key(rows_end - 1, mask_hi, seqlen_kv) : 0u;
-  const uint w_first = mask_key(r0, mask_lo, seqlen_kv), w_end = mask_key(w_last, mask_hi, seqlen_kv);
+  /* The split's keys that some row of this block sees (cl/forward.cl); a warp's own rows see
+   * [w_first, w_end) (empty for a warp past the rows), each of this lane's rows its own. */
+  uint kv_lo, w_first, w_end;
+  mask_split_keys(q0, min(q0 + BQ, seqlen_q), seqlen_kv, mask_lo, mask_hi, split * kv_per_split,
+                  kv_per_split, &kv_lo, &kv_end);
+  mask_rows_keys(r0, min(r0 + 16, seqlen_q), seqlen_kv, mask_lo, mask_hi, &w_first, &w_end);
   const uint first0 = mask_key(row0, mask_lo, seqlen_kv), end0 = mask_key(row0, mask_hi, seqlen_kv);
   const uint first1 = mask_key(row1, mask_lo, seqlen_kv), end1 = mask_key(row1, mask_hi, seqlen_kv);
-  kv_end = min(kv_end, split * kv_per_split + kv_per_split);
-  const uint kv_lo = min(max(split * kv_per_split, kv_first), kv_end);
 #else
   /* This work-group's split of the keys: [kv_lo, kv_end). */
   const uint kv_lo = min(split * kv_per_split, kv_end);
@@ -168,7 +166,7 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
      * to add: it only helps to fill the tiles. */
     bool act = live && (!CAUSAL || SKIP_NONE || (long)kv0 <= (long)(r0 + 15) + shift);
 #if MASK
-    act = act && (SKIP_NONE || (r0 < seqlen_q && kv0 < w_end && kv0 + BKV > w_first));
+    act = act && (SKIP_NONE || (kv0 < w_end && kv0 + BKV > w_first));
 #endif
     if (act) {
       /* S = Q K^T: s[nt][e] is row gq + 8 (e >> 1), key nt * 8 + 2 tq + (e & 1). */

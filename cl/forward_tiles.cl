@@ -67,12 +67,13 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
   kv_end = block_end <= 0 ? 0u : (uint)min(block_end, (long)seqlen_kv);
 #endif
 #if MASK
-  /* Keys [kv_first, kv_end) are visible to some row of this block (forward.cl). */
-  const uint rows_end = min(q0 + BQ, seqlen_q);
-  const uint kv_first = q0 < seqlen_q ? mask_key(q0, mask_lo, seqlen_kv) : 0u;
-  kv_end = q0 < seqlen_q ? mask_key(rows_end - 1, mask_hi, seqlen_kv) : 0u;
-  kv_end = min(kv_end, split * kv_per_split + kv_per_split);
-  const uint kv_lo = min(max(split * kv_per_split, kv_first), kv_end);
+  /* The split's keys that some row of this block sees (forward.cl); each row's own. */
+  uint kv_lo, row_first[RM], row_end[RM];
+  mask_split_keys(q0, min(q0 + BQ, seqlen_q), seqlen_kv, mask_lo, mask_hi, split * kv_per_split,
+                  kv_per_split, &kv_lo, &kv_end);
+  for (uint i = 0; i < RM; i++)
+    row_first[i] = mask_key(q0 + r0 + i, mask_lo, seqlen_kv),
+    row_end[i] = mask_key(q0 + r0 + i, mask_hi, seqlen_kv);
 #else
   /* This work-group's split of the keys: [kv_lo, kv_end). */
   const uint kv_lo = min(split * kv_per_split, kv_end);
@@ -119,8 +120,7 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
         ok = ok && (long)(kv0 + j) <= (long)(q0 + r0 + i) + shift;
 #endif
 #if MASK
-        ok = ok && kv0 + j >= mask_key(q0 + r0 + i, mask_lo, seqlen_kv) &&
-             kv0 + j < mask_key(q0 + r0 + i, mask_hi, seqlen_kv);
+        ok = ok && kv0 + j >= row_first[i] && kv0 + j < row_end[i];
 #endif
 #if SOFTCAP
         s[i][n] = softcap * tanh(s[i][n]);
