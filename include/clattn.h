@@ -127,7 +127,7 @@ typedef struct clattn_problem {
   int64_t window_left, window_right;
   float softcap; /* > 0: a score s = scale q.k becomes softcap * tanh(s / softcap) before the
                     mask and the softmax (Gemma 2), forward and backward; computed where
-                    CLATTN_WINDOW is */
+                    CLATTN_WINDOW is. Finite, and at least |scale| / 2^32 (INVALID_ARGUMENT) */
 } clattn_problem;
 
 /* A strided 4-D view [batch][seq][head][dim] of a buffer; the dim axis is contiguous. Offset and

@@ -194,8 +194,8 @@ Test(extended, variant_fields_rejected) {
   f.p.window_left = 8, f.p.window_right = -1;
   clattn_plan_info info;
   cr_assert_eq(clattn_explain(f.ctx, &f.p, &info), CLATTN_OK, "%s", clattn_last_error(f.ctx));
-  float caps[] = {-1.0f, NAN, INFINITY};
-  for (int i = 0; i < 3; i++) {
+  float caps[] = {-1.0f, NAN, INFINITY, 1e-30f};
+  for (int i = 0; i < 4; i++) {
     f.p.softcap = caps[i];
     expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "softcap");
   }

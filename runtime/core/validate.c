@@ -119,6 +119,13 @@ clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_probl
   if (!isfinite(p->scale))
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "scale is not finite");
   s->scale = p->scale != 0.0f ? p->scale : (float)(1.0 / sqrt((double)s->d));
+  /* The kernels scale q.k by scale / softcap in fp32: a cap that small would overflow the sums
+   * into inf - inf = NaN, where every score is +-softcap anyway. */
+  if (p->softcap > 0.0f && !(fabs((double)s->scale) / p->softcap <= 4294967296.0))
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                        "softcap %g is too small for scale %g: |scale| / softcap must be at most "
+                        "2^32",
+                        (double)p->softcap, (double)s->scale);
   if (s->heads_q && s->heads_q % s->heads_kv)
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
                         "heads_q (%zu) is not a multiple of heads_kv (%zu)", s->heads_q,
