@@ -82,9 +82,10 @@ enum {
    * -window_left <= j - (i + seqlen_kv - seqlen_q) <= window_right, -1 meaning unbounded on that
    * side (with CLATTN_CAUSAL_TOP_LEFT the diagonal is j = i); with a causal mask window_right is
    * 0 or -1 (both: none to the right). Key blocks no row of a work-group sees are skipped, so a
-   * window of w keys costs O(N w). Computed forward and backward by every kernel family and
-   * the standard path, in every dtype (a family that did not would be passed over by the
-   * planner, and an override of it would be CLATTN_ERR_UNSUPPORTED naming the variant). */
+   * window of w keys costs O(N w). Computed forward and backward by every kernel family the
+   * planner chooses from (tensor-core ones included) and the standard path, in every dtype; an
+   * override of a family that does not compute it (the test-only forward_naive) is
+   * CLATTN_ERR_UNSUPPORTED naming the variant. */
   CLATTN_WINDOW = 1u << 1,
   /* Causal aligned top-left (PyTorch SDPA's is_causal): query i sees key j iff j <= i. Not with
    * CLATTN_CAUSAL. Computed where CLATTN_WINDOW is. */
@@ -309,11 +310,12 @@ typedef struct clattn_config {
 } clattn_config;
 
 /* Use cfg, instead of the tuning database or the heuristic, for problems of this problem's
- * class (head dims, causal, sequence-length bucket of seqlen_q) on ctx: a forward kernel's
+ * class (head dims, causal, the variants it has, sequence-length bucket of seqlen_q) on ctx: a forward kernel's
  * config for clattn_forward, a "backward_rows" config (block_q, block_kv: powers of two up to
  * 256) for clattn_backward's fused kernels; cfg NULL removes both overrides of the class. For
  * experiments and tuning by hand. Errors: INVALID_ARGUMENT (an unknown kernel, or a config that
- * exceeds the device's local memory or work-group limits, with the numbers). Thread safe. */
+ * exceeds the device's local memory or work-group limits, with the numbers), UNSUPPORTED (a
+ * kernel that does not compute the problem's window or softcap, named). Thread safe. */
 CLATTN_API clattn_status clattn_override_config(clattn_context *ctx, const clattn_problem *problem,
                                                 const clattn_config *cfg);
 
