@@ -8,7 +8,7 @@
 set -uo pipefail
 source "$(dirname "$0")/gpu-env.sh" "${1:-.gpu}"
 ns=${2:-512,1024,2048,4096,8192,16384}
-{ echo "commit $(cat "$dir/commit")"; nvidia-smi --query-gpu=name,driver_version --format=csv; } \
+gpu_env_header \
   >"$out/env.txt"
 # The standard path against the double-precision reference (a few shapes of DESIGN.md's list).
 for a in "--seqlen-q 113 --seqlen-kv 203 --head-dim 111 --heads 2" \

@@ -7,7 +7,7 @@
 set -uo pipefail
 source "$(dirname "$0")/gpu-env.sh" "${1:-.gpu}"
 ns=${2:-1024,4096,16384}
-{ echo "commit $(cat "$dir/commit")"; nvidia-smi --query-gpu=name,driver_version --format=csv; } \
+gpu_env_header \
   >>"$out/env.txt"
 for alg in fused standard; do
   for a in "--seqlen-q 113 --seqlen-kv 203 --head-dim 59 --causal --heads 2" \

@@ -4,7 +4,7 @@
 # (DIR from tools/gpu-pack.sh). Writes to $OUT (or ./gpu-out).
 set -uo pipefail
 source "$(dirname "$0")/gpu-env.sh" "${1:-.gpu}"
-{ echo "commit $(cat "$dir/commit")"; nvidia-smi --query-gpu=name,driver_version --format=csv; } \
+gpu_env_header \
   | tee "$out/env.txt"
 "$cl" devices | tee "$out/devices.txt"
 

@@ -9,6 +9,12 @@ export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export CLATTN_CACHE_DIR=/tmp/clattn-cache CLATTN_DEVICE=${CLATTN_DEVICE:-NVIDIA}
 cl="$dir/clattn"
 
+# The commit of the packed build and the GPU's name and driver: the first lines of a run's record.
+gpu_env_header() {
+  echo "commit $(cat "$dir/commit")"
+  nvidia-smi --query-gpu=name,driver_version --format=csv
+}
+
 # DESIGN.md's shape list (tools/gpu-shapes.txt) through `clattn run` with extra arguments, each
 # run checked and killed after LIMIT seconds: a line per shape in $out/correctness_NAME.txt and
 # a summary line on stdout. Usage: gpu_check_list NAME LIMIT [clattn run arguments...]

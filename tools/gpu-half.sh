@@ -18,7 +18,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/gpu-env.sh" "${1:-.gpu}"
 shift
 steps=${*:-check time}
-{ echo "commit $(cat "$dir/commit")"; nvidia-smi --query-gpu=name,driver_version --format=csv; } \
+gpu_env_header \
   | tee -a "$out/env.txt"
 if [[ " $steps " == *" check "* ]]; then
   for dt in f16 bf16; do

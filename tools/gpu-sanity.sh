@@ -7,7 +7,7 @@
 set -uo pipefail
 source "$(dirname "$0")/gpu-env.sh" "${1:-.gpu}"
 log=$out/sanity.txt
-{ echo "commit $(cat "$dir/commit")"; nvidia-smi --query-gpu=name,driver_version --format=csv; } >"$log"
+gpu_env_header >"$log"
 pass=0 fail=0
 while read -r b hq hkv nq nkv d dv f lay off; do
   args=(--batch $b --heads $hq --heads-kv $hkv --seqlen-q $nq --seqlen-kv $nkv --head-dim $d

@@ -8,7 +8,7 @@ set -uo pipefail
 source "$(dirname "$0")/gpu-env.sh" "${1:-.gpu}"
 budget=${2:-150}
 export CLATTN_TUNING_DB="$out/tuning.json"
-{ echo "commit $(cat "$dir/commit")"; nvidia-smi --query-gpu=name,driver_version --format=csv; } \
+gpu_env_header \
   | tee "$out/env.txt"
 # The register-tiled variant on the DESIGN.md shapes, forced, checked against the host reference.
 while read -r b hq hkv nq nkv d dv f lay; do
