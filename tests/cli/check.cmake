@@ -57,6 +57,12 @@ expect(0 "backward -> PASS" run --backward --seqlen-q 40 --seqlen-kv 70 --head-d
        --causal-top-left --window 9,-1 --repeat 1)
 expect(0 "causal top-left, window 9,-1" explain --head-dim 16 --seqlen 100 --causal-top-left
        --window 9,-1)
+# bench applies them to every row; the host column (plain attention) is left out, and named it
+# fails the command.
+expect(0 "fused configs:" bench --seqlen 64 --head-dim 8 --heads 1 --repeat 1 --causal on
+       --window 16,0 --softcap 5 --columns fused,standard)
+expect(3 "the host column has no variants" bench --seqlen 64 --head-dim 8 --heads 1 --repeat 1
+       --softcap 5 --columns fused,host)
 expect(0 "traffic:" explain --head-dim 16 --seqlen 100 --causal)
 expect(0 "x the fused plan" explain --head-dim 16 --seqlen 100)
 expect(0 "at once (backward: " explain --head-dim 16 --seqlen 100)
