@@ -31,7 +31,7 @@ enum {
   CLATTN__VAR_MASK = 1u << 0,   /* a key range per row: window, top-left causal (MASK) */
   CLATTN__VAR_SOFTCAP = 1u << 1 /* scores capped by tanh (SOFTCAP) */
 };
-/* The first variant of `missing` in words ("a sliding window or CLATTN_CAUSAL_TOP_LEFT", ...). */
+/* The first variant of `missing` in words ("a key range per row (...)" or "softcap"). */
 const char *clattn__variant_name(unsigned missing);
 
 /* A config of one family; the fields a family does not use are fixed by it (clattn__family's
