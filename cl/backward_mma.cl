@@ -201,8 +201,9 @@ bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_s
           ok = ok && MASK_SEES(q0 + r, j);
 #endif
 #if SOFTCAP /* P of the capped score, dS times 1 - t^2 (cl/common.cl) */
-          float dt;
-          const float p = ok ? exp(cap_score(s[n][e], scale, softcap, &dt) - Ls[r]) : 0.0f;
+          float dt; /* set for masked elements too: 0 * dt must stay 0 */
+          const float cs = cap_score(s[n][e], scale, softcap, &dt);
+          const float p = ok ? exp(cs - Ls[r]) : 0.0f;
 #else
           const float p = ok ? exp(s[n][e] * scale - Ls[r]) : 0.0f, dt = 1.0f;
 #endif
@@ -309,7 +310,8 @@ bwd_dq(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
 #endif
 #if SOFTCAP
         float dt;
-        const float p = ok ? exp(cap_score(s[n][e], scale, softcap, &dt) - l) : 0.0f;
+        const float cs = cap_score(s[n][e], scale, softcap, &dt);
+        const float p = ok ? exp(cs - l) : 0.0f;
 #else
         const float p = ok ? exp(s[n][e] * scale - l) : 0.0f, dt = 1.0f;
 #endif

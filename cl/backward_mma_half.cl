@@ -178,9 +178,9 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
         ok = ok && MASK_SEES(q0 + r, (e >> 1) ? jb : ja);
 #endif
 #if SOFTCAP /* P of the capped score, dS times 1 - t^2 (cl/common.cl) */
-        float dt;
-        const float p =
-            ok ? exp2(cap_score(s[n][e], scale, softcap, &dt) * M_LOG2E_F - Ls[r]) : 0.0f;
+        float dt; /* set for masked elements too: 0 * dt must stay 0 */
+        const float cs = cap_score(s[n][e], scale, softcap, &dt);
+        const float p = ok ? exp2(cs * M_LOG2E_F - Ls[r]) : 0.0f;
 #else
         const float p = ok ? exp2(s[n][e] * sl2 - Ls[r]) : 0.0f, dt = 1.0f;
 #endif
@@ -290,7 +290,8 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
 #endif
 #if SOFTCAP
       float dt;
-      const float p = ok ? exp2(cap_score(s[n][e], scale, softcap, &dt) * M_LOG2E_F - l) : 0.0f;
+      const float cs = cap_score(s[n][e], scale, softcap, &dt);
+      const float p = ok ? exp2(cs * M_LOG2E_F - l) : 0.0f;
 #else
       const float p = ok ? exp2(s[n][e] * sl2 - l) : 0.0f, dt = 1.0f;
 #endif
