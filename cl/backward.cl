@@ -13,15 +13,17 @@
  * Storage (cl/common.cl's DTYPE): Q, K, V, dO and the gradients in fp32, fp16 or bf16, widened
  * to fp32 on load; every sum is fp32 and each gradient is rounded once, when it is stored.
  * Defines: D, DV head dims; BQ, BKV block sizes (the work-group sizes of bwd_dq and bwd_dkdv);
- * CAUSAL (bottom-right aligned); the variants MASK and SOFTCAP (cl/common.cl; softcap is the cap
- * itself here): with a cap, t = tanh(scale q.k / cap), P = exp(cap t - LSE) and dS gains the
+ * CAUSAL (bottom-right aligned); the variants MASK, SOFTCAP, ALIBI and SINKS (cl/common.cl; the
+ * cap and the slopes are in natural units here; a sink needs nothing: P comes from the LSE): with a cap, t = tanh(scale q.k / cap), P = exp(cap t - LSE) and dS gains the
  * factor 1 - t^2. */
 
-/* P of a raw score s = q.k for a row of log-sum-exp l; dt, the factor dS gains (softcap). */
+/* P of a raw score s = q.k of row i and key j for a row of log-sum-exp l (ALiBi's bias by the
+ * kernel's `slope`); dt, the factor dS gains (softcap). */
 #if SOFTCAP
-#define BWD_PROB(s, l, dt) exp(cap_score((s), scale, softcap, &(dt)) - (l))
+#define BWD_PROB(s, i, j, l, dt)                                                                   \
+  exp(cap_score((s), scale, softcap, &(dt)) ALIBI_PLUS(slope, i, j) - (l))
 #else
-#define BWD_PROB(s, l, dt) ((dt) = 1.0f, exp((s) * scale - (l)))
+#define BWD_PROB(s, i, j, l, dt) ((dt) = 1.0f, exp((s) * scale ALIBI_PLUS(slope, i, j) - (l)))
 #endif
 
 
@@ -69,6 +71,9 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
     const uint h = hk * group + hh;
     const ulong qbase = q_off + b * q_sb + h * q_sh, gbase = g_off + b * g_sb + h * g_sh;
     const ulong rbase = (b * heads_q + h) * seqlen_q;
+#if ALIBI
+    const float slope = ALIBI_SLOPE(b * heads_q + h);
+#endif
     for (uint q0 = q_first; q0 < q_stop; q0 += BQ) {
       const uint nr = min((uint)BQ, seqlen_q - q0);
       barrier(CLK_LOCAL_MEM_FENCE);
@@ -96,7 +101,7 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
 #endif
         float s = 0.0f, dt;
         for (uint c = 0; c < D; c++) s = fma(Qs[r * D + c], kj[c], s);
-        const float p = BWD_PROB(s, Ls[r], dt);
+        const float p = BWD_PROB(s, q0 + r, j, Ls[r], dt);
         float dp = 0.0f;
         for (uint c = 0; c < DV; c++) {
           dp = fma(Gs[r * DV + c], vj[c], dp);
@@ -136,6 +141,9 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
   const bool row = i < seqlen_q;
   const long shift = (long)seqlen_kv - (long)seqlen_q;
   const ulong r = (b * heads_q + h) * seqlen_q + (row ? i : 0);
+#if ALIBI
+  const float slope = ALIBI_SLOPE(bh);
+#endif
   const float li = row ? lse[r] : -INFINITY, di = row ? drow[r] : 0.0f;
 
   float qi[D], gi[DV], dqi[D];
@@ -179,7 +187,7 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
 #endif
       float s = 0.0f, dt;
       for (uint c = 0; c < D; c++) s = fma(qi[c], Ks[jj * D + c], s);
-      const float p = BWD_PROB(s, li, dt);
+      const float p = BWD_PROB(s, i, kv0 + jj, li, dt);
       float dp = 0.0f;
       for (uint c = 0; c < DV; c++) dp = fma(gi[c], Vs[jj * DV + c], dp);
       const float ds = p * (dp - di) * dt;

@@ -22,7 +22,7 @@
  * Defines: D, DV head dims (at most 128); BKV keys per bwd_dkdv work-group and BQ query rows per
  * bwd_dq work-group (multiples of 16: a warp per 16); SQ query rows staged at a time by bwd_dkdv
  * and SK keys by bwd_dq (multiples of 16, chosen by the runtime to fit local memory); the
- * variants MASK and SOFTCAP (cl/common.cl, as cl/backward.cl); CAUSAL
+ * variants MASK, SOFTCAP, ALIBI and SINKS (cl/common.cl, as cl/backward.cl); CAUSAL
  * (bottom-right aligned); MMA_EMULATE (tests). runtime/bwd_plan.c mirrors the local-memory
  * formula; keep the two in step. */
 
@@ -172,6 +172,9 @@ bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_s
     const uint h = hk * group + hh;
     const ulong qbase = q_off + b * q_sb + h * q_sh, gbase = g_off + b * g_sb + h * g_sh;
     const ulong rbase = (b * heads_q + h) * seqlen_q;
+#if ALIBI
+    const float slope = ALIBI_SLOPE(b * heads_q + h);
+#endif
     for (uint q0 = q_first; q0 < q_stop; q0 += SQ) {
       const uint nr = min((uint)SQ, seqlen_q - q0);
       barrier(CLK_LOCAL_MEM_FENCE);
@@ -203,9 +206,10 @@ bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_s
 #if SOFTCAP /* P of the capped score, dS times 1 - t^2 (cl/common.cl) */
           float dt; /* set for masked elements too: 0 * dt must stay 0 */
           const float cs = cap_score(s[n][e], scale, softcap, &dt);
-          const float p = ok ? exp(cs - Ls[r]) : 0.0f;
+          const float p = ok ? exp(cs ALIBI_PLUS(slope, q0 + r, j) - Ls[r]) : 0.0f;
 #else
-          const float p = ok ? exp(s[n][e] * scale - Ls[r]) : 0.0f, dt = 1.0f;
+          const float p = ok ? exp(s[n][e] * scale ALIBI_PLUS(slope, q0 + r, j) - Ls[r]) : 0.0f,
+                      dt = 1.0f;
 #endif
           const uint a = (e >> 1) | ((e & 1) << 1);
           SPLIT(p, ah[n][a], al[n][a]);
@@ -261,6 +265,9 @@ bwd_dq(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
   const bool oka = ra < seqlen_q, okb = rb < seqlen_q;
   const ulong rbase = (b * heads_q + h) * seqlen_q;
   const float la = oka ? lse[rbase + ra] : -INFINITY, lb = okb ? lse[rbase + rb] : -INFINITY;
+#if ALIBI
+  const float slope = ALIBI_SLOPE(bh);
+#endif
   const float da = oka ? drow[rbase + ra] : 0.0f, db = okb ? drow[rbase + rb] : 0.0f;
   const ulong qa = q_off + b * q_sb + (ulong)(oka ? ra : 0) * q_ss + h * q_sh;
   const ulong qbb = q_off + b * q_sb + (ulong)(okb ? rb : 0) * q_ss + h * q_sh;
@@ -311,9 +318,10 @@ bwd_dq(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
 #if SOFTCAP
         float dt;
         const float cs = cap_score(s[n][e], scale, softcap, &dt);
-        const float p = ok ? exp(cs - l) : 0.0f;
+        const float p = ok ? exp(cs ALIBI_PLUS(slope, row, kv0 + j) - l) : 0.0f;
 #else
-        const float p = ok ? exp(s[n][e] * scale - l) : 0.0f, dt = 1.0f;
+        const float p = ok ? exp(s[n][e] * scale ALIBI_PLUS(slope, row, kv0 + j) - l) : 0.0f,
+                    dt = 1.0f;
 #endif
         const uint a = (e >> 1) | ((e & 1) << 1);
         SPLIT(p * (dp[n][e] - dr) * dt, dh[n][a], dl[n][a]);

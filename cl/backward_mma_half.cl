@@ -153,6 +153,9 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
     const uint h = hk * group + hh;
     const ulong qbase = q_off + b * q_sb + h * q_sh, gbase = g_off + b * g_sb + h * g_sh;
     const ulong rbase = (b * heads_q + h) * seqlen_q;
+#if ALIBI /* in natural units, and in the log2 domain of the unscaled branch */
+    const float slope = ALIBI_SLOPE(b * heads_q + h), slope2 = slope * M_LOG2E_F;
+#endif
     for (uint q0 = q_first; q0 < q_stop; q0 += SQ) {
       const uint nr = min((uint)SQ, seqlen_q - q0);
       barrier(CLK_LOCAL_MEM_FENCE);
@@ -180,9 +183,12 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
 #if SOFTCAP /* P of the capped score, dS times 1 - t^2 (cl/common.cl) */
         float dt; /* set for masked elements too: 0 * dt must stay 0 */
         const float cs = cap_score(s[n][e], scale, softcap, &dt);
-        const float p = ok ? exp2(cs * M_LOG2E_F - Ls[r]) : 0.0f;
+        const float p =
+            ok ? exp2((cs ALIBI_PLUS(slope, q0 + r, (e >> 1) ? jb : ja)) * M_LOG2E_F - Ls[r]) : 0.0f;
 #else
-        const float p = ok ? exp2(s[n][e] * sl2 - Ls[r]) : 0.0f, dt = 1.0f;
+        const float p =
+            ok ? exp2(s[n][e] * sl2 ALIBI_PLUS(slope2, q0 + r, (e >> 1) ? jb : ja) - Ls[r]) : 0.0f,
+            dt = 1.0f;
 #endif
         s[n][e] = p;
         dp[n][e] = p * (dp[n][e] - Ds[r]) * dt;
@@ -242,6 +248,9 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
   const ulong rbase = (b * heads_q + h) * seqlen_q;
   const float la = oka ? lse[rbase + ra] * M_LOG2E_F : -INFINITY;
   const float lb = okb ? lse[rbase + rb] * M_LOG2E_F : -INFINITY;
+#if ALIBI /* in natural units, and in the log2 domain of the unscaled branch */
+  const float slope = ALIBI_SLOPE(bh), slope2 = slope * M_LOG2E_F;
+#endif
   const float da = oka ? drow[rbase + ra] : 0.0f, db = okb ? drow[rbase + rb] : 0.0f;
   const ulong qr = q_off + b * q_sb + h * q_sh, gr = g_off + b * g_sb + h * g_sh;
 
@@ -291,9 +300,12 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
 #if SOFTCAP
       float dt;
       const float cs = cap_score(s[n][e], scale, softcap, &dt);
-      const float p = ok ? exp2(cs * M_LOG2E_F - l) : 0.0f;
+      const float p =
+          ok ? exp2((cs ALIBI_PLUS(slope, (e >> 1) ? rb : ra, kv0 + j)) * M_LOG2E_F - l) : 0.0f;
 #else
-      const float p = ok ? exp2(s[n][e] * sl2 - l) : 0.0f, dt = 1.0f;
+      const float p =
+          ok ? exp2(s[n][e] * sl2 ALIBI_PLUS(slope2, (e >> 1) ? rb : ra, kv0 + j) - l) : 0.0f,
+          dt = 1.0f;
 #endif
       dp[n][e] = p * (dp[n][e] - dr) * dt;
     }

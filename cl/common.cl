@@ -91,7 +91,17 @@ typedef float floatv;
  * SOFTCAP: a score s = scale q.k becomes cap tanh(s / cap) before the softmax (Gemma 2). The
  *   argument is the cap in the kernel's score units: cap log2(e) in the forward kernels, whose
  *   query scale is then scale / cap (their scores live in the log2 domain), the cap itself in
- *   the others. */
+ *   the others.
+ * ALIBI: after the softcap, key j's score in row i gains -slope |i + seqlen_kv - seqlen_q - j|
+ *   (BLOOM, MPT), the slope of (batch, head) bh = b heads_q + h at alibi[bh % alibi_mod]
+ *   (alibi_mod: heads_q for one slope per head, batch heads_q for one per batch and head), times
+ *   alibi_unit, the kernel's score unit (log2(e) in the forward kernels, 1 in the others).
+ * SINKS: head h's logit sinks[h] (times sink_unit, as alibi_unit) joins every row's softmax as a
+ *   key without a value (gpt-oss): the forward kernels start their online softmax from it (m =
+ *   the logit, l = 1) in the split holding the first keys, so O is divided by it and the LSE
+ *   includes it; the backward needs nothing more (P = exp(S - LSE) already has it), apart from
+ *   the sinks' own gradient (cl/standard.cl's bwd_sinks). sink_heads is heads_q, for the kernels
+ *   that see only bh. */
 #ifndef MASK
 #define MASK 0
 #endif
@@ -108,7 +118,39 @@ typedef float floatv;
 #else
 #define SOFTCAP_ARGS
 #endif
-#define VARIANT_ARGS MASK_ARGS SOFTCAP_ARGS
+#ifndef ALIBI
+#define ALIBI 0
+#endif
+#ifndef SINKS
+#define SINKS 0
+#endif
+#if ALIBI
+#define ALIBI_ARGS , __global const float *alibi, ulong alibi_mod, float alibi_unit
+/* The slope of (batch, head) bh in score units, and the bias it gives key j in row i. */
+#define ALIBI_SLOPE(bh) (alibi[(bh) % alibi_mod] * alibi_unit)
+#define ALIBI_BIAS(slope, i, j)                                                                    \
+  (-(slope) * fabs((float)((long)(j) - (long)(i) - ((long)seqlen_kv - (long)seqlen_q))))
+#define ALIBI_ADD(x, slope, i, j) ((x) += ALIBI_BIAS(slope, i, j))
+#define ALIBI_PLUS(slope, i, j) +ALIBI_BIAS(slope, i, j)
+#else
+/* Nothing at all, not x + 0.0f, which a compiler must keep. */
+#define ALIBI_ARGS
+#define ALIBI_ADD(x, slope, i, j) ((void)0)
+#define ALIBI_PLUS(slope, i, j)
+#endif
+#if SINKS
+#define SINK_ARGS , __global const float *sinks, uint sink_heads, float sink_unit
+/* The online softmax's starting state of a row of head h in key split `split`: the sink (its
+ * logit, one term) in the first split, nothing seen (-inf, 0) in the others. A sink of -inf is
+ * no sink. */
+#define SINK_M(h, split) ((split) == 0 ? sinks[h] * sink_unit : -INFINITY)
+#define SINK_L(split) ((split) == 0 ? 1.0f : 0.0f)
+#else
+#define SINK_ARGS
+#define SINK_M(h, split) (-INFINITY)
+#define SINK_L(split) 0.0f
+#endif
+#define VARIANT_ARGS MASK_ARGS SOFTCAP_ARGS ALIBI_ARGS SINK_ARGS
 /* The first key row i sees (i + off clamped to [0, n]), and one past its last (i + off, the
  * same): both grow with i, so a block of rows sees keys [mask_key(first row, lo),
  * mask_key(last row, hi)). */

@@ -68,6 +68,10 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
   const ulong kbase = k_off + b * k_sb + (h / group) * k_sh;
   const ulong vbase = v_off + b * v_sb + (h / group) * v_sh;
 
+#if ALIBI
+  const float slope = ALIBI_SLOPE(bh);
+#endif
+
   for (uint i = lid; i < BQ * (D / VEC); i += WG) {
     const uint rr = i / (D / VEC), c = (i % (D / VEC)) * VEC;
     const floatv x = q0 + rr < seqlen_q ? VLOAD(q + qbase + (ulong)(q0 + rr) * q_ss + c) : 0.0f;
@@ -95,7 +99,7 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
   kv_end = min(kv_end, kv_lo + kv_per_split);
 #endif
 
-  float m = -INFINITY, l = 0.0f;
+  float m = SINK_M(h, split), l = SINK_L(split);
   float acc[DVP];
   for (uint u = 0; u < DVP; u++) acc[u] = 0.0f;
 
@@ -124,6 +128,7 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
 #if SOFTCAP
         s = softcap * tanh(s);
 #endif
+        ALIBI_ADD(s, slope, row, kv0 + j);
 #if CAUSAL
         if ((long)(kv0 + j) > row_last) s = -INFINITY;
 #endif

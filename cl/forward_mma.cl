@@ -29,7 +29,7 @@
  *
  * Parameters (-D): D, DV head dims; BQ query rows per work-group (16 per warp); BKV keys per
  * tile (a multiple of 8); PAD (nonzero: pad the local rows as above); CAUSAL; the variants MASK
- * and SOFTCAP (cl/common.cl, as cl/forward.cl); VEC, the width of
+ * SOFTCAP, ALIBI and SINKS (cl/common.cl, as cl/forward.cl); VEC, the width of
  * the global loads that fill the tiles; FLUSH_S, FLUSH_O as above; PREFETCH (1: the next tile's
  * global loads are issued before this tile's MMAs, into registers); KVSPLIT (from the host's
  * stage_kv 2: the tiles stored split, see PUT); and for experiments VW (1: V read one value at
@@ -229,7 +229,11 @@ UNROLL
   kv_end = min(kv_end, kv_lo + kv_per_split);
 #endif
 
-  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; /* l: this lane's partial sums */
+  /* l: this lane's partial sums (the sink's term in one lane of the quad) */
+  float m0 = SINK_M(h, split), m1 = m0, l0 = tq == 0 ? SINK_L(split) : 0.0f, l1 = l0;
+#if ALIBI
+  const float slope = ALIBI_SLOPE(bh);
+#endif
   float acc[VT][4];
 UNROLL
   for (uint vt = 0; vt < VT; vt++)
@@ -322,10 +326,10 @@ UNROLL
           ok = ok && kv0 + j >= ((e >> 1) ? first1 : first0) && kv0 + j < ((e >> 1) ? end1 : end0);
 #endif
 #if SOFTCAP
-          s[nt][e] = ok ? softcap * tanh(s[nt][e]) : -INFINITY;
-#else
-          s[nt][e] = ok ? s[nt][e] : -INFINITY;
+          s[nt][e] = softcap * tanh(s[nt][e]);
 #endif
+          ALIBI_ADD(s[nt][e], slope, (e >> 1) ? row1 : row0, kv0 + j);
+          s[nt][e] = ok ? s[nt][e] : -INFINITY;
           if (e >> 1)
             mx1 = fmax(mx1, s[nt][e]);
           else

@@ -27,7 +27,7 @@
  * tile (a multiple of 16, P V's k-step); PAD (0 or 1); CAUSAL (bottom-right aligned; key blocks
  * no row of the work-group sees are skipped); REVERSE (causal blocks longest first, 1 by
  * default); the variants MASK (key blocks outside the work-group's rows' ranges skipped, and a
- * warp's own likewise) and SOFTCAP (cl/common.cl; S's fp32 scale is then scale / cap). The arguments are cl/forward.cl's, the split ranges and o_f32 included (cl/common.cl's
+ * warp's own likewise), SOFTCAP (cl/common.cl; S's fp32 scale is then scale / cap), ALIBI and SINKS. The arguments are cl/forward.cl's, the split ranges and o_f32 included (cl/common.cl's
  * OUT_ARG, STO: a split call's partial O in fp32, for the merge). With MMA_EMULATE
  * (CLATTN_MMA_EMULATE=1) the MMAs and shuffles are emulated, so this runs on PoCL for tests.
  * runtime/kernels/forward_mma_half.c mirrors the local-memory formula; keep the two in step.
@@ -133,7 +133,11 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
   kv_end = min(kv_end, kv_lo + kv_per_split);
 #endif
 
-  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; /* l: this lane's partial sums */
+  /* l: this lane's partial sums (the sink's term in one lane of the quad) */
+  float m0 = SINK_M(h, split), m1 = m0, l0 = tq == 0 ? SINK_L(split) : 0.0f, l1 = l0;
+#if ALIBI
+  const float slope = ALIBI_SLOPE(bh);
+#endif
   float acc[VT][4];
   UNROLL for (uint vt = 0; vt < VT; vt++) UNROLL for (uint e = 0; e < 4; e++) acc[vt][e] = 0.0f;
 
@@ -187,10 +191,12 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
         ok = ok && kv0 + j >= ((e >> 1) ? first1 : first0) && kv0 + j < ((e >> 1) ? end1 : end0);
 #endif
 #if SOFTCAP
-        s[nt][e] = ok ? softcap * tanh(s[nt][e] * scale_log2) : -INFINITY;
+        s[nt][e] = softcap * tanh(s[nt][e] * scale_log2);
 #else
-        s[nt][e] = ok ? s[nt][e] * scale_log2 : -INFINITY;
+        s[nt][e] *= scale_log2;
 #endif
+        ALIBI_ADD(s[nt][e], slope, (e >> 1) ? row1 : row0, kv0 + j);
+        s[nt][e] = ok ? s[nt][e] : -INFINITY;
         if (e >> 1)
           mx1 = fmax(mx1, s[nt][e]);
         else

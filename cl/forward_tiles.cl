@@ -10,7 +10,7 @@
  *
  * Parameters (-D): D, DV head dims; BQ, BKV tile sizes; RM rows per work-item; TX work-items
  * along the keys (BKV % TX == 0, BQ % RM == 0); PAD floats appended to local rows; CAUSAL; the
- * variants MASK and SOFTCAP (cl/common.cl).
+ * variants MASK, SOFTCAP, ALIBI and SINKS (cl/common.cl).
  * runtime/kernels/forward_families.c mirrors the local-memory formula below; keep the two in
  * step.
  */
@@ -80,9 +80,12 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
   kv_end = min(kv_end, kv_lo + kv_per_split);
 #endif
 
+#if ALIBI
+  const float slope = ALIBI_SLOPE(bh);
+#endif
   float m[RM], lpart[RM], acc[RM][DVP], s[RM][RN];
   for (uint i = 0; i < RM; i++) {
-    m[i] = -INFINITY, lpart[i] = 0.0f;
+    m[i] = SINK_M(h, split), lpart[i] = tx == 0 ? SINK_L(split) : 0.0f;
     for (uint u = 0; u < DVP; u++) acc[i][u] = 0.0f;
   }
 
@@ -125,6 +128,7 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
 #if SOFTCAP
         s[i][n] = softcap * tanh(s[i][n]);
 #endif
+        ALIBI_ADD(s[i][n], slope, q0 + r0 + i, kv0 + j);
         s[i][n] = ok ? s[i][n] : -INFINITY;
         pm = fmax(pm, s[i][n]);
       }

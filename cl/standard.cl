@@ -10,8 +10,9 @@
  * LSE = max + log(sum). With CPI > 0 each work-item keeps its CPI columns in registers, so S is
  * read once and P written once (the traffic model's round trip); CPI = 0 (rows longer than
  * WG * 64 with WG at its largest) reads the row twice: an online max/sum pass, then the write pass.
- * Defines: WG (a power of two), CPI, CAUSAL, and the variants MASK and SOFTCAP (cl/common.cl; the
- * cap itself here, applied to S as read). */
+ * Defines: WG (a power of two), CPI, CAUSAL, and the variants MASK, SOFTCAP, ALIBI and SINKS
+ * (cl/common.cl; the cap, slopes and sinks in natural units here, applied to S as read; a sink
+ * joins the row's max and sum as one more term). */
 
 #if SOFTCAP
 #define CAP(x) (softcap * tanh((x) / softcap))
@@ -20,6 +21,13 @@
 #endif
 
 #define LOG2E 1.4426950408889634f
+
+/* Row i's score of key j as the softmax sees it: capped, then ALiBi's bias (its `slope`). */
+#define SCORE(x, i, j) (CAP(x) ALIBI_PLUS(slope, i, j))
+/* The sink's term of a row whose max is m (none for a sink of -inf, or without SINKS). */
+#if SINKS
+#define SINK_TERM(sink, m) ((sink) == -INFINITY ? 0.0f : exp2(((sink) - (m)) * LOG2E))
+#endif
 
 /* Tree reductions across the work-group; every work-item gets the result. */
 static float group_max(__local float *red, float x) {
@@ -53,6 +61,15 @@ softmax_rows(__global float *s, __global float *lse, const uint seqlen_q, const 
   const ulong r = row_base + get_group_id(0); /* row of the workspace */
   const uint t = get_local_id(0), i = (uint)(r % seqlen_q);
   __global float *row = s + r * seqlen_kv;
+#if ALIBI || SINKS
+  const ulong bh = (lse_base + r) / seqlen_q; /* (batch, head) of the row */
+#endif
+#if ALIBI
+  const float slope = ALIBI_SLOPE(bh);
+#endif
+#if SINKS
+  const float sink = sinks[bh % sink_heads] * sink_unit;
+#endif
   uint visible = seqlen_kv;
 #if CAUSAL
   /* Bottom-right aligned: query i sees keys j <= i + seqlen_kv - seqlen_q. */
@@ -69,10 +86,13 @@ softmax_rows(__global float *s, __global float *lse, const uint seqlen_q, const 
   m = -INFINITY;
   for (uint c = 0; c < CPI; c++) {
     const uint j = t + c * WG;
-    x[c] = j >= first && j < visible ? CAP(row[j]) : -INFINITY;
+    x[c] = j >= first && j < visible ? SCORE(row[j], i, j) : -INFINITY;
     m = fmax(m, x[c]);
   }
   m = group_max(red, m);
+#if SINKS
+  m = fmax(m, sink);
+#endif
   l = 0.0f;
   /* A row that sees no key keeps m = -inf: its p are 0, never exp(-inf - -inf). */
   for (uint c = 0; c < CPI; c++) {
@@ -80,6 +100,9 @@ softmax_rows(__global float *s, __global float *lse, const uint seqlen_q, const 
     l += x[c];
   }
   l = group_sum(red, l);
+#if SINKS
+  l += SINK_TERM(sink, m);
+#endif
   const float inv = l > 0.0f ? 1.0f / l : 0.0f;
   for (uint c = 0; c < CPI; c++) {
     const uint j = t + c * WG;
@@ -88,7 +111,7 @@ softmax_rows(__global float *s, __global float *lse, const uint seqlen_q, const 
 #else
   float mt = -INFINITY, lt = 0.0f;
   for (uint j = first + t; j < visible; j += WG) {
-    const float v = CAP(row[j]);
+    const float v = SCORE(row[j], i, j);
     if (v > mt) {
       lt = lt * exp2((mt - v) * LOG2E) + 1.0f;
       mt = v;
@@ -97,19 +120,27 @@ softmax_rows(__global float *s, __global float *lse, const uint seqlen_q, const 
     }
   }
   m = group_max(red, mt);
+#if SINKS
+  m = fmax(m, sink);
+#endif
   l = group_sum(red, mt == -INFINITY ? 0.0f : lt * exp2((mt - m) * LOG2E));
+#if SINKS
+  l += SINK_TERM(sink, m);
+#endif
   const float inv = l > 0.0f ? 1.0f / l : 0.0f;
   for (uint j = t; j < seqlen_kv; j += WG)
-    row[j] = j >= first && j < visible ? exp2((CAP(row[j]) - m) * LOG2E) * inv : 0.0f;
+    row[j] = j >= first && j < visible ? exp2((SCORE(row[j], i, j) - m) * LOG2E) * inv : 0.0f;
 #endif
   if (write_lse && t == 0) lse[lse_base + r] = l > 0.0f ? m + log(l) : -INFINITY;
 }
 
-/* seqlen_kv = 0: every row sees no key, so O = 0 and LSE = -inf. One work-item per (row, column)
- * of the strided output view; base counts work-groups (clattn__std_launch). */
+/* seqlen_kv = 0: every row sees no key, so O = 0 and LSE = -inf (with SINKS, the head's sink).
+ * One work-item per (row, column) of the strided output view; base counts work-groups
+ * (clattn__std_launch). */
 __kernel void empty_rows(__global stor_t *o, const ulong o_off, const ulong o_sb, const ulong o_ss,
                          const ulong o_sh, __global float *lse, const int write_lse,
-                         const uint heads, const uint seqlen_q, const uint dv, const ulong base) {
+                         const uint heads, const uint seqlen_q, const uint dv,
+                         const ulong base VARIANT_ARGS) {
   const ulong g = base * get_local_size(0) + get_global_id(0);
   const uint c = (uint)(g % dv);
   const ulong r = g / dv;
@@ -118,7 +149,11 @@ __kernel void empty_rows(__global stor_t *o, const ulong o_off, const ulong o_sb
   const uint h = (uint)(bh % heads);
   const ulong b = bh / heads;
   STS(o + o_off + b * o_sb + (ulong)i * o_ss + h * o_sh + c, 0.0f);
+#if SINKS
+  if (write_lse && c == 0) lse[r] = sinks[h] * sink_unit;
+#else
   if (write_lse && c == 0) lse[r] = -INFINITY;
+#endif
 }
 
 /* The standard path's backward, one work-item per element of a workspace of rows x seqlen_kv
@@ -137,6 +172,9 @@ __kernel void bwd_probs(__global float *s, __global const float *lse, const uint
   const uint j = (uint)(g % seqlen_kv);
   const ulong r = g / seqlen_kv;
   const float l = lse[row_base + r];
+#if ALIBI
+  const float slope = ALIBI_SLOPE((row_base + r) / seqlen_q);
+#endif
   bool ok = l != -INFINITY;
 #if CAUSAL
   ok = ok && (long)j <= (long)(r % seqlen_q) + (long)seqlen_kv - (long)seqlen_q;
@@ -145,22 +183,25 @@ __kernel void bwd_probs(__global float *s, __global const float *lse, const uint
   const uint i = (uint)(r % seqlen_q);
   ok = ok && j >= mask_key(i, mask_lo, seqlen_kv) && j < mask_key(i, mask_hi, seqlen_kv);
 #endif
-  s[g] = ok ? exp(CAP(s[g]) - l) : 0.0f;
+  s[g] = ok ? exp(SCORE(s[g], r % seqlen_q, j) - l) : 0.0f;
 }
 
 __kernel void bwd_dscores(__global float *ws, const ulong ds_off, __global const float *drow,
                           const uint seqlen_kv, const ulong row_base, const ulong n,
-                          const ulong base
-#if SOFTCAP
-                          , __global const float *lse, const float softcap
-#endif
-) {
+                          const ulong base, __global const float *lse,
+                          const uint seqlen_q VARIANT_ARGS) {
   const ulong g = base * get_local_size(0) + get_global_id(0);
   if (g >= n) return;
   float dt = 1.0f;
 #if SOFTCAP
+  /* The capped score cap t is log P + LSE, less ALiBi's bias. */
   const float p = ws[g];
-  const float t = p > 0.0f ? (log(p) + lse[row_base + g / seqlen_kv]) / softcap : 0.0f;
+  const ulong gr = row_base + g / seqlen_kv;
+  float x = p > 0.0f ? log(p) + lse[gr] : 0.0f;
+#if ALIBI
+  if (p > 0.0f) x -= ALIBI_BIAS(ALIBI_SLOPE(gr / seqlen_q), gr % seqlen_q, g % seqlen_kv);
+#endif
+  const float t = x / softcap;
   dt = 1.0f - t * t;
 #endif
   ws[ds_off + g] = ws[g] * (ws[ds_off + g] - drow[row_base + g / seqlen_kv]) * dt;
@@ -182,6 +223,29 @@ __kernel void bwd_rowdot(__global const stor_t *o, const ulong o_off, const ulon
   float acc = 0.0f;
   for (uint c = 0; c < dv; c++) acc = fma(LDS(o + ob + c), LDS(d_o + gb + c), acc);
   drow[r] = acc;
+}
+
+/* d_sinks[h] = -sum over the batch and the rows of head h of P_sink D, P_sink = exp(sink - LSE)
+ * the sink's probability (its value is 0, so dS of the sink is P_sink (0 - D)), over the rows'
+ * LSE and D (bwd_rowdot's). One work-group of WG per head, each work-item a fixed stride of rows,
+ * then a tree: the same sum run to run. Rows with LSE = -inf (only where the sink is -inf too)
+ * add nothing. */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
+bwd_sinks(__global const float *lse, __global const float *drow, __global const float *sinks,
+          __global float *d_sinks, const uint heads_q, const uint seqlen_q, const ulong batch) {
+  __local float red[WG];
+  const uint h = get_group_id(0), t = get_local_id(0);
+  const float sink = sinks[h];
+  float acc = 0.0f;
+  for (ulong b = 0; b < batch; b++) {
+    const ulong base = (b * heads_q + h) * seqlen_q;
+    for (uint i = t; i < seqlen_q; i += WG) {
+      const float l = lse[base + i];
+      if (l != -INFINITY) acc = fma(exp(sink - l), drow[base + i], acc);
+    }
+  }
+  acc = group_sum(red, acc);
+  if (t == 0) d_sinks[h] = -acc;
 }
 
 /* The standard path's packed copy of a view CLBlast cannot read in place: one whose row stride

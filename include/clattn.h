@@ -89,7 +89,9 @@ enum {
   CLATTN_WINDOW = 1u << 1,
   /* Causal aligned top-left (PyTorch SDPA's is_causal): query i sees key j iff j <= i. Not with
    * CLATTN_CAUSAL. Computed where CLATTN_WINDOW is. */
-  CLATTN_CAUSAL_TOP_LEFT = 1u << 2
+  CLATTN_CAUSAL_TOP_LEFT = 1u << 2,
+  /* ALiBi's slopes (clattn_args.alibi_slopes) are [batch][heads_q], not [heads_q]. */
+  CLATTN_ALIBI_PER_BATCH = 1u << 3
 };
 
 /* How a call computes attention. */
@@ -248,17 +250,28 @@ CLATTN_API clattn_status clattn_backward(clattn_context *ctx, const clattn_probl
 
 /* Every tensor and buffer of one call of clattn_forward_ex or clattn_backward_ex. A member left
  * zero (a tensor whose buffer is NULL, a NULL cl_mem) is absent; each pass reads its own
- * members and ignores the other pass's. The variant members (alibi_slopes, sinks, d_sinks,
- * cu_seqlens_q, cu_seqlens_kv, seqlens_kv) are declared for the variants issue and not computed
- * yet: a call that sets one gets CLATTN_ERR_UNSUPPORTED naming it. */
+ * members and ignores the other pass's. ALiBi and the sinks are computed forward and backward,
+ * in every dtype, by every kernel family the planner chooses from and the standard path (their
+ * buffers are checked against their sizes, and must not overlap an output: INVALID_ARGUMENT).
+ * The order of a score: s = scale q.k, then the softcap, then ALiBi's bias; the softmax then
+ * runs over the visible keys plus the sink. cu_seqlens_q, cu_seqlens_kv and seqlens_kv are
+ * declared for the variants issue and not computed yet: a call that sets one gets
+ * CLATTN_ERR_UNSUPPORTED naming it. */
 typedef struct clattn_args {
   clattn_tensor q, k, v; /* inputs of both passes */
   clattn_tensor o;       /* forward: written; backward: read (D = rowsum(dO o O)) */
   cl_mem lse;            /* fp32 [batch][heads_q][seqlen_q]: forward optional, backward required */
-  clattn_tensor d_o, dq, dk, dv;      /* backward */
-  cl_mem alibi_slopes;                /* fp32 [heads_q] ALiBi slopes */
-  cl_mem sinks;                       /* fp32 [heads_q] attention-sink logits */
-  cl_mem d_sinks;                     /* backward: fp32 [heads_q], the sinks' gradient */
+  clattn_tensor d_o, dq, dk, dv; /* backward */
+  /* fp32 ALiBi slopes, [heads_q] or with CLATTN_ALIBI_PER_BATCH [batch][heads_q]: key j's score
+   * in row i gains -slope |i + seqlen_kv - seqlen_q - j| (BLOOM, MPT); no gradient. */
+  cl_mem alibi_slopes;
+  /* fp32 [heads_q] attention-sink logits (gpt-oss; not scaled): each joins every row of its
+   * head's softmax as a key with no value, so O shrinks by it and the LSE includes it (a row
+   * that sees no key: O = 0, LSE = the sink). -inf is no sink; NaN or +inf give NaN rows. */
+  cl_mem sinks;
+  /* backward, optional with sinks: fp32 [heads_q], written with the sinks' gradient, summed over
+   * the batch and the rows: -sum exp(sink - LSE) rowsum(dO o O). */
+  cl_mem d_sinks;
   cl_mem cu_seqlens_q, cu_seqlens_kv; /* int32 [batch + 1]: packed variable-length sequences */
   cl_mem seqlens_kv;                  /* int32 [batch]: per-sequence key lengths */
 } clattn_args;
@@ -310,12 +323,13 @@ typedef struct clattn_config {
 } clattn_config;
 
 /* Use cfg, instead of the tuning database or the heuristic, for problems of this problem's
- * class (head dims, causal, the variants it has, sequence-length bucket of seqlen_q) on ctx: a forward kernel's
- * config for clattn_forward, a "backward_rows" config (block_q, block_kv: powers of two up to
- * 256) for clattn_backward's fused kernels; cfg NULL removes both overrides of the class. For
- * experiments and tuning by hand. Errors: INVALID_ARGUMENT (an unknown kernel, or a config that
- * exceeds the device's local memory or work-group limits, with the numbers), UNSUPPORTED (a
- * kernel that does not compute the problem's window or softcap, named). Thread safe. */
+ * class (head dims, causal, the variants it has, sequence-length bucket of seqlen_q) on ctx: a
+ * forward kernel's config for clattn_forward, a "backward_rows" config (block_q, block_kv: powers
+ * of two up to 256) for clattn_backward's fused kernels; cfg NULL removes both overrides of the
+ * class. For experiments and tuning by hand. Errors: INVALID_ARGUMENT (an unknown kernel, or a
+ * config that exceeds the device's local memory or work-group limits, with the numbers),
+ * UNSUPPORTED (a kernel that does not compute the problem's window or softcap, named). Thread safe.
+ */
 CLATTN_API clattn_status clattn_override_config(clattn_context *ctx, const clattn_problem *problem,
                                                 const clattn_config *cfg);
 

@@ -59,6 +59,57 @@ ref_view check_host_view(const check_tensor *t) {
   return r;
 }
 
+cl_int check_make_extras(clattn_context *ctx, const check_spec *sp, int d_sinks, check_extras *x) {
+  memset(x, 0, sizeof *x);
+  const clattn_problem *p = &sp->problem;
+  size_t hq = p->heads_q, nb = (p->flags & CLATTN_ALIBI_PER_BATCH) ? p->batch : 1;
+  cl_context cl = clattn_context_cl_context(ctx);
+  cl_int err = CL_SUCCESS;
+  if (sp->alibi) {
+    x->alibi = malloc((nb * hq ? nb * hq : 1) * sizeof(float));
+    if (!x->alibi) return CL_OUT_OF_HOST_MEMORY;
+    for (size_t b = 0; b < nb; b++)
+      for (size_t h = 0; h < hq; h++)
+        x->alibi[b * hq + h] = (float)(exp2(-8.0 * (h + 1) / hq) * (1.0 + 0.5 * b));
+    x->alibi_buf = clCreateBuffer(cl, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                                  (nb * hq ? nb * hq : 1) * sizeof(float), x->alibi, &err);
+  }
+  if (sp->sinks && err == CL_SUCCESS) {
+    uint64_t rng = 0x51D5ull ^ ((uint64_t)sp->seed << 1 | 1);
+    x->sinks = malloc((hq ? hq : 1) * sizeof(float));
+    if (!x->sinks) return CL_OUT_OF_HOST_MEMORY;
+    ref_fill_normal(x->sinks, hq, &rng);
+    for (size_t h = 0; h < hq; h++) x->sinks[h] = h == 2 ? -INFINITY : x->sinks[h] + 1.0f;
+    x->sinks_buf = clCreateBuffer(cl, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                                  (hq ? hq : 1) * sizeof(float), x->sinks, &err);
+    if (d_sinks && err == CL_SUCCESS)
+      x->d_sinks_buf =
+          clCreateBuffer(cl, CL_MEM_READ_WRITE, (hq ? hq : 1) * sizeof(float), NULL, &err);
+    float nan = NAN;
+    if (x->d_sinks_buf && err == CL_SUCCESS && hq)
+      err = clEnqueueFillBuffer(clattn_context_queue(ctx), x->d_sinks_buf, &nan, sizeof nan, 0,
+                                hq * sizeof nan, 0, NULL, NULL);
+  }
+  return err;
+}
+
+void check_release_extras(check_extras *x) {
+  cl_mem m[3] = {x->alibi_buf, x->sinks_buf, x->d_sinks_buf};
+  for (int i = 0; i < 3; i++)
+    if (m[i]) clReleaseMemObject(m[i]);
+  free(x->alibi), free(x->sinks);
+  memset(x, 0, sizeof *x);
+}
+
+ref_extras check_ref_extras(const check_extras *x) {
+  ref_extras r = {x->alibi, x->sinks};
+  return r;
+}
+
+void check_set_args(clattn_args *a, const check_extras *x) {
+  a->alibi_slopes = x->alibi_buf, a->sinks = x->sinks_buf, a->d_sinks = x->d_sinks_buf;
+}
+
 static double max_err_f64(const double *ref, const float *x, size_t n) {
   double e = 0.0;
   for (size_t i = 0; i < n; i++) {
@@ -83,12 +134,19 @@ static int cmp_double(const void *a, const void *b) {
 double check_time_forward(clattn_context *ctx, const clattn_problem *p, const clattn_tensor *q,
                           const clattn_tensor *k, const clattn_tensor *v, const clattn_tensor *o,
                           cl_mem lse, int by_events, clattn_status *st) {
+  clattn_args a = {0};
+  a.q = *q, a.k = *k, a.v = *v, a.o = *o, a.lse = lse;
+  return check_time_forward_ex(ctx, p, &a, by_events, st);
+}
+
+double check_time_forward_ex(clattn_context *ctx, const clattn_problem *p, const clattn_args *a,
+                             int by_events, clattn_status *st) {
   cl_event ev = NULL, start = NULL;
   double t0 = now_ms();
   /* A call that enqueues several commands (the standard path) returns a marker: it is timed from
    * a marker enqueued before it; a single kernel by its own start and end. */
   if (by_events) clEnqueueMarkerWithWaitList(clattn_context_queue(ctx), 0, NULL, &start);
-  *st = clattn_forward(ctx, p, q, k, v, o, lse, 0, NULL, &ev);
+  *st = clattn_forward_ex(ctx, p, a, 0, NULL, &ev);
   if (*st != CLATTN_OK) {
     if (start) clReleaseEvent(start);
     return -1.0;
@@ -111,10 +169,18 @@ double check_time_forward(clattn_context *ctx, const clattn_problem *p, const cl
   return ms;
 }
 
+/* The call's arguments: the tensors t (q, k, v, o), the LSE and the variants' arrays. */
+static clattn_args args_of(const check_tensor *t, cl_mem lse, const check_extras *x) {
+  clattn_args a = {0};
+  a.q = t[0].view, a.k = t[1].view, a.v = t[2].view, a.o = t[3].view, a.lse = lse;
+  check_set_args(&a, x);
+  return a;
+}
+
 static double timed_call(clattn_context *ctx, const check_spec *sp, check_tensor *t, cl_mem lse,
-                         int by_events, clattn_status *st) {
-  return check_time_forward(ctx, &sp->problem, &t[0].view, &t[1].view, &t[2].view, &t[3].view, lse,
-                            by_events, st);
+                         const check_extras *x, int by_events, clattn_status *st) {
+  clattn_args a = args_of(t, lse, x);
+  return check_time_forward_ex(ctx, &sp->problem, &a, by_events, st);
 }
 
 static void summarize(double *ms, int n, double *median, double *min, double *max) {
@@ -125,7 +191,7 @@ static void summarize(double *ms, int n, double *median, double *min, double *ma
 /* Warm-up, then sp->repeat timed calls; with sp->compare_with, the two contexts alternate call
  * by call, so drift in the machine's speed affects both alike. */
 static clattn_status time_runs(clattn_context *ctx, const check_spec *sp, check_tensor *t,
-                               cl_mem lse, check_result *r) {
+                               cl_mem lse, const check_extras *x, check_result *r) {
   cl_command_queue queue = clattn_context_queue(ctx);
   cl_command_queue_properties props = 0;
   clGetCommandQueueInfo(queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
@@ -133,13 +199,14 @@ static clattn_status time_runs(clattn_context *ctx, const check_spec *sp, check_
   clattn_context *other = sp->compare_with;
   clattn_status st = CLATTN_OK;
   for (int i = 0; i < sp->warmup && st == CLATTN_OK; i++) {
-    timed_call(ctx, sp, t, lse, 0, &st);
-    if (other && st == CLATTN_OK) timed_call(other, sp, t, lse, 0, &st);
+    timed_call(ctx, sp, t, lse, x, 0, &st);
+    if (other && st == CLATTN_OK) timed_call(other, sp, t, lse, x, 0, &st);
   }
   double *ms = calloc(sp->repeat, sizeof *ms), *ms2 = calloc(sp->repeat, sizeof *ms2);
   for (int i = 0; i < sp->repeat && st == CLATTN_OK; i++) {
-    ms[i] = timed_call(ctx, sp, t, lse, r->timed_by_events, &st);
-    if (other && st == CLATTN_OK) ms2[i] = timed_call(other, sp, t, lse, r->timed_by_events, &st);
+    ms[i] = timed_call(ctx, sp, t, lse, x, r->timed_by_events, &st);
+    if (other && st == CLATTN_OK)
+      ms2[i] = timed_call(other, sp, t, lse, x, r->timed_by_events, &st);
   }
   if (st == CLATTN_OK && sp->repeat > 0) {
     summarize(ms, sp->repeat, &r->median_ms, &r->min_ms, &r->max_ms);
@@ -167,11 +234,14 @@ clattn_status check_run(clattn_context *ctx, const check_spec *sp, check_result 
   cl_mem lse = NULL;
   if (err == CL_SUCCESS && sp->with_lse)
     lse = clCreateBuffer(cl, CL_MEM_READ_WRITE, (rows ? rows : 1) * sizeof(float), NULL, &err);
+  check_extras x = {0};
+  if (err == CL_SUCCESS) err = check_make_extras(ctx, sp, 0, &x);
   clattn_status st = CLATTN_ERR_OPENCL;
   if (err != CL_SUCCESS) goto done;
   /* The reads wait for the call's event: the queue may be out of order. */
   cl_event ran = NULL;
-  st = clattn_forward(ctx, p, &t[0].view, &t[1].view, &t[2].view, &t[3].view, lse, 0, NULL, &ran);
+  clattn_args a = args_of(t, lse, &x);
+  st = clattn_forward_ex(ctx, p, &a, 0, NULL, &ran);
   if (st != CLATTN_OK) goto done;
   cl_command_queue queue = clattn_context_queue(ctx);
   float *lse_host = calloc(rows ? rows : 1, sizeof(float));
@@ -191,10 +261,10 @@ clattn_status check_run(clattn_context *ctx, const check_spec *sp, check_result 
     double *o64 = malloc((n ? n : 1) * sizeof *o64), *l64 = malloc((rows ? rows : 1) * sizeof *l64);
     float *o32 = malloc((n ? n : 1) * sizeof *o32), *l32 = malloc((rows ? rows : 1) * sizeof *l32),
           *got = malloc((n ? n : 1) * sizeof *got);
-    ref_forward_f64(p, check_host_view(&t[0]), check_host_view(&t[1]), check_host_view(&t[2]), o64,
-                    l64);
-    ref_forward_f32(p, check_host_view(&t[0]), check_host_view(&t[1]), check_host_view(&t[2]), o32,
-                    l32);
+    ref_extras rx = check_ref_extras(&x);
+    ref_view vq = check_host_view(&t[0]), vk = check_host_view(&t[1]), vv = check_host_view(&t[2]);
+    ref_forward_ex_f64(p, &rx, vq, vk, vv, o64, l64);
+    ref_forward_ex_f32(p, &rx, vq, vk, vv, o32, l32);
     /* Gather the device's output from its strided view into the references' packed order. */
     size_t idx = 0;
     for (size_t b = 0; b < p->batch; b++)
@@ -219,8 +289,9 @@ clattn_status check_run(clattn_context *ctx, const check_spec *sp, check_result 
     r->pass = 1;
   }
   free(lse_host);
-  if (sp->repeat > 0) st = time_runs(ctx, sp, t, lse, r);
+  if (sp->repeat > 0) st = time_runs(ctx, sp, t, lse, &x, r);
 done:
+  check_release_extras(&x);
   for (int i = 0; i < 4; i++) {
     if (t[i].buf) clReleaseMemObject(t[i].buf);
     free(t[i].host);

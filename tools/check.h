@@ -18,6 +18,9 @@ typedef struct check_spec {
   int skip_check;               /* time only (large problems) */
   clattn_context *compare_with; /* timed call by call in turn with the context (same device,
                                    same OpenCL context); results in cmp_* */
+  int alibi; /* ALiBi: BLOOM's slopes 2^(-8 (h + 1) / heads_q), with CLATTN_ALIBI_PER_BATCH in
+                the flags scaled by 1 + b / 2 for batch entry b (check_make_extras) */
+  int sinks; /* sinks: N(0, 1) logits + 1 per head (head 2, where there is one, -inf) */
 } check_spec;
 
 typedef struct check_result {
@@ -30,11 +33,26 @@ typedef struct check_result {
   double cmp_median_ms, cmp_min_ms, cmp_max_ms; /* of compare_with */
 } check_result;
 
-/* One call of clattn_forward, waited for; its time in ms from OpenCL events (by_events: the
+/* One call of clattn_forward_ex, waited for; its time in ms from OpenCL events (by_events: the
  * queue has profiling) or the wall clock; < 0 on failure, with *st. */
+double check_time_forward_ex(clattn_context *ctx, const clattn_problem *p, const clattn_args *a,
+                             int by_events, clattn_status *st);
+/* The same through clattn_forward's tensors. */
 double check_time_forward(clattn_context *ctx, const clattn_problem *p, const clattn_tensor *q,
                           const clattn_tensor *k, const clattn_tensor *v, const clattn_tensor *o,
                           cl_mem lse, int by_events, clattn_status *st);
+
+/* The variants' arrays of a checked run (sp->alibi, sp->sinks): host values (NULL: absent) and
+ * device buffers, d_sinks (the backward's, started NaN) when asked for. */
+typedef struct check_extras {
+  float *alibi, *sinks;
+  cl_mem alibi_buf, sinks_buf, d_sinks_buf;
+} check_extras;
+cl_int check_make_extras(clattn_context *ctx, const check_spec *sp, int d_sinks, check_extras *x);
+void check_release_extras(check_extras *x);
+/* The references' view of them, and clattn_args' members set from them. */
+ref_extras check_ref_extras(const check_extras *x);
+void check_set_args(clattn_args *a, const check_extras *x);
 
 /* A tensor of a checked run: host copy, device buffer and its view. */
 typedef struct check_tensor {
@@ -61,7 +79,8 @@ ref_view check_host_view(const check_tensor *t);
  * backward call alone. */
 typedef struct check_bwd_result {
   clattn_status status;
-  double err[3], naive_err[3], tol[3]; /* dq, dk, dv */
+  double err[3], naive_err[3], tol[3];          /* dq, dk, dv */
+  double err_sinks, naive_err_sinks, tol_sinks; /* d_sinks, with sp->sinks */
   int pass;
   double median_ms, min_ms, max_ms;
 } check_bwd_result;

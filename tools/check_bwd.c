@@ -28,11 +28,15 @@ static void compare(const check_tensor *t, size_t batch, size_t heads, size_t se
 
 /* A backward call timed from a marker before it to its done marker (OpenCL events). */
 static double timed(clattn_context *ctx, const clattn_problem *p, check_tensor *t, cl_mem lse,
-                    clattn_status *st) {
+                    const check_extras *x, clattn_status *st) {
   cl_event start = NULL, done = NULL;
   clEnqueueMarkerWithWaitList(clattn_context_queue(ctx), 0, NULL, &start);
-  *st = clattn_backward(ctx, p, &t[0].view, &t[1].view, &t[2].view, &t[3].view, &t[4].view, lse,
-                        &t[5].view, &t[6].view, &t[7].view, 0, NULL, &done);
+  clattn_args args = {0};
+  args.q = t[0].view, args.k = t[1].view, args.v = t[2].view, args.o = t[3].view;
+  args.d_o = t[4].view, args.lse = lse, args.dq = t[5].view, args.dk = t[6].view;
+  args.dv = t[7].view;
+  check_set_args(&args, x);
+  *st = clattn_backward_ex(ctx, p, &args, 0, NULL, &done);
   double ms = -1.0;
   cl_ulong a = 0, b = 0;
   if (*st == CLATTN_OK && clWaitForEvents(1, &done) == CL_SUCCESS &&
@@ -75,16 +79,30 @@ clattn_status check_backward_run(clattn_context *ctx, const check_spec *sp, chec
       err = clEnqueueFillBuffer(clattn_context_queue(ctx), t[i].buf,
                                 p->dtype == CLATTN_F32 ? (void *)&nan : (void *)&nan_bits, es, 0,
                                 t[i].elems * es, 0, NULL, NULL);
+  check_extras x = {0};
+  if (err == CL_SUCCESS) err = check_make_extras(ctx, sp, 1, &x);
   clattn_status st = CLATTN_ERR_OPENCL;
   if (err != CL_SUCCESS) goto done;
-  st = clattn_forward(ctx, p, &t[0].view, &t[1].view, &t[2].view, &t[3].view, lse, 0, NULL, NULL);
-  if (st == CLATTN_OK) timed(ctx, p, t, lse, &st);
+  clattn_args fa = {0};
+  fa.q = t[0].view, fa.k = t[1].view, fa.v = t[2].view, fa.o = t[3].view, fa.lse = lse;
+  check_set_args(&fa, &x);
+  st = clattn_forward_ex(ctx, p, &fa, 0, NULL, NULL);
+  if (st == CLATTN_OK) timed(ctx, p, t, lse, &x, &st);
   cl_command_queue queue = clattn_context_queue(ctx);
   /* The gradients in the problem's storage, widened to floats. */
   for (int i = 5; i < 8 && st == CLATTN_OK; i++)
     if (check_read(queue, t[i].buf, p->dtype, t[i].host, t[i].elems, 0, NULL) != CL_SUCCESS)
       st = CLATTN_ERR_OPENCL;
-  if (st != CLATTN_OK) goto done;
+  size_t hq = p->heads_q;
+  float *got_sinks = calloc(hq ? hq : 1, sizeof(float));
+  if (st == CLATTN_OK && x.d_sinks_buf && hq &&
+      clEnqueueReadBuffer(queue, x.d_sinks_buf, CL_TRUE, 0, hq * sizeof(float), got_sinks, 0, NULL,
+                          NULL) != CL_SUCCESS)
+    st = CLATTN_ERR_OPENCL;
+  if (st != CLATTN_OK) {
+    free(got_sinks);
+    goto done;
+  }
   if (!sp->skip_check) {
     size_t n[3];
     double *ref[3];
@@ -96,9 +114,22 @@ clattn_status check_backward_run(clattn_context *ctx, const check_spec *sp, chec
     }
     ref_view vq = check_host_view(&t[0]), vk = check_host_view(&t[1]), vv = check_host_view(&t[2]),
              vg = check_host_view(&t[4]);
-    ref_backward_f64(p, vq, vk, vv, vg, ref[0], ref[1], ref[2]);
-    ref_backward_f32(p, vq, vk, vv, vg, naive[0], naive[1], naive[2]);
+    ref_extras rx = check_ref_extras(&x);
+    double *ref_sinks = calloc(hq ? hq : 1, sizeof(double));
+    float *naive_sinks = calloc(hq ? hq : 1, sizeof(float));
+    ref_backward_ex_f64(p, &rx, vq, vk, vv, vg, ref[0], ref[1], ref[2], ref_sinks);
+    ref_backward_ex_f32(p, &rx, vq, vk, vv, vg, naive[0], naive[1], naive[2], naive_sinks);
     r->pass = 1;
+    if (x.d_sinks_buf) { /* the sinks' gradient, by the gradients' rule */
+      for (size_t h = 0; h < hq; h++) {
+        double e = isfinite(got_sinks[h]) ? fabs(got_sinks[h] - ref_sinks[h]) : INFINITY;
+        r->err_sinks = fmax(r->err_sinks, e);
+        r->naive_err_sinks = fmax(r->naive_err_sinks, fabs((double)naive_sinks[h] - ref_sinks[h]));
+      }
+      r->tol_sinks = 3.0 * r->naive_err_sinks + ref_tolerance_floor(p->dtype);
+      r->pass = r->err_sinks <= r->tol_sinks;
+    }
+    free(ref_sinks), free(naive_sinks);
     for (int g = 0; g < 3; g++) {
       compare(&t[5 + g], B, heads[5 + g], seq[5 + g], dims[5 + g], ref[g], naive[g], &r->err[g],
               &r->naive_err[g]);
@@ -109,10 +140,11 @@ clattn_status check_backward_run(clattn_context *ctx, const check_spec *sp, chec
   } else {
     r->pass = 1;
   }
+  free(got_sinks);
   if (sp->repeat > 0) {
     double *ms = calloc(sp->repeat, sizeof *ms);
-    for (int i = 0; i < sp->warmup && st == CLATTN_OK; i++) timed(ctx, p, t, lse, &st);
-    for (int i = 0; i < sp->repeat && st == CLATTN_OK; i++) ms[i] = timed(ctx, p, t, lse, &st);
+    for (int i = 0; i < sp->warmup && st == CLATTN_OK; i++) timed(ctx, p, t, lse, &x, &st);
+    for (int i = 0; i < sp->repeat && st == CLATTN_OK; i++) ms[i] = timed(ctx, p, t, lse, &x, &st);
     if (st == CLATTN_OK) {
       qsort(ms, sp->repeat, sizeof *ms, cmp_double);
       r->median_ms = ms[sp->repeat / 2], r->min_ms = ms[0], r->max_ms = ms[sp->repeat - 1];
@@ -120,6 +152,7 @@ clattn_status check_backward_run(clattn_context *ctx, const check_spec *sp, chec
     free(ms);
   }
 done:
+  check_release_extras(&x);
   for (int i = 0; i < 8; i++) {
     if (t[i].buf) clReleaseMemObject(t[i].buf);
     free(t[i].host);

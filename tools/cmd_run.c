@@ -23,6 +23,10 @@ static void usage(FILE *f) {
           "  --config K/BQ/BKV/TPR/RM/STAGE/PAD[/VEC]  force a config (an override), e.g.\n"
           "                     forward_tiles/32/16/4/2/1/1 or forward_rows/64/64/1/1/0/1;\n"
           "                     the backward's as K/BQ/BKV, e.g. backward_mma/32/32\n"
+          "  --alibi            ALiBi with BLOOM's slopes 2^(-8 (h + 1) / heads)\n"
+          "  --alibi-per-batch  ALiBi slopes per batch entry and head (the above times 1 + b/2)\n"
+          "  --sinks            an attention sink per head (N(0,1) + 1 logits; head 2: -inf);\n"
+          "                     with --backward its gradient is checked too\n"
           "  --compare          also time what a context without the tuning database gets\n"
           "                     (built-in default, else heuristic), call by call in turn\n"
           "                     with this one, and print the ratio\n",
@@ -39,21 +43,28 @@ enum {
   OPT_REPEAT,
   OPT_SEED,
   OPT_CONFIG,
-  OPT_COMPARE
+  OPT_COMPARE,
+  OPT_ALIBI,
+  OPT_ALIBI_PER_BATCH,
+  OPT_SINKS
 };
-static const struct option run_options[] = {PROBLEM_OPTIONS,
-                                            {"layout", required_argument, NULL, OPT_LAYOUT},
-                                            {"offset", required_argument, NULL, OPT_OFFSET},
-                                            {"lse", no_argument, NULL, OPT_LSE},
-                                            {"backward", no_argument, NULL, OPT_BACKWARD},
-                                            {"no-check", no_argument, NULL, OPT_NO_CHECK},
-                                            {"warmup", required_argument, NULL, OPT_WARMUP},
-                                            {"repeat", required_argument, NULL, OPT_REPEAT},
-                                            {"seed", required_argument, NULL, OPT_SEED},
-                                            {"config", required_argument, NULL, OPT_CONFIG},
-                                            {"compare", no_argument, NULL, OPT_COMPARE},
-                                            {"help", no_argument, NULL, 'h'},
-                                            {NULL, 0, NULL, 0}};
+static const struct option run_options[] = {
+    PROBLEM_OPTIONS,
+    {"layout", required_argument, NULL, OPT_LAYOUT},
+    {"offset", required_argument, NULL, OPT_OFFSET},
+    {"lse", no_argument, NULL, OPT_LSE},
+    {"backward", no_argument, NULL, OPT_BACKWARD},
+    {"no-check", no_argument, NULL, OPT_NO_CHECK},
+    {"warmup", required_argument, NULL, OPT_WARMUP},
+    {"repeat", required_argument, NULL, OPT_REPEAT},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"config", required_argument, NULL, OPT_CONFIG},
+    {"compare", no_argument, NULL, OPT_COMPARE},
+    {"alibi", no_argument, NULL, OPT_ALIBI},
+    {"alibi-per-batch", no_argument, NULL, OPT_ALIBI_PER_BATCH},
+    {"sinks", no_argument, NULL, OPT_SINKS},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0}};
 static const char *const layouts[] = {"bshd", "bhsd"};
 
 typedef struct {
@@ -88,6 +99,15 @@ static int parse(int argc, char **argv, check_spec *sp, run_opts *o) {
       break;
     case OPT_COMPARE:
       o->compare = 1;
+      break;
+    case OPT_ALIBI:
+      sp->alibi = 1;
+      break;
+    case OPT_ALIBI_PER_BATCH:
+      sp->alibi = 1, sp->problem.flags |= CLATTN_ALIBI_PER_BATCH;
+      break;
+    case OPT_SINKS:
+      sp->sinks = 1;
       break;
     case OPT_CONFIG:
       ok = o->force = args_config(&a, &o->forced);
@@ -136,10 +156,13 @@ int cmd_run(int argc, char **argv) {
   printf("device:  %s\n", clattn_context_device_summary(ctx));
   char mask[96];
   args_mask_text(p, mask, sizeof mask);
-  printf("problem: batch %zu, heads %zu/%zu, seqlen %zu x %zu, head_dim %zu/%zu, %s, %s%s\n",
+  printf("problem: batch %zu, heads %zu/%zu, seqlen %zu x %zu, head_dim %zu/%zu, %s%s%s, %s%s\n",
          p->batch, p->heads_q, p->heads_kv ? p->heads_kv : p->heads_q, p->seqlen_q, p->seqlen_kv,
-         p->head_dim, p->head_dim_v ? p->head_dim_v : p->head_dim, mask, sp.bhsd ? "bhsd" : "bshd",
-         sp.offset ? ", offset" : "");
+         p->head_dim, p->head_dim_v ? p->head_dim_v : p->head_dim, mask,
+         !sp.alibi                           ? ""
+         : p->flags & CLATTN_ALIBI_PER_BATCH ? ", ALiBi per batch and head"
+                                             : ", ALiBi",
+         sp.sinks ? ", sinks" : "", sp.bhsd ? "bhsd" : "bshd", sp.offset ? ", offset" : "");
   clattn_plan_info info;
   if (force && clattn_override_config(ctx, p, &forced) != CLATTN_OK) {
     fprintf(stderr, "clattn: %s\n", clattn_last_error(ctx));
@@ -192,6 +215,11 @@ int cmd_run(int argc, char **argv) {
         printf("check:   %s max|g - ref| = %.3g (tolerance %.3g = 3 x %s %.3g + %.0e)\n", names[g],
                br.err[g], br.tol[g], naive[sp.problem.dtype <= CLATTN_BF16 ? sp.problem.dtype : 0],
                br.naive_err[g], ref_tolerance_floor(sp.problem.dtype));
+    if (!sp.skip_check && sp.sinks)
+      printf("check:   d_sinks max|g - ref| = %.3g (tolerance %.3g = 3 x %s %.3g + %.0e)\n",
+             br.err_sinks, br.tol_sinks,
+             naive[sp.problem.dtype <= CLATTN_BF16 ? sp.problem.dtype : 0], br.naive_err_sinks,
+             ref_tolerance_floor(sp.problem.dtype));
     if (!sp.skip_check) printf("check:   backward -> %s\n", br.pass ? "PASS" : "FAIL");
     if (sp.repeat > 0)
       printf("time:    backward median %.3f ms (min %.3f, max %.3f; %d runs after %d warm-up, "

@@ -88,15 +88,23 @@ typedef struct clattn__shape {
   int mask;
   int64_t mask_lo, mask_hi;
   float softcap;
+  /* The variants' buffers from clattn_args (NULL: absent; clattn__check_variant_args): ALiBi's
+   * slopes, alibi_mod the slope of (b, h) being alibi[(b heads_q + h) % alibi_mod]; the sinks
+   * and, in a backward call, their gradient. */
+  cl_mem alibi, sinks, d_sinks;
+  int alibi_per_batch; /* CLATTN_ALIBI_PER_BATCH */
+  size_t alibi_mod;
   int empty;             /* nothing to compute: batch, heads_q or seqlen_q is 0 */
   clattn_algorithm algo; /* resolved: CLATTN_ALGO_FUSED or CLATTN_ALGO_STANDARD */
   clattn_dtype dtype;    /* storage of Q, K, V, O (and the gradients); LSE is always fp32 */
   size_t elem;           /* bytes per stored element */
 } clattn__shape;
 
-/* args' variant members (alibi_slopes, sinks, d_sinks with backward, cu_seqlens_*,
- * seqlens_kv): UNSUPPORTED naming the first one set (after the tensors' checks). */
-clattn_status clattn__check_variant_args(clattn_context *ctx, const clattn_args *a, int backward);
+/* args' variant members (a NULL: clattn_forward or clattn_backward, none), after the tensors'
+ * checks: alibi_slopes, sinks and (backward) d_sinks checked against their sizes and the call's
+ * outputs and set in s; cu_seqlens_* and seqlens_kv UNSUPPORTED, named. */
+clattn_status clattn__check_variant_args(clattn_context *ctx, clattn__shape *s,
+                                         const clattn_args *a, int backward);
 clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_problem *p,
                                          clattn__shape *out);
 /* "CLATTN_F32", "CLATTN_F16" or "CLATTN_BF16". */

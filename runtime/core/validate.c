@@ -14,7 +14,8 @@
 
 /* The variants' flags and fields: their values (INVALID_ARGUMENT). */
 static clattn_status check_variants(clattn_context *ctx, const clattn_problem *p) {
-  const unsigned known = CLATTN_CAUSAL | CLATTN_WINDOW | CLATTN_CAUSAL_TOP_LEFT;
+  const unsigned known =
+      CLATTN_CAUSAL | CLATTN_WINDOW | CLATTN_CAUSAL_TOP_LEFT | CLATTN_ALIBI_PER_BATCH;
   if (p->flags & ~known)
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "unknown flags 0x%x", p->flags & ~known);
   if ((p->flags & CLATTN_CAUSAL) && (p->flags & CLATTN_CAUSAL_TOP_LEFT))
@@ -63,23 +64,6 @@ static void mask_of(const clattn_problem *p, clattn__shape *s) {
   if (right >= 0) s->mask_hi = diag + (right < CLATTN__UNBOUNDED ? right : CLATTN__UNBOUNDED) + 1;
   /* A window unbounded on both sides bounds nothing: the plain kernels. */
   if (s->mask_lo == -CLATTN__UNBOUNDED && s->mask_hi == CLATTN__UNBOUNDED) s->mask = 0;
-}
-
-clattn_status clattn__check_variant_args(clattn_context *ctx, const clattn_args *a, int backward) {
-  const struct {
-    cl_mem m;
-    const char *name;
-  } v[] = {{a->alibi_slopes, "alibi_slopes (ALiBi)"},
-           {a->sinks, "sinks (attention sinks)"},
-           {backward ? a->d_sinks : NULL, "d_sinks (the sinks' gradient)"},
-           {a->cu_seqlens_q, "cu_seqlens_q (variable-length batches)"},
-           {a->cu_seqlens_kv, "cu_seqlens_kv (variable-length batches)"},
-           {a->seqlens_kv, "seqlens_kv (per-sequence key lengths)"}};
-  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
-    if (v[i].m)
-      return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
-                          "args.%s is declared but not computed by any path yet", v[i].name);
-  return CLATTN_OK;
 }
 
 clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_problem *p,
@@ -137,6 +121,9 @@ clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_probl
                         s->seqlen_q, s->seqlen_kv, s->heads_q);
   s->empty = s->batch == 0 || s->heads_q == 0 || s->seqlen_q == 0;
   mask_of(p, s);
+  s->alibi = s->sinks = s->d_sinks = NULL;
+  s->alibi_per_batch = (p->flags & CLATTN_ALIBI_PER_BATCH) != 0;
+  s->alibi_mod = s->alibi_per_batch ? s->batch * s->heads_q : s->heads_q;
   return CLATTN_OK;
 }
 
@@ -316,6 +303,76 @@ clattn_status clattn__check_backward_tensors(clattn_context *ctx, const clattn__
         return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "%s overlaps %s in the same buffer",
                             out_names[i], out_names[j]);
   }
+  return CLATTN_OK;
+}
+
+/* An fp32 array of n elements (a variant's slopes, sinks or sink gradient) in its buffer. */
+static clattn_status check_array(clattn_context *ctx, const char *name, cl_mem m, size_t n,
+                                 region *r) {
+  r->root = NULL, r->lo = r->hi = 0;
+  if (!m) return CLATTN_OK;
+  if (__builtin_mul_overflow(n, sizeof(float), &r->hi))
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "%s: size overflows", name);
+  return check_buffer(ctx, name, m, r->hi, r);
+}
+
+clattn_status clattn__check_variant_args(clattn_context *ctx, clattn__shape *s,
+                                         const clattn_args *a, int backward) {
+  const clattn_args none = {0};
+  if (!a) a = &none;
+  const struct {
+    cl_mem m;
+    const char *name;
+  } later[] = {{a->cu_seqlens_q, "cu_seqlens_q (variable-length batches)"},
+               {a->cu_seqlens_kv, "cu_seqlens_kv (variable-length batches)"},
+               {a->seqlens_kv, "seqlens_kv (per-sequence key lengths)"}};
+  for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
+    if (later[i].m)
+      return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
+                          "args.%s is declared but not computed by any path yet", later[i].name);
+  if (s->alibi_per_batch && !a->alibi_slopes)
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                        "flags have CLATTN_ALIBI_PER_BATCH but args.alibi_slopes is NULL");
+  cl_mem d_sinks = backward ? a->d_sinks : NULL;
+  if (d_sinks && !a->sinks)
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                        "args.d_sinks is set but args.sinks is NULL (no sinks, no gradient)");
+  region ra, rs, rd;
+  clattn_status st;
+  if ((st = check_array(ctx, "alibi_slopes", a->alibi_slopes, s->alibi_mod, &ra)) ||
+      (st = check_array(ctx, "sinks", a->sinks, s->heads_q, &rs)) ||
+      (st = check_array(ctx, "d_sinks", d_sinks, s->heads_q, &rd)))
+    return st;
+  if (!a->alibi_slopes && !a->sinks) return CLATTN_OK;
+  /* The call's tensors (checked before): the variants' inputs must not overlap an output, and
+   * d_sinks nothing at all. */
+  size_t b = s->batch, nq = s->empty ? 0 : s->seqlen_q, nkv = s->empty ? 0 : s->seqlen_kv;
+  size_t hq = s->heads_q, hkv = s->heads_kv, e = s->elem;
+  region t[9] = {{0}};
+  const char *names[9] = {"o", "lse", "dq", "dk", "dv", "q", "k", "v", "d_o"};
+  int outputs = backward ? 5 : 2; /* o and lse are outputs of the forward only */
+  if ((st = check_view(ctx, "o", &a->o, b, nq, hq, s->dv, e, &t[0])) ||
+      (st = check_array(ctx, "lse", nq ? a->lse : NULL, b * hq * nq, &t[1])) ||
+      (backward && ((st = check_view(ctx, "dq", &a->dq, b, nq, hq, s->d, e, &t[2])) ||
+                    (st = check_view(ctx, "dk", &a->dk, b, nkv, hkv, s->d, e, &t[3])) ||
+                    (st = check_view(ctx, "dv", &a->dv, b, nkv, hkv, s->dv, e, &t[4])) ||
+                    (st = check_view(ctx, "d_o", &a->d_o, b, nq, hq, s->dv, e, &t[8])))) ||
+      (st = check_view(ctx, "q", &a->q, b, nq, hq, s->d, e, &t[5])) ||
+      (st = check_view(ctx, "k", &a->k, b, nkv, hkv, s->d, e, &t[6])) ||
+      (st = check_view(ctx, "v", &a->v, b, nkv, hkv, s->dv, e, &t[7])))
+    return st;
+  for (int i = 0; i < 9; i++) {
+    if (i < outputs && overlap(&ra, &t[i]))
+      return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "alibi_slopes overlaps %s", names[i]);
+    if (i < outputs && overlap(&rs, &t[i]))
+      return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "sinks overlaps %s", names[i]);
+    if (overlap(&rd, &t[i]))
+      return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "d_sinks overlaps %s", names[i]);
+  }
+  if (overlap(&rd, &ra) || overlap(&rd, &rs))
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "d_sinks overlaps %s",
+                        overlap(&rd, &ra) ? "alibi_slopes" : "sinks");
+  s->alibi = a->alibi_slopes, s->sinks = a->sinks, s->d_sinks = d_sinks;
   return CLATTN_OK;
 }
 

@@ -12,14 +12,27 @@ void clattn__arg_view(clattn__args *a, const clattn_tensor *t) {
   for (int i = 0; i < 4; i++) clattn__arg(a, sizeof v[i], &v[i]);
 }
 
-void clattn__arg_variants(clattn__args *a, const clattn__shape *s, double cap_unit) {
+void clattn__arg_variants(clattn__args *a, const clattn__shape *s, double unit) {
   if (s->mask) {
     cl_long lo = s->mask_lo, hi = s->mask_hi;
     clattn__arg(a, sizeof lo, &lo);
     clattn__arg(a, sizeof hi, &hi);
   }
   if (s->softcap > 0.0f) {
-    cl_float cap = (cl_float)(s->softcap * cap_unit);
+    cl_float cap = (cl_float)(s->softcap * unit);
     clattn__arg(a, sizeof cap, &cap);
+  }
+  cl_float u = (cl_float)unit;
+  if (s->alibi) {
+    cl_ulong mod = s->alibi_mod ? s->alibi_mod : 1;
+    clattn__arg(a, sizeof(cl_mem), &s->alibi);
+    clattn__arg(a, sizeof mod, &mod);
+    clattn__arg(a, sizeof u, &u);
+  }
+  if (s->sinks) {
+    cl_uint heads = (cl_uint)s->heads_q;
+    clattn__arg(a, sizeof(cl_mem), &s->sinks);
+    clattn__arg(a, sizeof heads, &heads);
+    clattn__arg(a, sizeof u, &u);
   }
 }

@@ -24,9 +24,10 @@ void clattn__arg(clattn__args *a, size_t size, const void *value);
 /* A view's offset and three strides, as four ulong arguments. */
 void clattn__arg_view(clattn__args *a, const clattn_tensor *t);
 /* The variants' values (cl/common.cl's VARIANT_ARGS), appended only when the shape has them, as
- * the class's defines say: mask_lo and mask_hi (long), then the cap (float) times cap_unit (the
- * forward kernels' log2(e), 1 elsewhere). */
-void clattn__arg_variants(clattn__args *a, const clattn__shape *s, double cap_unit);
+ * the class's defines say: mask_lo and mask_hi (long); the cap (float) times unit, the kernel's
+ * score unit (the forward kernels' log2(e), 1 elsewhere); ALiBi's slopes, alibi_mod (ulong) and
+ * unit; the sinks, heads_q (uint) and unit. */
+void clattn__arg_variants(clattn__args *a, const clattn__shape *s, double unit);
 
 /* ---- sources (sources.c) ---- */
 

@@ -61,7 +61,7 @@ static const clattn__family table[] = {
      .files = {"common.cl", "forward.cl"},
      .entries = {"clattn_forward"},
      .dtypes = HALF_TOO,
-     .variants = CLATTN__VAR_MASK | CLATTN__VAR_SOFTCAP,
+     .variants = CLATTN__VAR_ALL,
      .max_dim = CLATTN__MAX_FUSED_DIM,
      .axes = {{CLATTN__AX_BQ, 8, {128, 64, 32, 16, 8, 4, 2, 1}},
               {CLATTN__AX_BKV, 5, {128, 64, 32, 16, 8}},
@@ -85,7 +85,7 @@ static const clattn__family table[] = {
      .files = {"common.cl", "forward_tiles.cl"},
      .entries = {"clattn_forward"},
      .dtypes = HALF_TOO,
-     .variants = CLATTN__VAR_MASK | CLATTN__VAR_SOFTCAP,
+     .variants = CLATTN__VAR_ALL,
      .max_dim = CLATTN__MAX_FUSED_DIM,
      .axes = {{CLATTN__AX_BQ, 8, {128, 64, 32, 16, 8, 4, 2, 1}},
               {CLATTN__AX_BKV, 5, {128, 64, 32, 16, 8}},
@@ -109,7 +109,7 @@ static const clattn__family table[] = {
      .files = {"common.cl", "mma.cl", "forward_mma.cl"},
      .entries = {"clattn_forward"},
      .tensor_cores = 1,
-     .variants = CLATTN__VAR_MASK | CLATTN__VAR_SOFTCAP,
+     .variants = CLATTN__VAR_ALL,
      .max_dim = CLATTN__MAX_FUSED_DIM,
      .axes = {{CLATTN__AX_BQ, 4, {16, 32, 64, 128}},
               {CLATTN__AX_BKV, 5, {8, 16, 32, 64, 128}},
@@ -132,7 +132,7 @@ static const clattn__family table[] = {
      .files = {"common.cl", "backward.cl"},
      .entries = {"bwd_dkdv", "bwd_dq"},
      .dtypes = HALF_TOO,
-     .variants = CLATTN__VAR_MASK | CLATTN__VAR_SOFTCAP,
+     .variants = CLATTN__VAR_ALL,
      .max_dim = CLATTN__MAX_FUSED_DIM,
      .axes = {{CLATTN__AX_BQ, 9, POW2_BLOCKS}, {CLATTN__AX_BKV, 9, POW2_BLOCKS}},
      .naxes = 2,
@@ -150,7 +150,7 @@ static const clattn__family table[] = {
      .files = {"common.cl", "mma.cl", "backward_mma.cl"},
      .entries = {"bwd_dkdv", "bwd_dq"},
      .tensor_cores = 1,
-     .variants = CLATTN__VAR_MASK | CLATTN__VAR_SOFTCAP,
+     .variants = CLATTN__VAR_ALL,
      .max_dim = 128,
      .axes = {{CLATTN__AX_BQ, 9, POW2_BLOCKS}, {CLATTN__AX_BKV, 9, POW2_BLOCKS}},
      .naxes = 2,
@@ -189,7 +189,7 @@ static const clattn__family table[] = {
      .entries = {"clattn_forward"},
      .tensor_cores = 1,
      .dtypes = 1u << CLATTN_F16 | 1u << CLATTN_BF16,
-     .variants = CLATTN__VAR_MASK | CLATTN__VAR_SOFTCAP,
+     .variants = CLATTN__VAR_ALL,
      .max_dim = CLATTN__MAX_FUSED_DIM,
      .axes = {{CLATTN__AX_BQ, 4, {64, 128, 32, 16}},
               {CLATTN__AX_BKV, 4, {64, 32, 128, 16}},
@@ -212,7 +212,7 @@ static const clattn__family table[] = {
      .entries = {"bwd_dkdv", "bwd_dq"},
      .tensor_cores = 1,
      .dtypes = 1u << CLATTN_F16 | 1u << CLATTN_BF16,
-     .variants = CLATTN__VAR_MASK | CLATTN__VAR_SOFTCAP,
+     .variants = CLATTN__VAR_ALL,
      .max_dim = 128,
      .axes = {{CLATTN__AX_BQ, 9, POW2_BLOCKS}, {CLATTN__AX_BKV, 9, POW2_BLOCKS}},
      .naxes = 2,
@@ -287,7 +287,9 @@ const char *clattn__family_names(void) {
 
 const char *clattn__variant_name(unsigned missing) {
   return missing & CLATTN__VAR_MASK ? "a key range per row (CLATTN_WINDOW, CLATTN_CAUSAL_TOP_LEFT)"
-                                    : "softcap";
+         : missing & CLATTN__VAR_SOFTCAP ? "softcap"
+         : missing & CLATTN__VAR_ALIBI   ? "ALiBi (alibi_slopes)"
+                                         : "attention sinks (sinks)";
 }
 
 int clattn__config_computes(const clattn__class *k, const clattn__config *c, char *why,
@@ -356,8 +358,10 @@ void clattn__config_options(const clattn__device *dev, const clattn__class *cls,
   /* The variants (cl/common.cl), likewise absent from a plain class's options. */
   at = strlen(out);
   if (at < len)
-    snprintf(out + at, len - at, "%s%s", cls->variants & CLATTN__VAR_MASK ? " -DMASK=1" : "",
-             cls->variants & CLATTN__VAR_SOFTCAP ? " -DSOFTCAP=1" : "");
+    snprintf(out + at, len - at, "%s%s%s%s", cls->variants & CLATTN__VAR_MASK ? " -DMASK=1" : "",
+             cls->variants & CLATTN__VAR_SOFTCAP ? " -DSOFTCAP=1" : "",
+             cls->variants & CLATTN__VAR_ALIBI ? " -DALIBI=1" : "",
+             cls->variants & CLATTN__VAR_SINKS ? " -DSINKS=1" : "");
   /* Extra options for experiments ($CLATTN_BUILD_OPTIONS, e.g. -cl-nv-verbose) are part of the
    * options, hence of every cache key. */
   const char *extra = dev->build_options; /* read once, when the context was made */

@@ -28,8 +28,11 @@ typedef struct clattn__class {
  * the plain one with a mask or a cap), and an entry whose family does not compute them is
  * passed over without a warning. */
 enum {
-  CLATTN__VAR_MASK = 1u << 0,   /* a key range per row: window, top-left causal (MASK) */
-  CLATTN__VAR_SOFTCAP = 1u << 1 /* scores capped by tanh (SOFTCAP) */
+  CLATTN__VAR_MASK = 1u << 0,    /* a key range per row: window, top-left causal (MASK) */
+  CLATTN__VAR_SOFTCAP = 1u << 1, /* scores capped by tanh (SOFTCAP) */
+  CLATTN__VAR_ALIBI = 1u << 2,   /* ALiBi's linear bias (ALIBI) */
+  CLATTN__VAR_SINKS = 1u << 3,   /* a sink logit per head (SINKS) */
+  CLATTN__VAR_ALL = (1u << 4) - 1
 };
 /* The first variant of `missing` in words ("a key range per row (...)" or "softcap"). */
 const char *clattn__variant_name(unsigned missing);

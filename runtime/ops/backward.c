@@ -38,7 +38,7 @@ static clattn_status backward_call(clattn_context *ctx, const clattn_problem *pr
                       "backward needs an in-order queue: its kernels share a workspace");
   if (st == CLATTN_OK)
     st = clattn__check_backward_tensors(ctx, &s, q, k, v, o, d_o, lse, dq, dk, dv);
-  if (st == CLATTN_OK && ext) st = clattn__check_variant_args(ctx, ext, 1);
+  if (st == CLATTN_OK) st = clattn__check_variant_args(ctx, &s, ext, 1);
   const clattn__plan *p = NULL;
   int nothing = st == CLATTN_OK && (s.batch == 0 || s.heads_q == 0);
   /* The standard path when asked for (or when the head dims rule out the fused one); with no
@@ -61,6 +61,7 @@ static clattn_status backward_call(clattn_context *ctx, const clattn_problem *pr
       st = clattn__bwd_enqueue(ctx, ctx->queue, &s, p, q, k, v, d_o, lse, ctx->bwd_ws, dq, dk, dv,
                                NULL, NULL);
   }
+  if (st == CLATTN_OK) st = clattn__bwd_sinks(ctx, &s, lse);
   if (st == CLATTN_OK && done) {
     cl_int err = clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, done);
     if (err != CL_SUCCESS) st = clattn__fail_cl(ctx, err, "clEnqueueMarkerWithWaitList");

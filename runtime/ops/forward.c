@@ -19,7 +19,7 @@ static clattn_status forward_call(clattn_context *ctx, const clattn_problem *pro
     st =
         clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "num_wait is %u but wait is NULL", num_wait);
   if (st == CLATTN_OK) st = clattn__check_forward_tensors(ctx, &s, q, k, v, o, lse);
-  if (st == CLATTN_OK && ext) st = clattn__check_variant_args(ctx, ext, 0);
+  if (st == CLATTN_OK) st = clattn__check_variant_args(ctx, &s, ext, 0);
   if (st == CLATTN_OK && s.empty) {
     if (done) {
       cl_int err = clEnqueueMarkerWithWaitList(ctx->queue, num_wait, wait, done);

@@ -79,6 +79,9 @@ void clattn__standard_plan_packed(const clattn_context *ctx, const clattn__shape
                                   unsigned matrices, size_t pack_bytes, clattn__standard_plan *out);
 /* D = rowsum(dO o O) per query row into ctx->bwd_ws (grown to fit), for both backward paths
  * (standard_bwd.c, with cl/standard.cl's bwd_rowdot). */
+/* The sinks' gradient into s->d_sinks (nothing without it), from the LSE and the rows' D that
+ * clattn__bwd_rowsum left in ctx->bwd_ws (cl/standard.cl's bwd_sinks; zeros without rows). */
+clattn_status clattn__bwd_sinks(clattn_context *ctx, const clattn__shape *s, cl_mem lse);
 clattn_status clattn__bwd_rowsum(clattn_context *ctx, const clattn__shape *s,
                                  const clattn_tensor *o, const clattn_tensor *d_o);
 /* The standard path's backward (standard_bwd.c), for checked tensors with seqlen_q and seqlen_kv

@@ -155,13 +155,13 @@ clattn_status clattn__std_workspace(clattn_context *ctx, size_t bytes) {
   return CLATTN_OK;
 }
 
-/* seqlen_kv = 0: no scores to compute; O = 0 and LSE = -inf. */
+/* seqlen_kv = 0: no scores to compute; O = 0 and LSE = -inf (or the sink). */
 static clattn_status empty_keys(clattn_context *ctx, const clattn__shape *s, const clattn_tensor *o,
                                 cl_mem lse) {
   cl_kernel k;
-  char options[64]; /* O in the problem's storage */
-  snprintf(options, sizeof options, "-D WG=1 -D CPI=0 -D CAUSAL=0%s",
-           clattn__dtype_define(s->dtype));
+  char options[80]; /* O in the problem's storage; of the variants only the sinks count */
+  snprintf(options, sizeof options, "-D WG=1 -D CPI=0 -D CAUSAL=0%s%s",
+           clattn__dtype_define(s->dtype), s->sinks ? " -D SINKS=1" : "");
   clattn_status st = clattn__std_kernel(ctx, "empty_rows", options, &k);
   if (st != CLATTN_OK) return st;
   cl_ulong view[4] = {o->offset, o->stride_batch, o->stride_seq, o->stride_head};
@@ -175,6 +175,11 @@ static clattn_status empty_keys(clattn_context *ctx, const clattn__shape *s, con
   if (err == CL_SUCCESS) err = clSetKernelArg(k, 7, sizeof heads, &heads);
   if (err == CL_SUCCESS) err = clSetKernelArg(k, 8, sizeof nq, &nq);
   if (err == CL_SUCCESS) err = clSetKernelArg(k, 9, sizeof dv, &dv);
+  clattn__shape sinks_only = {0};
+  sinks_only.sinks = s->sinks, sinks_only.heads_q = s->heads_q;
+  clattn__args va = {k, 11, err}; /* after base, which clattn__std_launch sets */
+  clattn__arg_variants(&va, &sinks_only, 1.0);
+  err = va.err;
   if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clSetKernelArg(empty_rows)");
   return clattn__std_launch(ctx, k, 10, s->batch * s->heads_q * s->seqlen_q * s->dv, 1);
 }
@@ -196,8 +201,9 @@ static void softmax_shape(const clattn_context *ctx, size_t nkv, size_t *wg, uns
 }
 
 void clattn__std_options(const clattn__shape *s, size_t wg, unsigned cpi, char *out, size_t len) {
-  snprintf(out, len, "-D WG=%zu -D CPI=%u -D CAUSAL=%u%s%s", wg, cpi, s->causal,
-           s->mask ? " -D MASK=1" : "", s->softcap > 0.0f ? " -D SOFTCAP=1" : "");
+  snprintf(out, len, "-D WG=%zu -D CPI=%u -D CAUSAL=%u%s%s%s%s", wg, cpi, s->causal,
+           s->mask ? " -D MASK=1" : "", s->softcap > 0.0f ? " -D SOFTCAP=1" : "",
+           s->alibi ? " -D ALIBI=1" : "", s->sinks ? " -D SINKS=1" : "");
 }
 
 static clattn_status softmax(clattn_context *ctx, const clattn__shape *s, size_t rows,

@@ -59,6 +59,35 @@ clattn_status clattn__bwd_rowsum(clattn_context *ctx, const clattn__shape *s,
   return elementwise(ctx, k, 15, n);
 }
 
+clattn_status clattn__bwd_sinks(clattn_context *ctx, const clattn__shape *s, cl_mem lse) {
+  if (!s->d_sinks || !s->heads_q) return CLATTN_OK;
+  if (s->batch == 0 || s->seqlen_q == 0) { /* a sum over no rows */
+    cl_float zero = 0.0f;
+    cl_int err = clEnqueueFillBuffer(ctx->queue, s->d_sinks, &zero, sizeof zero, 0,
+                                     s->heads_q * sizeof zero, 0, NULL, NULL);
+    return err == CL_SUCCESS ? CLATTN_OK
+                             : clattn__fail_cl(ctx, err, "clEnqueueFillBuffer(d_sinks)");
+  }
+  cl_kernel k;
+  clattn_status st = clattn__std_kernel(ctx, "bwd_sinks", "-D WG=64 -D CPI=0 -D CAUSAL=0", &k);
+  if (st != CLATTN_OK) return st;
+  cl_uint hq = (cl_uint)s->heads_q, nq = (cl_uint)s->seqlen_q;
+  cl_ulong b = s->batch;
+  clattn__args a = {k, 0, CL_SUCCESS};
+  clattn__arg(&a, sizeof(cl_mem), &lse);
+  clattn__arg(&a, sizeof(cl_mem), &ctx->bwd_ws);
+  clattn__arg(&a, sizeof(cl_mem), &s->sinks);
+  clattn__arg(&a, sizeof(cl_mem), &s->d_sinks);
+  clattn__arg(&a, sizeof hq, &hq);
+  clattn__arg(&a, sizeof nq, &nq);
+  clattn__arg(&a, sizeof b, &b);
+  if (a.err != CL_SUCCESS) return clattn__fail_cl(ctx, a.err, "clSetKernelArg(bwd_sinks)");
+  size_t global = s->heads_q * 64, local = 64;
+  cl_int err = clEnqueueNDRangeKernel(ctx->queue, k, 1, NULL, &global, &local, 0, NULL, NULL);
+  return err == CL_SUCCESS ? CLATTN_OK
+                           : clattn__fail_cl(ctx, err, "clEnqueueNDRangeKernel(bwd_sinks)");
+}
+
 /* One chunk: batch*heads entries [first, first + count). ops: the operands q, k, v, d_o, dq, dk,
  * dv; the first four packed into the workspace first where CLBlast cannot read them in place. */
 static clattn_status chunk(clattn_context *ctx, const clattn__shape *s, size_t first, size_t count,
@@ -108,11 +137,12 @@ static clattn_status chunk(clattn_context *ctx, const clattn__shape *s, size_t f
     if (err == CL_SUCCESS) err = clSetKernelArg(dscores, 3, 4, &nkv32);
     if (err == CL_SUCCESS) err = clSetKernelArg(dscores, 4, 8, &rb);
     if (err == CL_SUCCESS) err = clSetKernelArg(dscores, 5, 8, &n);
-    if (s->softcap > 0.0f) { /* cl/standard.cl: t recovered from P and the row's LSE */
-      cl_float cap = s->softcap;
-      if (err == CL_SUCCESS) err = clSetKernelArg(dscores, 7, sizeof(cl_mem), &lse);
-      if (err == CL_SUCCESS) err = clSetKernelArg(dscores, 8, sizeof cap, &cap);
-    }
+    /* The LSE: with a softcap, t is recovered from P and it (cl/standard.cl). */
+    if (err == CL_SUCCESS) err = clSetKernelArg(dscores, 7, sizeof(cl_mem), &lse);
+    if (err == CL_SUCCESS) err = clSetKernelArg(dscores, 8, 4, &nq32);
+    clattn__args va = {dscores, 9, err};
+    clattn__arg_variants(&va, s, 1.0);
+    err = va.err;
     st = err == CL_SUCCESS ? elementwise(ctx, dscores, 6, n)
                            : clattn__fail_cl(ctx, err, "clSetKernelArg(bwd_dscores)");
   }

@@ -36,9 +36,16 @@ int clattn__config_from_public(const clattn_config *in, clattn__config *out, cha
   return f->accept(f, in, out, why, why_len);
 }
 
+clattn__class clattn__override_class(const clattn__class *cls) {
+  clattn__class k = *cls;
+  k.variants &= ~(unsigned)(CLATTN__VAR_ALIBI | CLATTN__VAR_SINKS);
+  return k;
+}
+
 const clattn__config *clattn__override_find(const clattn_context *ctx, const clattn__class *cls) {
+  clattn__class k = clattn__override_class(cls);
   for (const clattn__override *o = ctx->overrides; o; o = o->next)
-    if (!memcmp(&o->cls, cls, sizeof *cls)) return &o->cfg;
+    if (!memcmp(&o->cls, &k, sizeof k)) return &o->cfg;
   return NULL;
 }
 

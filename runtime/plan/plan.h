@@ -46,7 +46,8 @@ clattn_status clattn__plan_build(clattn_context *ctx, const clattn__sources *src
                                  const clattn__class *cls, const clattn__config *c, clattn__plan *p,
                                  char *why, size_t why_len);
 void clattn__plan_release(clattn__plan *p);
-/* Drops cached plans of class cls (all when NULL), after an override or a new tuning entry. */
+/* Drops cached plans of class cls (all when NULL), after an override or a new tuning entry; with
+ * them the plans of cls with ALiBi or sinks, which share its overrides. */
 void clattn__plans_forget(clattn_context *ctx, const clattn__class *cls);
 /* The forward class's plan, or, when its query blocks would leave compute units idle for this
  * problem (batch * heads * query blocks below the device's compute units) and the keys are too
@@ -63,6 +64,9 @@ typedef struct clattn__override {
   struct clattn__override *next;
 } clattn__override;
 
+/* The class an override of cls is kept under: cls without ALiBi and the sinks, which a
+ * clattn_problem cannot name (they are clattn_args buffers) and which every family computes. */
+clattn__class clattn__override_class(const clattn__class *cls);
 const clattn__config *clattn__override_find(const clattn_context *ctx, const clattn__class *cls);
 /* Sets (cfg NULL: removes) the override of class cls; the caller forgets its plans. */
 clattn_status clattn__override_set(clattn_context *ctx, const clattn__class *cls,

@@ -305,7 +305,8 @@ void clattn__plan_choice(clattn_context *ctx, const clattn__class *cls, clattn__
 void clattn__plans_forget(clattn_context *ctx, const clattn__class *cls) {
   for (clattn__plan **pp = &ctx->plans; *pp;) {
     clattn__plan *p = *pp;
-    if (!cls || !memcmp(&p->cls, cls, sizeof *cls)) {
+    clattn__class k = clattn__override_class(&p->cls);
+    if (!cls || !memcmp(&k, cls, sizeof k)) {
       *pp = p->next;
       clattn__plan_release(p);
       free(p);

@@ -90,7 +90,24 @@ typedef struct {
   double scale;
   const clattn_problem *p; /* its mask and softcap */
   clattn_dtype dtype;
+  const ref_extras *x; /* ALiBi and sinks, or NULL */
 } dims;
+
+double ref_slope(const clattn_problem *p, const ref_extras *x, size_t b, size_t h) {
+  if (!x || !x->alibi) return 0.0;
+  return x->alibi[(p->flags & CLATTN_ALIBI_PER_BATCH) ? b * p->heads_q + h : h];
+}
+
+/* ALiBi's bias of key j in row i for a slope, in double. */
+static double bias_of(const dims *s, double slope, size_t i, size_t j) {
+  double d = (double)j - (double)i - ((double)s->nkv - (double)s->nq);
+  return -slope * fabs(d);
+}
+
+/* Head h's sink logit, -inf without sinks. */
+static double sink_of(const dims *s, size_t h) {
+  return s->x && s->x->sinks ? (double)s->x->sinks[h] : -INFINITY;
+}
 
 void ref_keys(const clattn_problem *p, size_t i, size_t *lo, size_t *hi) {
   long long nq = (long long)p->seqlen_q, nkv = (long long)p->seqlen_kv;
@@ -118,7 +135,7 @@ static float cap_f32(const clattn_problem *p, float s) {
   return p->softcap > 0.0f ? p->softcap * tanhf(s / p->softcap) : s;
 }
 
-static dims dims_of(const clattn_problem *p) {
+static dims dims_of(const clattn_problem *p, const ref_extras *x) {
   dims s = {p->batch,
             p->heads_q,
             p->heads_kv ? p->heads_kv : p->heads_q,
@@ -128,7 +145,8 @@ static dims dims_of(const clattn_problem *p) {
             p->head_dim_v ? p->head_dim_v : p->head_dim,
             p->scale != 0.0f ? p->scale : 1.0 / sqrt((double)p->head_dim),
             p,
-            p->dtype};
+            p->dtype,
+            x};
   return s;
 }
 
@@ -143,21 +161,23 @@ static void row_f64(const dims *s, ref_view q, ref_view k, ref_view v, size_t b,
   size_t hk = h / (s->hq / s->hkv), j0, n;
   ref_keys(s->p, i, &j0, &n);
   const float *qi = at(q, b, i, h);
-  double mx = -INFINITY, sum = 0.0;
+  double mx = -INFINITY, sum = 0.0, slope = ref_slope(s->p, s->x, b, h), sink = sink_of(s, h);
   for (size_t j = j0; j < n; j++) {
     const float *kj = at(k, b, j, hk);
     double dot = 0.0;
     for (size_t c = 0; c < s->d; c++) dot += (double)qi[c] * kj[c];
-    sc[j] = ref_cap(s->p, dot * s->scale);
+    sc[j] = ref_cap(s->p, dot * s->scale) + bias_of(s, slope, i, j);
     if (sc[j] > mx) mx = sc[j];
   }
+  if (sink > mx) mx = sink;
   for (size_t j = j0; j < n; j++) sum += (sc[j] = exp(sc[j] - mx));
+  if (sink > -INFINITY) sum += exp(sink - mx);
   for (size_t c = 0; c < s->dv; c++) oi[c] = 0.0;
   for (size_t j = j0; j < n; j++) {
     const float *vj = at(v, b, j, hk);
     for (size_t c = 0; c < s->dv; c++) oi[c] += sc[j] / sum * vj[c];
   }
-  if (lse) *lse = n > j0 ? mx + log(sum) : -INFINITY;
+  if (lse) *lse = sum > 0.0 ? mx + log(sum) : -INFINITY;
 }
 
 static void row_f32(const dims *s, ref_view q, ref_view k, ref_view v, size_t b, size_t h, size_t i,
@@ -166,20 +186,23 @@ static void row_f32(const dims *s, ref_view q, ref_view k, ref_view v, size_t b,
   ref_keys(s->p, i, &j0, &n);
   const float *qi = at(q, b, i, h);
   float mx = -INFINITY, sum = 0.0f, scale = (float)s->scale;
+  float slope = (float)ref_slope(s->p, s->x, b, h), sink = (float)sink_of(s, h);
   for (size_t j = j0; j < n; j++) {
     const float *kj = at(k, b, j, hk);
     float dot = 0.0f;
     for (size_t c = 0; c < s->d; c++) dot += qi[c] * kj[c];
-    sc[j] = cap_f32(s->p, dot * scale);
+    sc[j] = cap_f32(s->p, dot * scale) + (float)bias_of(s, slope, i, j);
     if (sc[j] > mx) mx = sc[j];
   }
+  if (sink > mx) mx = sink;
   for (size_t j = j0; j < n; j++) sum += (sc[j] = expf(sc[j] - mx));
+  if (sink > -INFINITY) sum += expf(sink - mx);
   for (size_t c = 0; c < s->dv; c++) oi[c] = 0.0f;
   for (size_t j = j0; j < n; j++) {
     const float *vj = at(v, b, j, hk);
     for (size_t c = 0; c < s->dv; c++) oi[c] += sc[j] / sum * vj[c];
   }
-  if (lse) *lse = n > j0 ? mx + logf(sum) : -INFINITY;
+  if (lse) *lse = sum > 0.0f ? mx + logf(sum) : -INFINITY;
 }
 
 /* The naive implementation in half storage (the baseline of the half-precision rule): S =
@@ -191,16 +214,20 @@ static void row_half(const dims *s, ref_view q, ref_view k, ref_view v, size_t b
   ref_keys(s->p, i, &j0, &n);
   const float *qi = at(q, b, i, h);
   float mx = -INFINITY, sum = 0.0f, scale = (float)s->scale;
+  float slope = (float)ref_slope(s->p, s->x, b, h), sink = (float)sink_of(s, h);
   for (size_t j = j0; j < n; j++) {
     const float *kj = at(k, b, j, hk);
     float dot = 0.0f;
     for (size_t c = 0; c < s->d; c++) dot += ref_round(s->dtype, scale * qi[c]) * kj[c];
     sc[j] = ref_round(s->dtype, dot);
-    /* a softcap on S as stored, rounded once more */
+    /* a softcap on S as stored, rounded once more; ALiBi's fp32 bias promotes S to fp32 */
     if (s->p->softcap > 0.0f) sc[j] = ref_round(s->dtype, cap_f32(s->p, sc[j]));
+    sc[j] += (float)bias_of(s, slope, i, j);
     if (sc[j] > mx) mx = sc[j];
   }
+  if (sink > mx) mx = sink;
   for (size_t j = j0; j < n; j++) sum += (sc[j] = expf(sc[j] - mx));
+  if (sink > -INFINITY) sum += expf(sink - mx);
   for (size_t j = j0; j < n; j++) sc[j] = ref_round(s->dtype, sc[j] / sum);
   for (size_t c = 0; c < s->dv; c++) oi[c] = 0.0f;
   for (size_t j = j0; j < n; j++) {
@@ -208,12 +235,12 @@ static void row_half(const dims *s, ref_view q, ref_view k, ref_view v, size_t b
     for (size_t c = 0; c < s->dv; c++) oi[c] += sc[j] * vj[c];
   }
   for (size_t c = 0; c < s->dv; c++) oi[c] = ref_round(s->dtype, oi[c]);
-  if (lse) *lse = n > j0 ? mx + logf(sum) : -INFINITY;
+  if (lse) *lse = sum > 0.0f ? mx + logf(sum) : -INFINITY;
 }
 
 void ref_row_f64(const clattn_problem *p, ref_view q, ref_view k, ref_view v, size_t b, size_t h,
                  size_t i, double *o_row, double *lse) {
-  dims s = dims_of(p);
+  dims s = dims_of(p, NULL);
   double *sc = malloc((s.nkv ? s.nkv : 1) * sizeof *sc);
   if (sc) row_f64(&s, q, k, v, b, h, i, sc, o_row, lse);
   free(sc);
@@ -221,7 +248,7 @@ void ref_row_f64(const clattn_problem *p, ref_view q, ref_view k, ref_view v, si
 
 void ref_row_f32(const clattn_problem *p, ref_view q, ref_view k, ref_view v, size_t b, size_t h,
                  size_t i, float *o_row, float *lse) {
-  dims s = dims_of(p);
+  dims s = dims_of(p, NULL);
   float *sc = malloc((s.nkv ? s.nkv : 1) * sizeof *sc);
   if (sc && s.dtype == CLATTN_F32)
     row_f32(&s, q, k, v, b, h, i, sc, o_row, lse);
@@ -232,7 +259,17 @@ void ref_row_f32(const clattn_problem *p, ref_view q, ref_view k, ref_view v, si
 
 void ref_forward_f64(const clattn_problem *p, ref_view q, ref_view k, ref_view v, double *o,
                      double *lse) {
-  dims s = dims_of(p);
+  ref_forward_ex_f64(p, NULL, q, k, v, o, lse);
+}
+
+void ref_forward_f32(const clattn_problem *p, ref_view q, ref_view k, ref_view v, float *o,
+                     float *lse) {
+  ref_forward_ex_f32(p, NULL, q, k, v, o, lse);
+}
+
+void ref_forward_ex_f64(const clattn_problem *p, const ref_extras *x, ref_view q, ref_view k,
+                        ref_view v, double *o, double *lse) {
+  dims s = dims_of(p, x);
   double *sc = malloc((s.nkv ? s.nkv : 1) * sizeof *sc);
   for (size_t b = 0; b < s.b; b++)
     for (size_t h = 0; h < s.hq; h++)
@@ -243,9 +280,9 @@ void ref_forward_f64(const clattn_problem *p, ref_view q, ref_view k, ref_view v
   free(sc);
 }
 
-void ref_forward_f32(const clattn_problem *p, ref_view q, ref_view k, ref_view v, float *o,
-                     float *lse) {
-  dims s = dims_of(p);
+void ref_forward_ex_f32(const clattn_problem *p, const ref_extras *x, ref_view q, ref_view k,
+                        ref_view v, float *o, float *lse) {
+  dims s = dims_of(p, x);
   float *sc = malloc((s.nkv ? s.nkv : 1) * sizeof *sc);
   for (size_t b = 0; b < s.b; b++)
     for (size_t h = 0; h < s.hq; h++)

@@ -34,10 +34,23 @@ typedef struct ref_view {
 void ref_keys(const clattn_problem *p, size_t i, size_t *lo, size_t *hi);
 double ref_cap(const clattn_problem *p, double s);
 
+/* The variants whose values are arrays (clattn_args'): ALiBi's slopes ([heads_q], or
+ * [batch][heads_q] with CLATTN_ALIBI_PER_BATCH in the problem's flags) and the sinks' logits
+ * ([heads_q]); a NULL member is absent. ref_slope is the slope of (b, h), 0 without ALiBi. */
+typedef struct ref_extras {
+  const float *alibi, *sinks;
+} ref_extras;
+double ref_slope(const clattn_problem *p, const ref_extras *x, size_t b, size_t h);
+
 /* o: packed [batch][heads_q][seqlen_q][head_dim_v]; lse: packed [batch][heads_q][seqlen_q] or
  * NULL. Defaults of the problem (heads_kv, head_dim_v, scale) are applied here. */
 void ref_forward_f64(const clattn_problem *p, ref_view q, ref_view k, ref_view v, double *o,
                      double *lse);
+/* The same with ALiBi and sinks (x may be NULL). */
+void ref_forward_ex_f64(const clattn_problem *p, const ref_extras *x, ref_view q, ref_view k,
+                        ref_view v, double *o, double *lse);
+void ref_forward_ex_f32(const clattn_problem *p, const ref_extras *x, ref_view q, ref_view k,
+                        ref_view v, float *o, float *lse);
 /* The naive implementation in the problem's storage: the fp32 loop for CLATTN_F32; for half
  * storage the same-precision one (S, P and O rounded to the type, fp32 sums). */
 void ref_forward_f32(const clattn_problem *p, ref_view q, ref_view k, ref_view v, float *o,
@@ -56,5 +69,12 @@ void ref_backward_f64(const clattn_problem *p, ref_view q, ref_view k, ref_view 
                       double *dq, double *dk, double *dv);
 void ref_backward_f32(const clattn_problem *p, ref_view q, ref_view k, ref_view v, ref_view d_o,
                       float *dq, float *dk, float *dv);
+/* The same with ALiBi and sinks (x may be NULL); d_sinks, when not NULL, gets the sinks'
+ * gradient [heads_q] (0 without sinks). */
+void ref_backward_ex_f64(const clattn_problem *p, const ref_extras *x, ref_view q, ref_view k,
+                         ref_view v, ref_view d_o, double *dq, double *dk, double *dv,
+                         double *d_sinks);
+void ref_backward_ex_f32(const clattn_problem *p, const ref_extras *x, ref_view q, ref_view k,
+                         ref_view v, ref_view d_o, float *dq, float *dk, float *dv, float *d_sinks);
 
 #endif

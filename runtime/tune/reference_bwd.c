@@ -13,11 +13,17 @@ static const float *at(ref_view t, size_t b, size_t s, size_t h) {
   return t.data + t.offset + b * t.stride_batch + s * t.stride_seq + h * t.stride_head;
 }
 
+/* ALiBi's bias of key j in row i. */
+static double bias_of(const clattn_problem *p, double slope, size_t i, size_t j) {
+  return -slope * fabs((double)j - (double)i - ((double)p->seqlen_kv - (double)p->seqlen_q));
+}
+
 /* One body for both precisions: T is the arithmetic type, EXP and TANH its functions. With a
- * softcap c the score is c t, t = tanh(scale q.k / c), and dS gains the factor 1 - t^2 (dt). */
+ * softcap c the score is c t, t = tanh(scale q.k / c), and dS gains the factor 1 - t^2 (dt);
+ * ALiBi's bias follows; a sink joins the softmax without a value, its gradient -P_sink D. */
 #define REF_BACKWARD(NAME, T, EXP, TANH)                                                           \
-  void NAME(const clattn_problem *p, ref_view q, ref_view k, ref_view v, ref_view d_o, T *dq,      \
-            T *dk, T *dv) {                                                                        \
+  void NAME(const clattn_problem *p, const ref_extras *x, ref_view q, ref_view k, ref_view v,      \
+            ref_view d_o, T *dq, T *dk, T *dv, T *d_sinks) {                                       \
     size_t B = p->batch, HQ = p->heads_q, HKV = p->heads_kv ? p->heads_kv : HQ;                    \
     size_t NQ = p->seqlen_q, NKV = p->seqlen_kv, D = p->head_dim;                                  \
     size_t DV = p->head_dim_v ? p->head_dim_v : D, G = HQ / HKV;                                   \
@@ -27,6 +33,8 @@ static const float *at(ref_view t, size_t b, size_t s, size_t h) {
     memset(dv, 0, B *HKV *NKV *DV * sizeof(T));                                                    \
     T *pr = malloc((NKV ? NKV : 1) * sizeof(T)), *o = malloc(DV * sizeof(T));                      \
     T *dt = malloc((NKV ? NKV : 1) * sizeof(T)), cap = (T)p->softcap;                              \
+    if (d_sinks)                                                                                   \
+      for (size_t h = 0; h < HQ; h++) d_sinks[h] = 0;                                              \
     for (size_t b = 0; b < B; b++)                                                                 \
       for (size_t h = 0; h < HQ; h++)                                                              \
         for (size_t i = 0; i < NQ; i++) {                                                          \
@@ -34,6 +42,8 @@ static const float *at(ref_view t, size_t b, size_t s, size_t h) {
           ref_keys(p, i, &j0, &n);                                                                 \
           if (n == j0) continue; /* a row that sees no key contributes nothing */                  \
           const float *qi = at(q, b, i, h), *gi = at(d_o, b, i, h);                                \
+          T slope = (T)ref_slope(p, x, b, h);                                                      \
+          T sink = x && x->sinks ? (T)x->sinks[h] : (T)-INFINITY;                                  \
           T mx = -INFINITY, sum = 0;                                                               \
           for (size_t j = j0; j < n; j++) {                                                        \
             const float *kj = at(k, b, j, hk);                                                     \
@@ -44,15 +54,20 @@ static const float *at(ref_view t, size_t b, size_t s, size_t h) {
               T t = TANH(pr[j] / cap);                                                             \
               pr[j] = cap * t, dt[j] = 1 - t * t;                                                  \
             }                                                                                      \
+            pr[j] += (T)bias_of(p, slope, i, j);                                                   \
             if (pr[j] > mx) mx = pr[j];                                                            \
           }                                                                                        \
+          if (sink > mx) mx = sink;                                                                \
           for (size_t j = j0; j < n; j++) sum += (pr[j] = EXP(pr[j] - mx));                        \
+          T psink = sink > (T)-INFINITY ? EXP(sink - mx) : 0;                                      \
+          sum += psink, psink /= sum;                                                              \
           for (size_t j = j0; j < n; j++) pr[j] /= sum;                                            \
           for (size_t c = 0; c < DV; c++) o[c] = 0;                                                \
           for (size_t j = j0; j < n; j++)                                                          \
             for (size_t c = 0; c < DV; c++) o[c] += pr[j] * (T)at(v, b, j, hk)[c];                 \
           T Di = 0;                                                                                \
           for (size_t c = 0; c < DV; c++) Di += (T)gi[c] * o[c];                                   \
+          if (d_sinks) d_sinks[h] -= psink * Di;                                                   \
           T *dqi = dq + ((b * HQ + h) * NQ + i) * D;                                               \
           for (size_t j = j0; j < n; j++) {                                                        \
             const float *kj = at(k, b, j, hk), *vj = at(v, b, j, hk);                              \
@@ -73,7 +88,7 @@ static const float *at(ref_view t, size_t b, size_t s, size_t h) {
     free(dt);                                                                                      \
   }
 
-REF_BACKWARD(ref_backward_f64, double, exp, tanh)
+REF_BACKWARD(ref_backward_ex_f64, double, exp, tanh)
 static REF_BACKWARD(backward_fp32, float, expf, tanhf)
 
     /* The naive backward in half storage (the baseline of the half-precision gradient rule): what
@@ -81,8 +96,9 @@ static REF_BACKWARD(backward_fp32, float, expf, tanhf)
      * P = softmax(S) rounded as in the forward, dP = dO V^T rounded, D = rowsum(P o dP) in fp32,
      * dS = P o (dP - D) rounded; dQ = scale dS K, dK = dS^T (scale Q) and dV = P^T dO summed in
      * fp32 (over rows and the query heads of a GQA group) and rounded once. */
-    static void backward_half(const clattn_problem *p, ref_view q, ref_view k, ref_view v,
-                              ref_view d_o, float *dq, float *dk, float *dv) {
+    static void backward_half(const clattn_problem *p, const ref_extras *x, ref_view q, ref_view k,
+                              ref_view v, ref_view d_o, float *dq, float *dk, float *dv,
+                              float *d_sinks) {
   clattn_dtype t = p->dtype;
   size_t B = p->batch, HQ = p->heads_q, HKV = p->heads_kv ? p->heads_kv : HQ;
   size_t NQ = p->seqlen_q, NKV = p->seqlen_kv, D = p->head_dim;
@@ -96,6 +112,8 @@ static REF_BACKWARD(backward_fp32, float, expf, tanhf)
         *dt = malloc((NKV ? NKV : 1) * sizeof(float));
   const float cap = p->softcap;
   float *qs = malloc(D * sizeof(float));
+  if (d_sinks)
+    for (size_t h = 0; h < HQ; h++) d_sinks[h] = 0.0f;
   for (size_t b = 0; pr && dp && dt && qs && b < B; b++)
     for (size_t h = 0; h < HQ; h++)
       for (size_t i = 0; i < NQ; i++) {
@@ -104,7 +122,8 @@ static REF_BACKWARD(backward_fp32, float, expf, tanhf)
         if (n == j0) continue;
         const float *qi = at(q, b, i, h), *gi = at(d_o, b, i, h);
         for (size_t c = 0; c < D; c++) qs[c] = ref_round(t, scale * qi[c]);
-        float mx = -INFINITY, sum = 0.0f, Di = 0.0f;
+        float mx = -INFINITY, sum = 0.0f, Di = 0.0f, slope = (float)ref_slope(p, x, b, h);
+        float sink = x && x->sinks ? x->sinks[h] : -INFINITY;
         for (size_t j = j0; j < n; j++) {
           const float *kj = at(k, b, j, hk), *vj = at(v, b, j, hk);
           float dot = 0.0f, g = 0.0f;
@@ -115,11 +134,16 @@ static REF_BACKWARD(backward_fp32, float, expf, tanhf)
             float th = tanhf(pr[j] / cap);
             pr[j] = ref_round(t, cap * th), dt[j] = 1.0f - th * th;
           }
+          pr[j] += (float)bias_of(p, slope, i, j); /* ALiBi's fp32 bias, as the forward's */
           dp[j] = ref_round(t, g);
           if (pr[j] > mx) mx = pr[j];
         }
+        if (sink > mx) mx = sink;
         for (size_t j = j0; j < n; j++) sum += (pr[j] = expf(pr[j] - mx));
+        float psink = sink > -INFINITY ? expf(sink - mx) : 0.0f;
+        sum += psink, psink = ref_round(t, psink / sum);
         for (size_t j = j0; j < n; j++) pr[j] = ref_round(t, pr[j] / sum), Di += pr[j] * dp[j];
+        if (d_sinks) d_sinks[h] -= psink * Di;
         float *dqi = dq + ((b * HQ + h) * NQ + i) * D;
         for (size_t j = j0; j < n; j++) {
           const float *kj = at(k, b, j, hk), ds = ref_round(t, pr[j] * (dp[j] - Di) * dt[j]);
@@ -138,10 +162,21 @@ static REF_BACKWARD(backward_fp32, float, expf, tanhf)
   free(qs);
 }
 
+void ref_backward_ex_f32(const clattn_problem *p, const ref_extras *x, ref_view q, ref_view k,
+                         ref_view v, ref_view d_o, float *dq, float *dk, float *dv,
+                         float *d_sinks) {
+  if (p->dtype == CLATTN_F32)
+    backward_fp32(p, x, q, k, v, d_o, dq, dk, dv, d_sinks);
+  else
+    backward_half(p, x, q, k, v, d_o, dq, dk, dv, d_sinks);
+}
+
+void ref_backward_f64(const clattn_problem *p, ref_view q, ref_view k, ref_view v, ref_view d_o,
+                      double *dq, double *dk, double *dv) {
+  ref_backward_ex_f64(p, NULL, q, k, v, d_o, dq, dk, dv, NULL);
+}
+
 void ref_backward_f32(const clattn_problem *p, ref_view q, ref_view k, ref_view v, ref_view d_o,
                       float *dq, float *dk, float *dv) {
-  if (p->dtype == CLATTN_F32)
-    backward_fp32(p, q, k, v, d_o, dq, dk, dv);
-  else
-    backward_half(p, q, k, v, d_o, dq, dk, dv);
+  ref_backward_ex_f32(p, NULL, q, k, v, d_o, dq, dk, dv, NULL);
 }
