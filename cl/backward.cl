@@ -127,7 +127,7 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
        __global const stor_t *d_o, ulong g_off, ulong g_sb, ulong g_ss, ulong g_sh,
        __global const float *lse, __global const float *drow, __global stor_t *dq, ulong dq_off,
        ulong dq_sb, ulong dq_ss, ulong dq_sh, uint heads_q, uint heads_kv, uint seqlen_q,
-       uint seqlen_kv, uint num_qblocks, float scale, ulong group_base VARIANT_ARGS) {
+       uint seqlen_kv, uint num_qblocks, float scale, ulong group_base VARIANT_ARGS PDP_ARG) {
   __local float Ks[BKV * D];
   __local float Vs[BKV * DV];
   const uint lid = get_local_id(0);
@@ -165,6 +165,7 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
   const uint row_first = mask_key(i, mask_lo, seqlen_kv), row_end = mask_key(i, mask_hi, seqlen_kv);
 #endif
   const ulong kb0 = k_off + b * k_sb + hk * k_sh, vb0 = v_off + b * v_sb + hk * v_sh;
+  float pd = 0.0f; /* SINKS: the row's sum of P dP */
   for (uint kv0 = kv_first; kv0 < kv_end; kv0 += BKV) {
     const uint nk = min((uint)BKV, kv_end - kv0);
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -191,11 +192,17 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
       float dp = 0.0f;
       for (uint c = 0; c < DV; c++) dp = fma(gi[c], Vs[jj * DV + c], dp);
       const float ds = p * (dp - di) * dt;
+#if SINKS
+      pd = fma(p, dp, pd);
+#endif
       for (uint c = 0; c < D; c++) dqi[c] = fma(ds, Ks[jj * D + c], dqi[c]);
     }
   }
   if (row) {
     const ulong ob = dq_off + b * dq_sb + (ulong)i * dq_ss + h * dq_sh;
     for (uint c = 0; c < D; c++) STS(dq + ob + c, dqi[c] * scale);
+#if SINKS
+    pdp[pdp_off + r] = pd;
+#endif
   }
 }

@@ -245,7 +245,7 @@ bwd_dq(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
        __global const float *d_o, ulong g_off, ulong g_sb, ulong g_ss, ulong g_sh,
        __global const float *lse, __global const float *drow, __global float *dq, ulong dq_off,
        ulong dq_sb, ulong dq_ss, ulong dq_sh, uint heads_q, uint heads_kv, uint seqlen_q,
-       uint seqlen_kv, uint num_qblocks, float scale, ulong group_base VARIANT_ARGS) {
+       uint seqlen_kv, uint num_qblocks, float scale, ulong group_base VARIANT_ARGS PDP_ARG) {
   __local float4 Kl[SK * QS / 4], Vl[SK * GS / 4];
   __local float *Ks = (__local float *)Kl, *Vs = (__local float *)Vl;
   const uint lid = get_local_id(0), warp = lid / 32, lane = lid % 32;
@@ -275,6 +275,7 @@ bwd_dq(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
   const ulong gb = g_off + b * g_sb + (ulong)(okb ? rb : 0) * g_ss + h * g_sh;
 
   float dqa[KT][4];
+  float pd0 = 0.0f, pd1 = 0.0f; /* SINKS: this lane's part of its rows' sums of P dP */
   UNROLL for (uint c = 0; c < KT; c++)
     UNROLL for (uint e = 0; e < 4; e++) dqa[c][e] = 0.0f;
 
@@ -324,10 +325,21 @@ bwd_dq(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
                     dt = 1.0f;
 #endif
         const uint a = (e >> 1) | ((e & 1) << 1);
+#if SINKS
+        if (e >> 1)
+          pd1 += p * dp[n][e];
+        else
+          pd0 += p * dp[n][e];
+#endif
         SPLIT(p * (dp[n][e] - dr) * dt, dh[n][a], dl[n][a]);
       }
     PRODUCT_N(dqa, KT, dh, dl, NK, Ks, QS);
   }
+#if SINKS /* the rows' sums of P dP meet across the quad */
+  pd0 = quad_sum(pd0 SCR_ARGS), pd1 = quad_sum(pd1 SCR_ARGS);
+  if (tq == 0 && oka) pdp[pdp_off + rbase + ra] = pd0;
+  if (tq == 0 && okb) pdp[pdp_off + rbase + rb] = pd1;
+#endif
   UNROLL for (uint e = 0; e < 4; e++) {
     const uint row = (e >> 1) ? rb : ra;
     if (row >= seqlen_q) continue;

@@ -224,7 +224,7 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
        __global const stor_t *d_o, ulong g_off, ulong g_sb, ulong g_ss, ulong g_sh,
        __global const float *lse, __global const float *drow, __global stor_t *dq, ulong dq_off,
        ulong dq_sb, ulong dq_ss, ulong dq_sh, uint heads_q, uint heads_kv, uint seqlen_q,
-       uint seqlen_kv, uint num_qblocks, float scale, ulong group_base VARIANT_ARGS) {
+       uint seqlen_kv, uint num_qblocks, float scale, ulong group_base VARIANT_ARGS PDP_ARG) {
   __local uint Kw[SK * QW], Vw[SK * GW];
   __local const ushort *Ks = (__local const ushort *)Kw;
   const uint lid = get_local_id(0), warp = lid / 32, lane = lid % 32;
@@ -260,6 +260,7 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
   LOAD_A(ga, VK, gg, gr + (ulong)(oka ? ra : 0) * g_ss, oka, gr + (ulong)(okb ? rb : 0) * g_ss,
          okb, DV);
   float dqa[CT][4];
+  float pd0 = 0.0f, pd1 = 0.0f; /* SINKS: this lane's part of its rows' sums of P dP */
   UNROLL for (uint c = 0; c < CT; c++) UNROLL for (uint e = 0; e < 4; e++) dqa[c][e] = 0.0f;
 
   uint kv_end = seqlen_kv;
@@ -307,12 +308,23 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
           ok ? exp2(s[n][e] * sl2 ALIBI_PLUS(slope2, (e >> 1) ? rb : ra, kv0 + j) - l) : 0.0f,
           dt = 1.0f;
 #endif
+#if SINKS
+      if (e >> 1)
+        pd1 += p * dp[n][e];
+      else
+        pd0 += p * dp[n][e];
+#endif
       dp[n][e] = p * (dp[n][e] - dr) * dt;
     }
     uint dsa[KK][4];
     TO_A(dsa, dp, KK);
     PRODUCT_N(dqa, CT, dsa, KK, Ks, 2 * QW); /* dQ += dS K */
   }
+#if SINKS /* the rows' sums of P dP meet across the quad */
+  pd0 = quad_sum(pd0 SCR_ARGS), pd1 = quad_sum(pd1 SCR_ARGS);
+  if (tq == 0 && oka) pdp[pdp_off + rbase + ra] = pd0;
+  if (tq == 0 && okb) pdp[pdp_off + rbase + rb] = pd1;
+#endif
   UNROLL for (uint e = 0; e < 4; e++) {
     const uint row = (e >> 1) ? rb : ra, cc = 2 * tq + (e & 1);
     if (row >= seqlen_q) continue;

@@ -145,7 +145,13 @@ typedef float floatv;
  * no sink. */
 #define SINK_M(h, split) ((split) == 0 ? sinks[h] * sink_unit : -INFINITY)
 #define SINK_L(split) ((split) == 0 ? 1.0f : 0.0f)
+/* The backward's bwd_dq kernels also write each row's sum of P dP over its keys to
+ * pdp[pdp_off + row] (after VARIANT_ARGS): rowsum(dO o O) before O was rounded to its storage,
+ * which the sinks' gradient sums over every row of a head (cl/standard.cl's bwd_sinks); D from
+ * a half O would carry its rounding into that sum. */
+#define PDP_ARG , __global float *pdp, ulong pdp_off
 #else
+#define PDP_ARG
 #define SINK_ARGS
 #define SINK_M(h, split) (-INFINITY)
 #define SINK_L(split) 0.0f

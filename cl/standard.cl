@@ -225,14 +225,30 @@ __kernel void bwd_rowdot(__global const stor_t *o, const ulong o_off, const ulon
   drow[r] = acc;
 }
 
+/* With SINKS: each row's sum of P dP over its keys, the chunk's P matrices and its dP ds_off
+ * elements after them, into pdp[pdp_off + row_base + r] (for bwd_sinks). One work-item per row;
+ * base counts work-groups. */
+__kernel void bwd_pdp(__global const float *ws, const ulong ds_off, __global float *pdp,
+                      const ulong pdp_off, const uint seqlen_kv, const ulong row_base,
+                      const ulong rows, const ulong base) {
+  const ulong r = base * get_local_size(0) + get_global_id(0);
+  if (r >= rows) return;
+  const ulong at = r * seqlen_kv;
+  float acc = 0.0f;
+  for (uint j = 0; j < seqlen_kv; j++) acc = fma(ws[at + j], ws[ds_off + at + j], acc);
+  pdp[pdp_off + row_base + r] = acc;
+}
+
 /* d_sinks[h] = -sum over the batch and the rows of head h of P_sink D, P_sink = exp(sink - LSE)
  * the sink's probability (its value is 0, so dS of the sink is P_sink (0 - D)), over the rows'
  * LSE and D (bwd_rowdot's). One work-group of WG per head, each work-item a fixed stride of rows,
- * then a tree: the same sum run to run. Rows with LSE = -inf (only where the sink is -inf too)
- * add nothing. */
+ * then a tree: the same sum run to run. D is the rows' sum of P dP (PDP_ARG of cl/common.cl, from
+ * pdp_off on), not bwd_rowdot's from the stored O. Rows with LSE = -inf (only where the sink is
+ * -inf too) add nothing. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
-bwd_sinks(__global const float *lse, __global const float *drow, __global const float *sinks,
-          __global float *d_sinks, const uint heads_q, const uint seqlen_q, const ulong batch) {
+bwd_sinks(__global const float *lse, __global const float *pdp, __global const float *sinks,
+          __global float *d_sinks, const uint heads_q, const uint seqlen_q, const ulong batch,
+          const ulong pdp_off) {
   __local float red[WG];
   const uint h = get_group_id(0), t = get_local_id(0);
   const float sink = sinks[h];
@@ -241,7 +257,7 @@ bwd_sinks(__global const float *lse, __global const float *drow, __global const 
     const ulong base = (b * heads_q + h) * seqlen_q;
     for (uint i = t; i < seqlen_q; i += WG) {
       const float l = lse[base + i];
-      if (l != -INFINITY) acc = fma(exp(sink - l), drow[base + i], acc);
+      if (l != -INFINITY) acc = fma(exp(sink - l), pdp[pdp_off + base + i], acc);
     }
   }
   acc = group_sum(red, acc);

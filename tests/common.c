@@ -104,7 +104,17 @@ static void expect_untouched(const float *host, const char *in, size_t n, const 
 void test_forward_check(clattn_context *ctx, const clattn_problem *p, int bhsd, size_t offset,
                         int with_lse, unsigned seed, const char *what) {
   check_spec sp = {0};
-  sp.problem = *p, sp.bhsd = bhsd, sp.offset = offset;
+  sp.problem = *p, sp.bhsd = bhsd, sp.offset = offset, sp.seed = seed;
+  test_forward_check_spec(ctx, &sp, with_lse, what);
+}
+
+void test_forward_check_spec(clattn_context *ctx, const check_spec *spec, int with_lse,
+                             const char *what) {
+  check_spec sp = *spec;
+  const clattn_problem *p = &sp.problem;
+  size_t offset = sp.offset;
+  int bhsd = sp.bhsd;
+  unsigned seed = sp.seed;
   size_t hkv = p->heads_kv ? p->heads_kv : p->heads_q,
          dv = p->head_dim_v ? p->head_dim_v : p->head_dim,
          rows = p->batch * p->heads_q * p->seqlen_q;
@@ -121,9 +131,13 @@ void test_forward_check(clattn_context *ctx, const clattn_problem *p, int bhsd, 
                           : clattn_bshd(o, p->seqlen_q, p->heads_q, dv);
   to.offset = offset;
   cl_event done = NULL;
-  cr_assert_eq(clattn_forward(ctx, p, &t[0].view, &t[1].view, &t[2].view, &to,
-                              with_lse ? lse : NULL, 0, NULL, &done),
-               CLATTN_OK, "forward %s failed: %s", what, clattn_last_error(ctx));
+  check_extras x;
+  cr_assert_eq(check_make_extras(ctx, &sp, 0, &x), CL_SUCCESS);
+  clattn_args a = {0};
+  a.q = t[0].view, a.k = t[1].view, a.v = t[2].view, a.o = to, a.lse = with_lse ? lse : NULL;
+  check_set_args(&a, &x);
+  cr_assert_eq(clattn_forward_ex(ctx, p, &a, 0, NULL, &done), CLATTN_OK, "forward %s failed: %s",
+               what, clattn_last_error(ctx));
   float *got = malloc(no * sizeof *got), *got_lse = malloc(nl * sizeof *got_lse);
   cl_command_queue queue = clattn_context_queue(ctx);
   cr_assert_eq(check_read(queue, o, p->dtype, got, no, done ? 1 : 0, done ? &done : NULL),
@@ -135,8 +149,9 @@ void test_forward_check(clattn_context *ctx, const clattn_problem *p, int bhsd, 
   double *ref = malloc((rows * dv + 1) * sizeof *ref), *ref_lse = malloc((rows + 1) * 8);
   float *naive = malloc((rows * dv + 1) * sizeof *naive), *naive_lse = malloc((rows + 1) * 4);
   ref_view vq = check_host_view(&t[0]), vk = check_host_view(&t[1]), vv = check_host_view(&t[2]);
-  ref_forward_f64(p, vq, vk, vv, ref, ref_lse);
-  ref_forward_f32(p, vq, vk, vv, naive, naive_lse);
+  ref_extras rx = check_ref_extras(&x);
+  ref_forward_ex_f64(p, &rx, vq, vk, vv, ref, ref_lse);
+  ref_forward_ex_f32(p, &rx, vq, vk, vv, naive, naive_lse);
   char *in = calloc(no, 1);
   double err = 0, nerr = 0, err_l = 0, nerr_l = 0;
   for (size_t b = 0; b < p->batch; b++)
@@ -166,6 +181,7 @@ void test_forward_check(clattn_context *ctx, const clattn_problem *p, int bhsd, 
   free(in), free(got), free(got_lse), free(ref), free(ref_lse), free(naive), free(naive_lse);
   for (int i = 0; i < 3; i++) clReleaseMemObject(t[i].buf), free(t[i].host);
   clReleaseMemObject(o), clReleaseMemObject(lse);
+  check_release_extras(&x);
 }
 
 static const char *const kernel_files[] = {
@@ -215,6 +231,13 @@ clattn_config test_mma_config(unsigned block_q, unsigned block_kv) {
 
 void test_forward_shape(const clattn_problem *p, int bhsd, size_t offset, int with_lse,
                         const clattn_config *cfg) {
+  check_spec sp = {0};
+  sp.problem = *p, sp.bhsd = bhsd, sp.offset = offset;
+  test_forward_shape_spec(&sp, with_lse, cfg);
+}
+
+void test_forward_shape_spec(const check_spec *spec, int with_lse, const clattn_config *cfg) {
+  const clattn_problem *p = &spec->problem;
   clattn_context *ctx = test_context(NULL);
   if (cfg) {
     cr_assert_eq(clattn_override_config(ctx, p, cfg), CLATTN_OK, "%s", clattn_last_error(ctx));
@@ -228,8 +251,9 @@ void test_forward_shape(const clattn_problem *p, int bhsd, size_t offset, int wi
                      ? (size_t)(cfg->block_q / cfg->rows_per_item) * cfg->threads_per_row
                      : (size_t)cfg->block_q * 2 /* a warp of 32 per 16 rows */);
   }
-  test_forward_check(ctx, p, bhsd, offset, with_lse, (unsigned)(p->seqlen_q * 31 + p->head_dim),
-                     "forward");
+  check_spec sp = *spec;
+  sp.seed = (unsigned)(p->seqlen_q * 31 + p->head_dim);
+  test_forward_check_spec(ctx, &sp, with_lse, "forward");
   /* A kernel that stopped building would be passed over for another: say so here. */
   cr_expect_str_empty(clattn_context_diagnostics(ctx), "diagnostics: %s",
                       clattn_context_diagnostics(ctx));

@@ -47,12 +47,18 @@ double test_naive_err(double err, double naive, double ref);
  * messages. */
 void test_forward_check(clattn_context *ctx, const clattn_problem *p, int bhsd, size_t offset,
                         int with_lse, unsigned seed, const char *what);
+/* The same for a check_spec (problem, layout, offset, seed, and ALiBi and sinks: the call is
+ * clattn_forward_ex's). */
+void test_forward_check_spec(clattn_context *ctx, const check_spec *sp, int with_lse,
+                             const char *what);
 
 /* One problem on random data, checked by test_forward_check (O, and LSE when with_lse), in a
  * fresh context. With cfg, the config is forced by an override first and
  * explain must report it. Layout: bhsd or bshd views, offset elements before each tensor. */
 void test_forward_shape(const clattn_problem *p, int bhsd, size_t offset, int with_lse,
                         const clattn_config *cfg);
+/* The same for a check_spec (its seed replaced as above). */
+void test_forward_shape_spec(const check_spec *sp, int with_lse, const clattn_config *cfg);
 
 /* The tensor-core kernel's config: block_q rows (a warp per 16), block_kv keys, padded rows. */
 clattn_config test_mma_config(unsigned block_q, unsigned block_kv);

@@ -1,8 +1,8 @@
 /* The extended entry points clattn_forward_ex and clattn_backward_ex (clattn_args) and the
  * variants' fields of clattn_problem: the extended calls compute exactly what clattn_forward and
  * clattn_backward do (bitwise, outputs starting NaN and checked whole); the variants' values are
- * checked (INVALID_ARGUMENT), the members no path computes yet are refused (UNSUPPORTED, naming
- * them); every refusal leaves the outputs untouched and the context usable. The variants'
+ * checked (INVALID_ARGUMENT), and so are ALiBi's slopes and the sinks against their sizes and the
+ * outputs; the members no path computes yet are refused (UNSUPPORTED, naming them); every refusal leaves the outputs untouched and the context usable. The variants'
  * results are checked against the reference by suite variants. */
 #include "common.h"
 
@@ -151,28 +151,62 @@ Test(extended, null_args_rejected) {
   done_with(&f);
 }
 
-/* Each variant member, set, is refused by name in the pass that reads it. */
+/* Each variant member no path computes yet, set, is refused by name in both passes. */
 Test(extended, variant_members_rejected) {
   fixture f = make();
   cl_mem any = f.lse;
-  cl_mem *members[] = {&f.a.alibi_slopes, &f.a.sinks,         &f.a.d_sinks,
-                       &f.a.cu_seqlens_q, &f.a.cu_seqlens_kv, &f.a.seqlens_kv};
-  const char *names[] = {"alibi_slopes", "sinks",         "d_sinks",
-                         "cu_seqlens_q", "cu_seqlens_kv", "seqlens_kv"};
+  cl_mem *members[] = {&f.a.cu_seqlens_q, &f.a.cu_seqlens_kv, &f.a.seqlens_kv};
+  const char *names[] = {"cu_seqlens_q", "cu_seqlens_kv", "seqlens_kv"};
   /* The tensors are checked before the variant members are refused. */
-  f.a.sinks = any, f.a.k.buffer = NULL;
+  f.a.seqlens_kv = any, f.a.k.buffer = NULL;
   expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "k.buffer is NULL");
-  f.a.sinks = NULL, f.a.k = clattn_bshd(f.buf[K], NKV, H, D);
-  for (int i = 0; i < 6; i++) {
+  f.a.seqlens_kv = NULL, f.a.k = clattn_bshd(f.buf[K], NKV, H, D);
+  for (int i = 0; i < 3; i++) {
     *members[i] = any;
-    if (members[i] != &f.a.d_sinks) expect_refused(&f, 0, CLATTN_ERR_UNSUPPORTED, names[i]);
+    expect_refused(&f, 0, CLATTN_ERR_UNSUPPORTED, names[i]);
     expect_refused(&f, 1, CLATTN_ERR_UNSUPPORTED, names[i]);
     *members[i] = NULL;
   }
-  /* The forward ignores the backward's members: d_sinks set, it computes. */
-  f.a.d_sinks = any;
+  done_with(&f);
+}
+
+/* ALiBi's slopes and the sinks: a buffer too small for its layout, a flag or gradient without
+ * its input, and an input that overlaps an output (or a gradient that overlaps anything) are
+ * refused by name (INVALID_ARGUMENT); the forward ignores d_sinks. */
+Test(extended, alibi_and_sinks_bad_input_rejected) {
+  fixture f = make();
+  cl_mem small = test_buffer(f.ctx, H - 1, 1.0f), heads = test_buffer(f.ctx, H, 0.5f);
+  cl_mem grad = test_buffer(f.ctx, H, NAN);
+  f.a.alibi_slopes = small;
+  expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "alibi_slopes: the view needs");
+  f.a.alibi_slopes = heads, f.p.flags |= CLATTN_ALIBI_PER_BATCH; /* needs B * H */
+  expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "alibi_slopes: the view needs");
+  f.a.alibi_slopes = NULL;
+  expect_refused(&f, 1, CLATTN_ERR_INVALID_ARGUMENT, "CLATTN_ALIBI_PER_BATCH");
+  f.p.flags &= ~(unsigned)CLATTN_ALIBI_PER_BATCH;
+  f.a.sinks = small;
+  expect_refused(&f, 1, CLATTN_ERR_INVALID_ARGUMENT, "sinks: the view needs");
+  f.a.sinks = NULL, f.a.d_sinks = grad;
+  expect_refused(&f, 1, CLATTN_ERR_INVALID_ARGUMENT, "args.sinks is NULL");
+  /* Overlaps: an input over an output, the gradient over an input or another output. */
+  f.a.d_sinks = NULL, f.a.sinks = f.buf[O];
+  expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "sinks overlaps o");
+  f.a.sinks = heads, f.a.alibi_slopes = f.buf[DK];
+  expect_refused(&f, 1, CLATTN_ERR_INVALID_ARGUMENT, "alibi_slopes overlaps dk");
+  f.a.alibi_slopes = NULL, f.a.d_sinks = heads;
+  expect_refused(&f, 1, CLATTN_ERR_INVALID_ARGUMENT, "d_sinks overlaps sinks");
+  f.a.d_sinks = f.buf[Q];
+  expect_refused(&f, 1, CLATTN_ERR_INVALID_ARGUMENT, "d_sinks overlaps q");
+  /* The forward ignores the backward's member; with it valid, both passes compute. */
+  f.a.d_sinks = grad;
   cr_assert_eq(clattn_forward_ex(f.ctx, &f.p, &f.a, 0, NULL, NULL), CLATTN_OK, "%s",
                clattn_last_error(f.ctx));
+  cr_assert_eq(clattn_backward_ex(f.ctx, &f.p, &f.a, 0, NULL, NULL), CLATTN_OK, "%s",
+               clattn_last_error(f.ctx));
+  float *g = read_all(&f, grad, H);
+  for (int h = 0; h < H; h++) cr_assert(isfinite(g[h]), "d_sinks[%d] = %g", h, g[h]);
+  free(g);
+  clReleaseMemObject(small), clReleaseMemObject(heads), clReleaseMemObject(grad);
   done_with(&f);
 }
 

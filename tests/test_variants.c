@@ -1,6 +1,7 @@
 /* The variants of issue 17 that the kernels compute so far: the sliding window (CLATTN_WINDOW,
  * either side unbounded or not, with or without a causal bound), the top-left causal alignment
- * (CLATTN_CAUSAL_TOP_LEFT) and the softcap, alone and in the combinations models use, against the
+ * (CLATTN_CAUSAL_TOP_LEFT), the softcap, ALiBi (per head or per batch entry and head) and the
+ * attention sinks (their gradient too), alone and in the combinations models use, against the
  * double reference of tools/check.c and runtime/tune/reference*.c under DESIGN.md's rule (2x the
  * naive error for O and LSE, 3x for the gradients, + 1e-6 in fp32 or 1e-4 in half). Outputs start
  * NaN. Each case runs every path that computes it: the forward through the device's plan, through
@@ -29,21 +30,31 @@ typedef struct vcase {
   int bhsd;
   size_t offset;
   int forward_only;
-  int mma; /* fp32: forward_mma forced too, emulated (slow: two cases) */
+  int mma;   /* fp32: forward_mma forced too, emulated (slow: two cases) */
+  int alibi; /* 1: ALiBi slopes per head, 2: per batch entry and head */
+  int sinks; /* a sink per head (and its gradient) */
 } vcase;
 
 static clattn_problem problem_of(const vcase *v, clattn_algorithm algo) {
   clattn_problem p = {v->b,  v->hq,    v->hkv, v->nq,    v->nkv, v->d,
                       v->dv, v->dtype, 0.0f,   v->flags, algo};
   p.window_left = v->left, p.window_right = v->right, p.softcap = v->softcap;
+  if (v->alibi == 2) p.flags |= CLATTN_ALIBI_PER_BATCH;
   return p;
+}
+
+/* The checked run's spec: the problem on a path, the layout, ALiBi and the sinks. */
+static check_spec spec_of(const vcase *v, clattn_algorithm algo) {
+  check_spec sp = {problem_of(v, algo), v->bhsd, v->offset};
+  sp.alibi = v->alibi != 0, sp.sinks = v->sinks;
+  return sp;
 }
 
 /* The backward on a path: the device's plan, a forced backward config (cfg), or the standard
  * path. */
 static void backward_on(const vcase *v, clattn_algorithm algo, const clattn_config *cfg) {
   clattn_context *ctx = test_context(NULL);
-  check_spec sp = {problem_of(v, algo), v->bhsd, v->offset};
+  check_spec sp = spec_of(v, algo);
   if (cfg)
     cr_assert_eq(clattn_override_config(ctx, &sp.problem, cfg), CLATTN_OK, "%s",
                  clattn_last_error(ctx));
@@ -51,12 +62,13 @@ static void backward_on(const vcase *v, clattn_algorithm algo, const clattn_conf
   check_bwd_result r;
   cr_assert_eq(check_backward_run(ctx, &sp, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
   static const char *const names[3] = {"dq", "dk", "dv"};
+  const char *path = algo == CLATTN_ALGO_STANDARD ? "standard" : cfg ? cfg->kernel : "fused";
   for (int g = 0; g < 3; g++)
-    cr_expect_leq(r.err[g], r.tol[g], "%s backward %s: error %g, naive %g",
-                  algo == CLATTN_ALGO_STANDARD ? "standard"
-                  : cfg                        ? cfg->kernel
-                                               : "fused",
-                  names[g], r.err[g], r.naive_err[g]);
+    cr_expect_leq(r.err[g], r.tol[g], "%s backward %s: error %g, naive %g", path, names[g],
+                  r.err[g], r.naive_err[g]);
+  if (v->sinks)
+    cr_expect_leq(r.err_sinks, r.tol_sinks, "%s backward d_sinks: error %g, naive %g", path,
+                  r.err_sinks, r.naive_err_sinks);
   clattn_context_destroy(ctx);
 }
 
@@ -64,8 +76,8 @@ static void backward_on(const vcase *v, clattn_algorithm algo, const clattn_conf
 static void check_case(const vcase *v) {
   /* Half: forward_mma_half too, its mma.sync emulated (ranked last so, the plans keep theirs). */
   if (v->dtype != CLATTN_F32 || v->mma) setenv("CLATTN_MMA_EMULATE", "1", 1);
-  clattn_problem p = problem_of(v, CLATTN_ALGO_AUTO);
-  test_forward_shape(&p, v->bhsd, v->offset, 1, NULL);
+  check_spec sp = spec_of(v, CLATTN_ALGO_AUTO);
+  test_forward_shape_spec(&sp, 1, NULL);
   if (v->dtype != CLATTN_F32) {
     clattn_config mma = {.kernel = "forward_mma_half",
                          .block_q = 32,
@@ -73,7 +85,7 @@ static void check_case(const vcase *v) {
                          .threads_per_row = 1,
                          .stage_kv = 1,
                          .rows_per_item = 1};
-    test_forward_shape(&p, v->bhsd, v->offset, 1, &mma);
+    test_forward_shape_spec(&sp, 1, &mma);
   } else {
     clattn_config rows = {.kernel = "forward_rows",
                           .block_q = 16,
@@ -81,7 +93,7 @@ static void check_case(const vcase *v) {
                           .threads_per_row = 2,
                           .stage_kv = 1,
                           .rows_per_item = 1};
-    test_forward_shape(&p, v->bhsd, v->offset, 1, &rows);
+    test_forward_shape_spec(&sp, 1, &rows);
     clattn_config mma = {.kernel = "forward_mma",
                          .block_q = 32,
                          .block_kv = 16,
@@ -89,10 +101,10 @@ static void check_case(const vcase *v) {
                          .stage_kv = 1,
                          .rows_per_item = 1,
                          .pad = 1};
-    if (v->mma) test_forward_shape(&p, v->bhsd, v->offset, 1, &mma);
+    if (v->mma) test_forward_shape_spec(&sp, 1, &mma);
   }
-  clattn_problem std = problem_of(v, CLATTN_ALGO_STANDARD);
-  test_forward_shape(&std, v->bhsd, v->offset, 1, NULL);
+  check_spec std = spec_of(v, CLATTN_ALGO_STANDARD);
+  test_forward_shape_spec(&std, 1, NULL);
   if (v->forward_only) return;
   backward_on(v, CLATTN_ALGO_AUTO, NULL);
   backward_on(v, CLATTN_ALGO_STANDARD, NULL);
@@ -146,3 +158,28 @@ VCASE(f16_causal_window_softcap, F16, 1, 2, 0, 77, 130, 64, 0, C | W, 25, 0, 30.
 VCASE(f16_window_top_left_gqa, F16, 1, 4, 2, 60, 45, 32, 0, TL | W, 10, 0, 0.0f, BHSD, 0)
 VCASE(bf16_window_softcap, BF16, 1, 2, 0, 50, 90, 40, 0, W, 12, 6, 1.5f, BSHD, 0)
 VCASE(bf16_causal_top_left, BF16, 2, 2, 1, 39, 39, 64, 0, TL, 0, 0, 0.0f, BSHD, 3)
+
+/* ALiBi (BLOOM's slopes; per batch entry and head with 2) alone, with causal (BLOOM, MPT), with
+ * nq > nkv, and with everything else; fp32 on the tensor-core families too (emulated). */
+/*    name                       dtype b hq hkv nq nkv  d dv flags left right cap layout off fo mma
+ *    alibi sinks */
+VCASE(alibi, F32, 2, 3, 0, 47, 61, 32, 0, 0, 0, 0, 0.0f, BSHD, 0, 0, 0, 1, 0)
+VCASE(alibi_causal_gqa_dv, F32, 1, 4, 2, 70, 70, 40, 24, C, 0, 0, 0.0f, BHSD, 0, 0, 0, 1, 0)
+VCASE(alibi_per_batch_q_longer, F32, 3, 2, 0, 55, 31, 17, 0, 0, 0, 0, 0.0f, BSHD, 5, 0, 0, 2, 0)
+VCASE(alibi_causal_window_softcap, F32, 1, 2, 1, 64, 100, 32, 0, C | W, 30, 0, 5.0f, BSHD, 0, 0, 1,
+      1, 0)
+/* Sinks (gpt-oss; head 2's is -inf, no sink) alone, with a causal window, on rows that see no
+ * key (O = 0, LSE = the sink), and in a decode row whose keys are split (the sink joins the first
+ * range only); then with ALiBi and the top-left mask on the tensor-core families. */
+VCASE(sinks, F32, 2, 3, 0, 33, 75, 24, 0, 0, 0, 0, 0.0f, BSHD, 0, 0, 0, 0, 1)
+VCASE(sinks_causal_window_gqa, F32, 1, 4, 2, 90, 90, 64, 0, C | W, 16, 0, 0.0f, BHSD, 0, 0, 0, 0,
+      1)
+VCASE(sinks_rows_without_keys, F32, 1, 3, 0, 60, 30, 16, 0, C, 0, 0, 0.0f, BSHD, 3, 0, 0, 0, 1)
+VCASE(sinks_decode_split, F32, 1, 1, 0, 1, 3000, 64, 0, 0, 0, 0, 0.0f, BSHD, 0, 0, 0, 1, 1)
+VCASE(alibi_sinks_top_left, F32, 2, 2, 1, 37, 53, 24, 0, TL, 0, 0, 0.0f, BSHD, 0, 0, 1, 2, 1)
+/* Half storage: each dtype on two shapes. */
+VCASE(f16_alibi_causal, F16, 1, 2, 0, 77, 100, 64, 0, C, 0, 0, 0.0f, BSHD, 0, 0, 0, 1, 0)
+VCASE(f16_sinks_window_gqa, F16, 1, 4, 2, 50, 70, 32, 0, W, 10, 10, 0.0f, BHSD, 0, 0, 0, 0, 1)
+VCASE(bf16_alibi_per_batch_sinks_causal, BF16, 2, 2, 0, 41, 41, 48, 0, C, 0, 0, 0.0f, BSHD, 0, 0,
+      0, 2, 1)
+VCASE(bf16_sinks_softcap, BF16, 1, 3, 0, 30, 66, 40, 0, 0, 0, 0, 20.0f, BSHD, 0, 0, 0, 0, 1)

@@ -223,6 +223,11 @@ unsigned clattn__backward_bind(const clattn__family *f, const clattn__config *c,
     out[n].base_arg = a.next;
     clattn__arg(&a, sizeof zero, &zero);
     clattn__arg_variants(&a, s, 1.0);
+    if (s->sinks) { /* cl/common.cl's PDP_ARG: after D in the row workspace */
+      cl_ulong pdp_off = s->batch * s->heads_q * s->seqlen_q;
+      clattn__arg(&a, sizeof(cl_mem), &b->drow);
+      clattn__arg(&a, sizeof pdp_off, &pdp_off);
+    }
     if (a.err != CL_SUCCESS && *err == CL_SUCCESS) *err = a.err;
     out[n].kernel = kernels[1], out[n].groups = nqb * s->batch * s->heads_q, out[n].wg = wg[1];
     n++;

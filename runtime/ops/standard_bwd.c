@@ -23,16 +23,18 @@ static clattn_status elementwise(clattn_context *ctx, cl_kernel k, cl_uint base_
 clattn_status clattn__bwd_rowsum(clattn_context *ctx, const clattn__shape *s,
                                  const clattn_tensor *o, const clattn_tensor *d_o) {
   size_t rows = s->batch * s->heads_q * s->seqlen_q;
-  if (ctx->bwd_ws_bytes < rows * sizeof(float)) {
+  /* With sinks, the rows' sums of P dP follow D (cl/common.cl's PDP_ARG). */
+  size_t bytes = (s->sinks ? 2 : 1) * rows * sizeof(float);
+  if (ctx->bwd_ws_bytes < bytes) {
     if (ctx->bwd_ws) clReleaseMemObject(ctx->bwd_ws);
     cl_int err;
-    ctx->bwd_ws = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, rows * sizeof(float), NULL, &err);
-    ctx->bwd_ws_bytes = err == CL_SUCCESS ? rows * sizeof(float) : 0;
+    ctx->bwd_ws = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    ctx->bwd_ws_bytes = err == CL_SUCCESS ? bytes : 0;
     if (err != CL_SUCCESS) {
       ctx->bwd_ws = NULL;
       return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES,
-                          "backward: cannot allocate its %zu-byte row workspace (%s)",
-                          rows * sizeof(float), clattn__cl_error_name(err));
+                          "backward: cannot allocate its %zu-byte row workspace (%s)", bytes,
+                          clattn__cl_error_name(err));
     }
   }
   cl_kernel k;
@@ -72,7 +74,7 @@ clattn_status clattn__bwd_sinks(clattn_context *ctx, const clattn__shape *s, cl_
   clattn_status st = clattn__std_kernel(ctx, "bwd_sinks", "-D WG=64 -D CPI=0 -D CAUSAL=0", &k);
   if (st != CLATTN_OK) return st;
   cl_uint hq = (cl_uint)s->heads_q, nq = (cl_uint)s->seqlen_q;
-  cl_ulong b = s->batch;
+  cl_ulong b = s->batch, pdp_off = s->batch * s->heads_q * s->seqlen_q;
   clattn__args a = {k, 0, CL_SUCCESS};
   clattn__arg(&a, sizeof(cl_mem), &lse);
   clattn__arg(&a, sizeof(cl_mem), &ctx->bwd_ws);
@@ -81,11 +83,33 @@ clattn_status clattn__bwd_sinks(clattn_context *ctx, const clattn__shape *s, cl_
   clattn__arg(&a, sizeof hq, &hq);
   clattn__arg(&a, sizeof nq, &nq);
   clattn__arg(&a, sizeof b, &b);
+  clattn__arg(&a, sizeof pdp_off, &pdp_off);
   if (a.err != CL_SUCCESS) return clattn__fail_cl(ctx, a.err, "clSetKernelArg(bwd_sinks)");
   size_t global = s->heads_q * 64, local = 64;
   cl_int err = clEnqueueNDRangeKernel(ctx->queue, k, 1, NULL, &global, &local, 0, NULL, NULL);
   return err == CL_SUCCESS ? CLATTN_OK
                            : clattn__fail_cl(ctx, err, "clEnqueueNDRangeKernel(bwd_sinks)");
+}
+
+/* With sinks: the chunk's rows' sums of P dP (cl/standard.cl's bwd_pdp), before dS replaces dP
+ * (ds_off elements after P in the workspace); rows from row_base. */
+static clattn_status pdp_rows(clattn_context *ctx, const clattn__shape *s, size_t rows,
+                              cl_ulong row_base, cl_ulong ds_off) {
+  cl_kernel k;
+  clattn_status st = clattn__std_kernel(ctx, "bwd_pdp", "-D WG=64 -D CPI=0 -D CAUSAL=0", &k);
+  if (st != CLATTN_OK) return st;
+  cl_ulong pdp_off = s->batch * s->heads_q * s->seqlen_q, n = rows;
+  cl_uint nkv = (cl_uint)s->seqlen_kv;
+  clattn__args a = {k, 0, CL_SUCCESS};
+  clattn__arg(&a, sizeof(cl_mem), &ctx->workspace);
+  clattn__arg(&a, sizeof ds_off, &ds_off);
+  clattn__arg(&a, sizeof(cl_mem), &ctx->bwd_ws);
+  clattn__arg(&a, sizeof pdp_off, &pdp_off);
+  clattn__arg(&a, sizeof nkv, &nkv);
+  clattn__arg(&a, sizeof row_base, &row_base);
+  clattn__arg(&a, sizeof n, &n);
+  if (a.err != CL_SUCCESS) return clattn__fail_cl(ctx, a.err, "clSetKernelArg(bwd_pdp)");
+  return elementwise(ctx, k, 7, rows);
 }
 
 /* One chunk: batch*heads entries [first, first + count). ops: the operands q, k, v, d_o, dq, dk,
@@ -129,6 +153,7 @@ static clattn_status chunk(clattn_context *ctx, const clattn__shape *s, size_t f
   if (st == CLATTN_OK)
     st = clattn__std_gemm(ctx, "GEMM dP = dO V^T", 0, 1, nq, nkv, s->dv, 1.0f, d_o->buf, off->g,
                           d_o->ld, v->buf, off->v, v->ld, 0.0f, ws, off->ds, nkv, count, al, be);
+  if (st == CLATTN_OK && s->sinks) st = pdp_rows(ctx, s, count * nq, rb, count * mat);
   if (st == CLATTN_OK) {
     cl_ulong ds_off = count * mat; /* dS sits after the chunk's P matrices */
     err = clSetKernelArg(dscores, 0, sizeof(cl_mem), &ws);
