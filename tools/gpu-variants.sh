@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# On the device machine: the variants of issue 17 (sliding window, top-left causal, softcap).
+# On the device machine: the variants of issue 17 (sliding window, top-left causal, softcap,
+# ALiBi, sinks).
 # check: a few variant problems through `clattn run` in fp32, fp16 and bf16, forward and
 # backward, on the plans there (the tensor-core families, which CI runs only emulated, and
 # whose warp-level tile skipping only a GPU runs). time: `clattn bench --columns fused` of the
 # same shapes with and without each variant, so each variant's cost (softcap: no work removed)
 # and a window's saving (4096 keys at N = 32768 against full causal) are ratios of one call.
-# Usage: tools/gpu-variants.sh DIR [check] [time] (DIR from tools/gpu-pack.sh). Writes to $OUT.
+# time-args: ALiBi and sinks (clattn_args buffers, which bench does not take) against plain
+# through `clattn run --no-check`, forward and backward, in turns, ROUNDS rounds; the medians
+# over rounds and their ratios to plain go to args_time.txt.
+# Usage: tools/gpu-variants.sh DIR [check] [time] [time-args] (DIR from tools/gpu-pack.sh).
+# Writes to $OUT.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/gpu-env.sh" "${1:-.gpu}"
@@ -17,7 +22,8 @@ if [[ " $steps " == *" check "* ]]; then
   n=0 bad=0
   for dt in f32 f16 bf16; do
     for v in "--causal --window 100,0" "--causal-top-left" "--window 64,32 --softcap 30" \
-      "--causal --softcap 50 --heads-kv 2"; do
+      "--causal --softcap 50 --heads-kv 2" "--alibi --causal" "--sinks --causal --window 100,0" \
+      "--alibi-per-batch --sinks --softcap 30 --heads-kv 2"; do
       for pass in "" --backward; do
         args=(--dtype $dt --batch 2 --heads 4 --seqlen-q 777 --seqlen-kv 1030 --head-dim 128
           --lse --repeat 0 --warmup 0 $v $pass)
@@ -46,4 +52,29 @@ if [[ " $steps " == *" time "* ]]; then
     "$cl" "${b[@]}" --dtype $dt --seqlen 32768 --head-dim 128 --heads 16 --causal on \
       --window 4096,0 >"$out/time_${dt}_window32k.json" 2>>"$out/time.err"
   done
+fi
+if [[ " $steps " == *" time-args "* ]]; then
+  rounds=${ROUNDS:-3}
+  for round in $(seq 1 "$rounds"); do
+    for dt in f16 f32; do
+      for mask in "" --causal; do
+        for pass in "" --backward; do
+          for v in plain --alibi --sinks "--alibi --sinks"; do
+            t=$("$cl" run --dtype $dt --batch 1 --heads 16 --seqlen 4096 --head-dim 128 $mask \
+              $pass --no-check --warmup 3 --repeat 10 ${v/plain/} 2>&1 |
+              grep -oE 'median [0-9.]+' | awk '{print $2}')
+            echo "$round $dt ${mask:-full} ${pass:-forward} ${v// /+} ${t:-failed}"
+          done
+        done
+      done
+    done
+  done >"$out/args_time.raw"
+  awk '$6 != "failed" { k = $2 " " $3 " " $4; v[k, $5, ++n[k, $5]] = $6; keys[k] = 1 }
+    function med(k, t,   c, i, j, a, x) {
+      c = n[k, t]; for (i = 1; i <= c; i++) a[i] = v[k, t, i]
+      for (i = 1; i <= c; i++) for (j = i + 1; j <= c; j++) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x }
+      return a[int((c + 1) / 2)] }
+    END { for (k in keys) { p = med(k, "plain"); printf "%s  plain %.3f ms  alibi %.3f  sinks %.3f  both %.3f\n",
+      k, p, med(k, "--alibi") / p, med(k, "--sinks") / p, med(k, "--alibi+--sinks") / p } }' \
+    "$out/args_time.raw" | sort | tee "$out/args_time.txt"
 fi
