@@ -45,6 +45,12 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
   const ulong bhk = gid / num_kblocks;
   const uint hk = (uint)(bhk % heads_kv);
   const ulong b = bhk / heads_kv;
+  KVLENS_BEGIN(b);
+#if KVLENS /* this entry's keys from here on (cl/common.cl) */
+#define seqlen_kv seqlen_kv_b
+#define mask_lo mask_lo_b
+#define mask_hi mask_hi_b
+#endif
   const uint j = kb * BKV + lid; /* this work-item's key */
   const bool key = j < seqlen_kv;
   const uint group = heads_q / heads_kv;
@@ -112,13 +118,19 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
       }
     }
   }
-  if (key) {
+  if (j < seqlen_kv_all) { /* keys past a padded entry's length get zeros */
     const ulong kb_out = dk_off + b * dk_sb + (ulong)j * dk_ss + hk * dk_sh;
     const ulong vb_out = dv_off + b * dv_sb + (ulong)j * dv_ss + hk * dv_sh;
     for (uint c = 0; c < D; c++) STS(dk + kb_out + c, dkj[c] * scale);
     for (uint c = 0; c < DV; c++) STS(dv + vb_out + c, dvj[c]);
   }
 }
+
+#if KVLENS
+#undef seqlen_kv
+#undef mask_lo
+#undef mask_hi
+#endif
 
 __kernel __attribute__((reqd_work_group_size(BQ, 1, 1))) void
 bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
@@ -136,6 +148,12 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
   const ulong bh = gid / num_qblocks;
   const uint h = (uint)(bh % heads_q);
   const ulong b = bh / heads_q;
+  KVLENS_BEGIN(b);
+#if KVLENS /* this entry's keys from here on (cl/common.cl) */
+#define seqlen_kv seqlen_kv_b
+#define mask_lo mask_lo_b
+#define mask_hi mask_hi_b
+#endif
   const uint hk = h / (heads_q / heads_kv);
   const uint i = qb * BQ + lid; /* this work-item's query row */
   const bool row = i < seqlen_q;
@@ -206,3 +224,9 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
 #endif
   }
 }
+
+#if KVLENS
+#undef seqlen_kv
+#undef mask_lo
+#undef mask_hi
+#endif

@@ -143,6 +143,12 @@ bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_s
   const ulong bhk = gid / num_kblocks;
   const uint hk = (uint)(bhk % heads_kv);
   const ulong b = bhk / heads_kv;
+  KVLENS_BEGIN(b);
+#if KVLENS /* this entry's keys from here on (cl/common.cl) */
+#define seqlen_kv seqlen_kv_b
+#define mask_lo mask_lo_b
+#define mask_hi mask_hi_b
+#endif
   const uint group = heads_q / heads_kv;
   const long shift = (long)seqlen_kv - (long)seqlen_q;
   const uint ja = kb * BKV + warp * 16 + gq, jb = ja + 8; /* this lane's two keys */
@@ -197,6 +203,9 @@ bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_s
         UNROLL for (uint e = 0; e < 4; e++) {
           const uint r = n * 8 + 2 * tq + (e & 1), j = (e >> 1) ? jb : ja;
           bool ok = Ls[r] != -INFINITY; /* rows past the block and rows that saw no key */
+#if KVLENS
+          ok = ok && j < seqlen_kv; /* keys past the entry's length: zero rows, P = 0 */
+#endif
 #if CAUSAL
           ok = ok && (long)j <= (long)(q0 + r) + shift;
 #endif
@@ -225,7 +234,7 @@ bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_s
   /* C element e of a tile is key gq + 8 (e >> 1), column 2 tq + (e & 1). */
   UNROLL for (uint e = 0; e < 4; e++) {
     const uint j = (e >> 1) ? jb : ja;
-    if (j >= seqlen_kv) continue;
+    if (j >= seqlen_kv_all) continue; /* keys past a padded entry's length get zeros */
     const ulong ko = dk_off + b * dk_sb + (ulong)j * dk_ss + hk * dk_sh;
     const ulong vo = dv_off + b * dv_sb + (ulong)j * dv_ss + hk * dv_sh;
     UNROLL for (uint c = 0; c < KT; c++)
@@ -237,6 +246,12 @@ bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_s
 
 #define WARPS_Q (BQ / 16)
 #define NK (SK / 8) /* 8-key tiles of a staged key block */
+
+#if KVLENS
+#undef seqlen_kv
+#undef mask_lo
+#undef mask_hi
+#endif
 
 __kernel __attribute__((reqd_work_group_size(2 * BQ, 1, 1))) void
 bwd_dq(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
@@ -259,6 +274,12 @@ bwd_dq(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
   const ulong bh = gid / num_qblocks;
   const uint h = (uint)(bh % heads_q);
   const ulong b = bh / heads_q;
+  KVLENS_BEGIN(b);
+#if KVLENS /* this entry's keys from here on (cl/common.cl) */
+#define seqlen_kv seqlen_kv_b
+#define mask_lo mask_lo_b
+#define mask_hi mask_hi_b
+#endif
   const uint hk = h / (heads_q / heads_kv);
   const long shift = (long)seqlen_kv - (long)seqlen_q;
   const uint ra = qb * BQ + warp * 16 + gq, rb = ra + 8; /* this lane's two rows */
@@ -349,3 +370,9 @@ bwd_dq(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
   }
 }
 // clang-format on
+
+#if KVLENS
+#undef seqlen_kv
+#undef mask_lo
+#undef mask_hi
+#endif

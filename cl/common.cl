@@ -156,7 +156,38 @@ typedef float floatv;
 #define SINK_M(h, split) (-INFINITY)
 #define SINK_L(split) 0.0f
 #endif
-#define VARIANT_ARGS MASK_ARGS SOFTCAP_ARGS ALIBI_ARGS SINK_ARGS
+#ifndef KVLENS
+#define KVLENS 0
+#endif
+/* KVLENS: a padded batch, batch entry b's keys [0, seqlens_kv[b]) of the seqlen_kv laid out (an
+ * entry below 0 or above seqlen_kv counts as 0: its rows see no key). The masks and ALiBi align
+ * to each entry's own length (kv_align 1: bottom-right, so a bound shifts by the difference;
+ * 0: top-left); kv_heads is heads_q, for the kernels that see only rows. A kernel names the
+ * entry after computing b: KVLENS_BEGIN(b), then `#define seqlen_kv seqlen_kv_b` (and mask_lo,
+ * mask_hi likewise) so that its code reads the entry's length, and seqlen_kv_all the laid-out
+ * one (which the backward writes its zero gradients up to); #undef them at its end. */
+#if KVLENS
+#define KVLENS_ARGS , __global const int *seqlens_kv, int kv_align, uint kv_heads
+static inline uint kv_len(__global const int *lens, ulong b, uint all) {
+  const int n = lens[b];
+  return n >= 0 && (uint)n <= all ? (uint)n : 0u;
+}
+#if MASK
+#define KVLENS_MASK                                                                                \
+  const long kv_shift_ = kv_align ? (long)seqlen_kv_b - (long)seqlen_kv_all : 0;                   \
+  const long mask_lo_b = mask_lo + kv_shift_, mask_hi_b = mask_hi + kv_shift_;
+#else
+#define KVLENS_MASK
+#endif
+#define KVLENS_BEGIN(b)                                                                            \
+  const uint seqlen_kv_all = seqlen_kv, seqlen_kv_b = kv_len(seqlens_kv, (b), seqlen_kv);          \
+  KVLENS_MASK
+#else
+#define KVLENS_ARGS
+#define KVLENS_BEGIN(b)
+#define seqlen_kv_all seqlen_kv
+#endif
+#define VARIANT_ARGS MASK_ARGS SOFTCAP_ARGS ALIBI_ARGS SINK_ARGS KVLENS_ARGS
 /* The first key row i sees (i + off clamped to [0, n]), and one past its last (i + off, the
  * same): both grow with i, so a block of rows sees keys [mask_key(first row, lo),
  * mask_key(last row, hi)). */

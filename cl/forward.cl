@@ -61,6 +61,12 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
   const ulong bh = gs / num_splits;
   const uint h = (uint)(bh % heads_q);
   const ulong b = bh / heads_q;
+  KVLENS_BEGIN(b);
+#if KVLENS /* this entry's keys from here on (cl/common.cl) */
+#define seqlen_kv seqlen_kv_b
+#define mask_lo mask_lo_b
+#define mask_hi mask_hi_b
+#endif
   const uint q0 = qb * BQ;
   const uint row = q0 + r;
 
@@ -171,3 +177,9 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
       lse[lse_off + split * lse_split + (b * heads_q + h) * seqlen_q + row] = l > 0.0f ? (m + log2(l)) * M_LN2_F : -INFINITY;
   }
 }
+
+#if KVLENS
+#undef seqlen_kv
+#undef mask_lo
+#undef mask_hi
+#endif

@@ -183,6 +183,12 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
   const ulong bh = gs / num_splits;
   const uint h = (uint)(bh % heads_q);
   const ulong b = bh / heads_q;
+  KVLENS_BEGIN(b);
+#if KVLENS /* this entry's keys from here on (cl/common.cl) */
+#define seqlen_kv seqlen_kv_b
+#define mask_lo mask_lo_b
+#define mask_hi mask_hi_b
+#endif
   const uint q0 = qb * BQ, r0 = q0 + warp * 16; /* this warp's rows r0 .. r0 + 15 */
   const uint row0 = r0 + gq, row1 = r0 + gq + 8; /* this lane's two rows */
 #ifdef MMA_EMULATE
@@ -428,3 +434,9 @@ UNROLL
   }
 }
 // clang-format on
+
+#if KVLENS
+#undef seqlen_kv
+#undef mask_lo
+#undef mask_hi
+#endif

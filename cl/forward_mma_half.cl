@@ -90,6 +90,12 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
   const ulong bh = gs / num_splits;
   const uint h = (uint)(bh % heads_q);
   const ulong b = bh / heads_q;
+  KVLENS_BEGIN(b);
+#if KVLENS /* this entry's keys from here on (cl/common.cl) */
+#define seqlen_kv seqlen_kv_b
+#define mask_lo mask_lo_b
+#define mask_hi mask_hi_b
+#endif
   const uint q0 = qb * BQ, r0 = q0 + warp * 16; /* this warp's rows r0 .. r0 + 15 */
   const uint row0 = r0 + gq, row1 = r0 + gq + 8; /* this lane's two rows */
   const bool live = SKIP_NONE || r0 < seqlen_q;  /* the same for the whole warp */
@@ -253,3 +259,9 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
           l > 0.0f ? (m + log2(l)) * M_LN2_F : -INFINITY;
   }
 }
+
+#if KVLENS
+#undef seqlen_kv
+#undef mask_lo
+#undef mask_hi
+#endif

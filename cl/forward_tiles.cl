@@ -48,6 +48,12 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
   const ulong bh = gs / num_splits;
   const uint h = (uint)(bh % heads_q);
   const ulong b = bh / heads_q;
+  KVLENS_BEGIN(b);
+#if KVLENS /* this entry's keys from here on (cl/common.cl) */
+#define seqlen_kv seqlen_kv_b
+#define mask_lo mask_lo_b
+#define mask_hi mask_hi_b
+#endif
   const uint q0 = qb * BQ, r0 = ty * RM; /* this work-item's rows: r0 .. r0 + RM - 1 */
 
   const ulong qbase = q_off + b * q_sb + h * q_sh;
@@ -184,3 +190,9 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
     }
   }
 }
+
+#if KVLENS
+#undef seqlen_kv
+#undef mask_lo
+#undef mask_hi
+#endif

@@ -61,6 +61,12 @@ softmax_rows(__global float *s, __global float *lse, const uint seqlen_q, const 
   const ulong r = row_base + get_group_id(0); /* row of the workspace */
   const uint t = get_local_id(0), i = (uint)(r % seqlen_q);
   __global float *row = s + r * seqlen_kv;
+  KVLENS_BEGIN((lse_base + r) / seqlen_q / kv_heads);
+#if KVLENS /* this entry's keys from here on (cl/common.cl) */
+#define seqlen_kv seqlen_kv_b
+#define mask_lo mask_lo_b
+#define mask_hi mask_hi_b
+#endif
 #if ALIBI || SINKS
   const ulong bh = (lse_base + r) / seqlen_q; /* (batch, head) of the row */
 #endif
@@ -106,7 +112,7 @@ softmax_rows(__global float *s, __global float *lse, const uint seqlen_q, const 
   const float inv = l > 0.0f ? 1.0f / l : 0.0f;
   for (uint c = 0; c < CPI; c++) {
     const uint j = t + c * WG;
-    if (j < seqlen_kv) row[j] = x[c] * inv;
+    if (j < seqlen_kv_all) row[j] = x[c] * inv; /* zeros past a padded entry's keys */
   }
 #else
   float mt = -INFINITY, lt = 0.0f;
@@ -128,11 +134,16 @@ softmax_rows(__global float *s, __global float *lse, const uint seqlen_q, const 
   l += SINK_TERM(sink, m);
 #endif
   const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-  for (uint j = t; j < seqlen_kv; j += WG)
+  for (uint j = t; j < seqlen_kv_all; j += WG)
     row[j] = j >= first && j < visible ? exp2((SCORE(row[j], i, j) - m) * LOG2E) * inv : 0.0f;
 #endif
   if (write_lse && t == 0) lse[lse_base + r] = l > 0.0f ? m + log(l) : -INFINITY;
 }
+#if KVLENS
+#undef seqlen_kv
+#undef mask_lo
+#undef mask_hi
+#endif
 
 /* seqlen_kv = 0: every row sees no key, so O = 0 and LSE = -inf (with SINKS, the head's sink).
  * One work-item per (row, column) of the strided output view; base counts work-groups
@@ -175,7 +186,16 @@ __kernel void bwd_probs(__global float *s, __global const float *lse, const uint
 #if ALIBI
   const float slope = ALIBI_SLOPE((row_base + r) / seqlen_q);
 #endif
+  KVLENS_BEGIN((row_base + r) / seqlen_q / kv_heads);
+#if KVLENS /* this entry's keys from here on (cl/common.cl) */
+#define seqlen_kv seqlen_kv_b
+#define mask_lo mask_lo_b
+#define mask_hi mask_hi_b
+#endif
   bool ok = l != -INFINITY;
+#if KVLENS
+  ok = ok && j < seqlen_kv;
+#endif
 #if CAUSAL
   ok = ok && (long)j <= (long)(r % seqlen_q) + (long)seqlen_kv - (long)seqlen_q;
 #endif
@@ -185,6 +205,11 @@ __kernel void bwd_probs(__global float *s, __global const float *lse, const uint
 #endif
   s[g] = ok ? exp(SCORE(s[g], r % seqlen_q, j) - l) : 0.0f;
 }
+#if KVLENS
+#undef seqlen_kv
+#undef mask_lo
+#undef mask_hi
+#endif
 
 __kernel void bwd_dscores(__global float *ws, const ulong ds_off, __global const float *drow,
                           const uint seqlen_kv, const ulong row_base, const ulong n,
@@ -199,7 +224,19 @@ __kernel void bwd_dscores(__global float *ws, const ulong ds_off, __global const
   const ulong gr = row_base + g / seqlen_kv;
   float x = p > 0.0f ? log(p) + lse[gr] : 0.0f;
 #if ALIBI
-  if (p > 0.0f) x -= ALIBI_BIAS(ALIBI_SLOPE(gr / seqlen_q), gr % seqlen_q, g % seqlen_kv);
+  const uint j = (uint)(g % seqlen_kv);
+  KVLENS_BEGIN(gr / seqlen_q / kv_heads);
+#if KVLENS /* this entry's keys from here on (cl/common.cl) */
+#define seqlen_kv seqlen_kv_b
+#define mask_lo mask_lo_b
+#define mask_hi mask_hi_b
+#endif
+  if (p > 0.0f) x -= ALIBI_BIAS(ALIBI_SLOPE(gr / seqlen_q), gr % seqlen_q, j);
+#if KVLENS
+#undef seqlen_kv
+#undef mask_lo
+#undef mask_hi
+#endif
 #endif
   const float t = x / softcap;
   dt = 1.0f - t * t;

@@ -2,8 +2,9 @@
  * variants' fields of clattn_problem: the extended calls compute exactly what clattn_forward and
  * clattn_backward do (bitwise, outputs starting NaN and checked whole); the variants' values are
  * checked (INVALID_ARGUMENT), and so are ALiBi's slopes and the sinks against their sizes and the
- * outputs; the members no path computes yet are refused (UNSUPPORTED, naming them); every refusal leaves the outputs untouched and the context usable. The variants'
- * results are checked against the reference by suite variants. */
+ * outputs; the members no path computes yet are refused (UNSUPPORTED, naming them); every refusal
+ * leaves the outputs untouched and the context usable. The variants' results are checked against
+ * the reference by suite variants. */
 #include "common.h"
 
 #include <math.h>

@@ -172,14 +172,13 @@ VCASE(alibi_causal_window_softcap, F32, 1, 2, 1, 64, 100, 32, 0, C | W, 30, 0, 5
  * key (O = 0, LSE = the sink), and in a decode row whose keys are split (the sink joins the first
  * range only); then with ALiBi and the top-left mask on the tensor-core families. */
 VCASE(sinks, F32, 2, 3, 0, 33, 75, 24, 0, 0, 0, 0, 0.0f, BSHD, 0, 0, 0, 0, 1)
-VCASE(sinks_causal_window_gqa, F32, 1, 4, 2, 90, 90, 64, 0, C | W, 16, 0, 0.0f, BHSD, 0, 0, 0, 0,
-      1)
+VCASE(sinks_causal_window_gqa, F32, 1, 4, 2, 90, 90, 64, 0, C | W, 16, 0, 0.0f, BHSD, 0, 0, 0, 0, 1)
 VCASE(sinks_rows_without_keys, F32, 1, 3, 0, 60, 30, 16, 0, C, 0, 0, 0.0f, BSHD, 3, 0, 0, 0, 1)
 VCASE(sinks_decode_split, F32, 1, 1, 0, 1, 3000, 64, 0, 0, 0, 0, 0.0f, BSHD, 0, 0, 0, 1, 1)
 VCASE(alibi_sinks_top_left, F32, 2, 2, 1, 37, 53, 24, 0, TL, 0, 0, 0.0f, BSHD, 0, 0, 1, 2, 1)
 /* Half storage: each dtype on two shapes. */
 VCASE(f16_alibi_causal, F16, 1, 2, 0, 77, 100, 64, 0, C, 0, 0, 0.0f, BSHD, 0, 0, 0, 1, 0)
 VCASE(f16_sinks_window_gqa, F16, 1, 4, 2, 50, 70, 32, 0, W, 10, 10, 0.0f, BHSD, 0, 0, 0, 0, 1)
-VCASE(bf16_alibi_per_batch_sinks_causal, BF16, 2, 2, 0, 41, 41, 48, 0, C, 0, 0, 0.0f, BSHD, 0, 0,
-      0, 2, 1)
+VCASE(bf16_alibi_per_batch_sinks_causal, BF16, 2, 2, 0, 41, 41, 48, 0, C, 0, 0, 0.0f, BSHD, 0, 0, 0,
+      2, 1)
 VCASE(bf16_sinks_softcap, BF16, 1, 3, 0, 30, 66, 40, 0, 0, 0, 0, 20.0f, BSHD, 0, 0, 0, 0, 1)

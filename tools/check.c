@@ -90,24 +90,35 @@ cl_int check_make_extras(clattn_context *ctx, const check_spec *sp, int d_sinks,
       err = clEnqueueFillBuffer(clattn_context_queue(ctx), x->d_sinks_buf, &nan, sizeof nan, 0,
                                 hq * sizeof nan, 0, NULL, NULL);
   }
+  if (sp->seqlens_kv && err == CL_SUCCESS) {
+    size_t nb = p->batch;
+    long long n = (long long)p->seqlen_kv;
+    x->seqlens_kv = malloc((nb ? nb : 1) * sizeof(int));
+    if (!x->seqlens_kv) return CL_OUT_OF_HOST_MEMORY;
+    const long long pattern[5] = {n, n * 2 / 3 + (n > 0), 0, -3, n + 5};
+    for (size_t b = 0; b < nb; b++) x->seqlens_kv[b] = (int)pattern[b % 5];
+    x->seqlens_buf = clCreateBuffer(cl, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                                    (nb ? nb : 1) * sizeof(int), x->seqlens_kv, &err);
+  }
   return err;
 }
 
 void check_release_extras(check_extras *x) {
-  cl_mem m[3] = {x->alibi_buf, x->sinks_buf, x->d_sinks_buf};
-  for (int i = 0; i < 3; i++)
+  cl_mem m[4] = {x->alibi_buf, x->sinks_buf, x->d_sinks_buf, x->seqlens_buf};
+  for (int i = 0; i < 4; i++)
     if (m[i]) clReleaseMemObject(m[i]);
-  free(x->alibi), free(x->sinks);
+  free(x->alibi), free(x->sinks), free(x->seqlens_kv);
   memset(x, 0, sizeof *x);
 }
 
 ref_extras check_ref_extras(const check_extras *x) {
-  ref_extras r = {x->alibi, x->sinks};
+  ref_extras r = {x->alibi, x->sinks, x->seqlens_kv};
   return r;
 }
 
 void check_set_args(clattn_args *a, const check_extras *x) {
   a->alibi_slopes = x->alibi_buf, a->sinks = x->sinks_buf, a->d_sinks = x->d_sinks_buf;
+  a->seqlens_kv = x->seqlens_buf;
 }
 
 static double max_err_f64(const double *ref, const float *x, size_t n) {

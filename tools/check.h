@@ -18,9 +18,11 @@ typedef struct check_spec {
   int skip_check;               /* time only (large problems) */
   clattn_context *compare_with; /* timed call by call in turn with the context (same device,
                                    same OpenCL context); results in cmp_* */
-  int alibi; /* ALiBi: BLOOM's slopes 2^(-8 (h + 1) / heads_q), with CLATTN_ALIBI_PER_BATCH in
-                the flags scaled by 1 + b / 2 for batch entry b (check_make_extras) */
-  int sinks; /* sinks: N(0, 1) logits + 1 per head (head 2, where there is one, -inf) */
+  int alibi;      /* ALiBi: BLOOM's slopes 2^(-8 (h + 1) / heads_q), with CLATTN_ALIBI_PER_BATCH in
+                     the flags scaled by 1 + b / 2 for batch entry b (check_make_extras) */
+  int sinks;      /* sinks: N(0, 1) logits + 1 per head (head 2, where there is one, -inf) */
+  int seqlens_kv; /* a padded batch: entry b's key length seqlen_kv, 2/3 of it + 1, 0, -3 (out
+                     of range: no keys) and seqlen_kv + 5 (likewise), by b % 5 */
 } check_spec;
 
 typedef struct check_result {
@@ -46,7 +48,8 @@ double check_time_forward(clattn_context *ctx, const clattn_problem *p, const cl
  * device buffers, d_sinks (the backward's, started NaN) when asked for. */
 typedef struct check_extras {
   float *alibi, *sinks;
-  cl_mem alibi_buf, sinks_buf, d_sinks_buf;
+  int *seqlens_kv;
+  cl_mem alibi_buf, sinks_buf, d_sinks_buf, seqlens_buf;
 } check_extras;
 cl_int check_make_extras(clattn_context *ctx, const check_spec *sp, int d_sinks, check_extras *x);
 void check_release_extras(check_extras *x);

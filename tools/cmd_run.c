@@ -27,6 +27,8 @@ static void usage(FILE *f) {
           "  --alibi-per-batch  ALiBi slopes per batch entry and head (the above times 1 + b/2)\n"
           "  --sinks            an attention sink per head (N(0,1) + 1 logits; head 2: -inf);\n"
           "                     with --backward its gradient is checked too\n"
+          "  --seqlens-kv       a padded batch: entry b's keys seqlen_kv, 2/3 of it + 1, 0, -3\n"
+          "                     and seqlen_kv + 5 (the last two out of range: no keys), by b %% 5\n"
           "  --compare          also time what a context without the tuning database gets\n"
           "                     (built-in default, else heuristic), call by call in turn\n"
           "                     with this one, and print the ratio\n",
@@ -46,7 +48,8 @@ enum {
   OPT_COMPARE,
   OPT_ALIBI,
   OPT_ALIBI_PER_BATCH,
-  OPT_SINKS
+  OPT_SINKS,
+  OPT_SEQLENS_KV
 };
 static const struct option run_options[] = {
     PROBLEM_OPTIONS,
@@ -63,6 +66,7 @@ static const struct option run_options[] = {
     {"alibi", no_argument, NULL, OPT_ALIBI},
     {"alibi-per-batch", no_argument, NULL, OPT_ALIBI_PER_BATCH},
     {"sinks", no_argument, NULL, OPT_SINKS},
+    {"seqlens-kv", no_argument, NULL, OPT_SEQLENS_KV},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 static const char *const layouts[] = {"bshd", "bhsd"};
@@ -108,6 +112,9 @@ static int parse(int argc, char **argv, check_spec *sp, run_opts *o) {
       break;
     case OPT_SINKS:
       sp->sinks = 1;
+      break;
+    case OPT_SEQLENS_KV:
+      sp->seqlens_kv = 1;
       break;
     case OPT_CONFIG:
       ok = o->force = args_config(&a, &o->forced);
@@ -156,13 +163,14 @@ int cmd_run(int argc, char **argv) {
   printf("device:  %s\n", clattn_context_device_summary(ctx));
   char mask[96];
   args_mask_text(p, mask, sizeof mask);
-  printf("problem: batch %zu, heads %zu/%zu, seqlen %zu x %zu, head_dim %zu/%zu, %s%s%s, %s%s\n",
+  printf("problem: batch %zu, heads %zu/%zu, seqlen %zu x %zu, head_dim %zu/%zu, %s%s%s%s, %s%s\n",
          p->batch, p->heads_q, p->heads_kv ? p->heads_kv : p->heads_q, p->seqlen_q, p->seqlen_kv,
          p->head_dim, p->head_dim_v ? p->head_dim_v : p->head_dim, mask,
          !sp.alibi                           ? ""
          : p->flags & CLATTN_ALIBI_PER_BATCH ? ", ALiBi per batch and head"
                                              : ", ALiBi",
-         sp.sinks ? ", sinks" : "", sp.bhsd ? "bhsd" : "bshd", sp.offset ? ", offset" : "");
+         sp.sinks ? ", sinks" : "", sp.seqlens_kv ? ", padded keys (seqlens_kv)" : "",
+         sp.bhsd ? "bhsd" : "bshd", sp.offset ? ", offset" : "");
   clattn_plan_info info;
   if (force && clattn_override_config(ctx, p, &forced) != CLATTN_OK) {
     fprintf(stderr, "clattn: %s\n", clattn_last_error(ctx));

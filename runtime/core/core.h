@@ -93,6 +93,10 @@ typedef struct clattn__shape {
    * and, in a backward call, their gradient. */
   cl_mem alibi, sinks, d_sinks;
   int alibi_per_batch; /* CLATTN_ALIBI_PER_BATCH */
+  /* A padded batch's key lengths (int32 [batch]), NULL when absent; kv_align: its masks keep
+   * the bottom-right alignment (1) or the top-left one (0). */
+  cl_mem seqlens_kv;
+  int kv_align;
   size_t alibi_mod;
   int empty;             /* nothing to compute: batch, heads_q or seqlen_q is 0 */
   clattn_algorithm algo; /* resolved: CLATTN_ALGO_FUSED or CLATTN_ALGO_STANDARD */

@@ -121,7 +121,8 @@ clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_probl
                         s->seqlen_q, s->seqlen_kv, s->heads_q);
   s->empty = s->batch == 0 || s->heads_q == 0 || s->seqlen_q == 0;
   mask_of(p, s);
-  s->alibi = s->sinks = s->d_sinks = NULL;
+  s->alibi = s->sinks = s->d_sinks = s->seqlens_kv = NULL;
+  s->kv_align = !(p->flags & CLATTN_CAUSAL_TOP_LEFT);
   s->alibi_per_batch = (p->flags & CLATTN_ALIBI_PER_BATCH) != 0;
   s->alibi_mod = s->alibi_per_batch ? s->batch * s->heads_q : s->heads_q;
   return CLATTN_OK;
@@ -324,8 +325,7 @@ clattn_status clattn__check_variant_args(clattn_context *ctx, clattn__shape *s,
     cl_mem m;
     const char *name;
   } later[] = {{a->cu_seqlens_q, "cu_seqlens_q (variable-length batches)"},
-               {a->cu_seqlens_kv, "cu_seqlens_kv (variable-length batches)"},
-               {a->seqlens_kv, "seqlens_kv (per-sequence key lengths)"}};
+               {a->cu_seqlens_kv, "cu_seqlens_kv (variable-length batches)"}};
   for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
     if (later[i].m)
       return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
@@ -337,13 +337,14 @@ clattn_status clattn__check_variant_args(clattn_context *ctx, clattn__shape *s,
   if (d_sinks && !a->sinks)
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
                         "args.d_sinks is set but args.sinks is NULL (no sinks, no gradient)");
-  region ra, rs, rd;
+  region ra, rs, rd, rl;
   clattn_status st;
   if ((st = check_array(ctx, "alibi_slopes", a->alibi_slopes, s->alibi_mod, &ra)) ||
       (st = check_array(ctx, "sinks", a->sinks, s->heads_q, &rs)) ||
-      (st = check_array(ctx, "d_sinks", d_sinks, s->heads_q, &rd)))
+      (st = check_array(ctx, "d_sinks", d_sinks, s->heads_q, &rd)) ||
+      (st = check_array(ctx, "seqlens_kv", a->seqlens_kv, s->batch, &rl)))
     return st;
-  if (!a->alibi_slopes && !a->sinks) return CLATTN_OK;
+  if (!a->alibi_slopes && !a->sinks && !a->seqlens_kv) return CLATTN_OK;
   /* The call's tensors (checked before): the variants' inputs must not overlap an output, and
    * d_sinks nothing at all. */
   size_t b = s->batch, nq = s->empty ? 0 : s->seqlen_q, nkv = s->empty ? 0 : s->seqlen_kv;
@@ -366,13 +367,18 @@ clattn_status clattn__check_variant_args(clattn_context *ctx, clattn__shape *s,
       return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "alibi_slopes overlaps %s", names[i]);
     if (i < outputs && overlap(&rs, &t[i]))
       return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "sinks overlaps %s", names[i]);
+    if (i < outputs && overlap(&rl, &t[i]))
+      return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "seqlens_kv overlaps %s", names[i]);
     if (overlap(&rd, &t[i]))
       return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "d_sinks overlaps %s", names[i]);
   }
-  if (overlap(&rd, &ra) || overlap(&rd, &rs))
+  if (overlap(&rd, &ra) || overlap(&rd, &rs) || overlap(&rd, &rl))
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "d_sinks overlaps %s",
-                        overlap(&rd, &ra) ? "alibi_slopes" : "sinks");
+                        overlap(&rd, &ra)   ? "alibi_slopes"
+                        : overlap(&rd, &rs) ? "sinks"
+                                            : "seqlens_kv");
   s->alibi = a->alibi_slopes, s->sinks = a->sinks, s->d_sinks = d_sinks;
+  s->seqlens_kv = a->seqlens_kv;
   return CLATTN_OK;
 }
 

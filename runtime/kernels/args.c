@@ -29,10 +29,16 @@ void clattn__arg_variants(clattn__args *a, const clattn__shape *s, double unit) 
     clattn__arg(a, sizeof mod, &mod);
     clattn__arg(a, sizeof u, &u);
   }
+  cl_uint heads = (cl_uint)s->heads_q;
   if (s->sinks) {
-    cl_uint heads = (cl_uint)s->heads_q;
     clattn__arg(a, sizeof(cl_mem), &s->sinks);
     clattn__arg(a, sizeof heads, &heads);
     clattn__arg(a, sizeof u, &u);
+  }
+  if (s->seqlens_kv) {
+    cl_int align = s->kv_align;
+    clattn__arg(a, sizeof(cl_mem), &s->seqlens_kv);
+    clattn__arg(a, sizeof align, &align);
+    clattn__arg(a, sizeof heads, &heads);
   }
 }

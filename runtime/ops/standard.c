@@ -201,9 +201,10 @@ static void softmax_shape(const clattn_context *ctx, size_t nkv, size_t *wg, uns
 }
 
 void clattn__std_options(const clattn__shape *s, size_t wg, unsigned cpi, char *out, size_t len) {
-  snprintf(out, len, "-D WG=%zu -D CPI=%u -D CAUSAL=%u%s%s%s%s", wg, cpi, s->causal,
+  snprintf(out, len, "-D WG=%zu -D CPI=%u -D CAUSAL=%u%s%s%s%s%s", wg, cpi, s->causal,
            s->mask ? " -D MASK=1" : "", s->softcap > 0.0f ? " -D SOFTCAP=1" : "",
-           s->alibi ? " -D ALIBI=1" : "", s->sinks ? " -D SINKS=1" : "");
+           s->alibi ? " -D ALIBI=1" : "", s->sinks ? " -D SINKS=1" : "",
+           s->seqlens_kv ? " -D KVLENS=1" : "");
 }
 
 static clattn_status softmax(clattn_context *ctx, const clattn__shape *s, size_t rows,

@@ -38,7 +38,7 @@ int clattn__config_from_public(const clattn_config *in, clattn__config *out, cha
 
 clattn__class clattn__override_class(const clattn__class *cls) {
   clattn__class k = *cls;
-  k.variants &= ~(unsigned)(CLATTN__VAR_ALIBI | CLATTN__VAR_SINKS);
+  k.variants &= ~(unsigned)(CLATTN__VAR_ALIBI | CLATTN__VAR_SINKS | CLATTN__VAR_KVLENS);
   return k;
 }
 

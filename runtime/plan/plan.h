@@ -64,8 +64,8 @@ typedef struct clattn__override {
   struct clattn__override *next;
 } clattn__override;
 
-/* The class an override of cls is kept under: cls without ALiBi and the sinks, which a
- * clattn_problem cannot name (they are clattn_args buffers) and which every family computes. */
+/* The class an override of cls is kept under: cls without ALiBi, the sinks and seqlens_kv, which
+ * a clattn_problem cannot name (they are clattn_args buffers) and which every family computes. */
 clattn__class clattn__override_class(const clattn__class *cls);
 const clattn__config *clattn__override_find(const clattn_context *ctx, const clattn__class *cls);
 /* Sets (cfg NULL: removes) the override of class cls; the caller forgets its plans. */

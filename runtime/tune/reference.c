@@ -98,6 +98,15 @@ double ref_slope(const clattn_problem *p, const ref_extras *x, size_t b, size_t 
   return x->alibi[(p->flags & CLATTN_ALIBI_PER_BATCH) ? b * p->heads_q + h : h];
 }
 
+clattn_problem ref_entry(const clattn_problem *p, const ref_extras *x, size_t b) {
+  clattn_problem e = *p;
+  if (x && x->seqlens_kv) {
+    int n = x->seqlens_kv[b];
+    e.seqlen_kv = n >= 0 && (size_t)n <= p->seqlen_kv ? (size_t)n : 0;
+  }
+  return e;
+}
+
 /* ALiBi's bias of key j in row i for a slope, in double. */
 static double bias_of(const dims *s, double slope, size_t i, size_t j) {
   double d = (double)j - (double)i - ((double)s->nkv - (double)s->nq);
@@ -269,22 +278,27 @@ void ref_forward_f32(const clattn_problem *p, ref_view q, ref_view k, ref_view v
 
 void ref_forward_ex_f64(const clattn_problem *p, const ref_extras *x, ref_view q, ref_view k,
                         ref_view v, double *o, double *lse) {
-  dims s = dims_of(p, x);
-  double *sc = malloc((s.nkv ? s.nkv : 1) * sizeof *sc);
-  for (size_t b = 0; b < s.b; b++)
+  dims all = dims_of(p, x);
+  double *sc = malloc((all.nkv ? all.nkv : 1) * sizeof *sc);
+  for (size_t b = 0; b < all.b; b++) {
+    clattn_problem pb = ref_entry(p, x, b);
+    dims s = dims_of(&pb, x);
     for (size_t h = 0; h < s.hq; h++)
       for (size_t i = 0; i < s.nq; i++) {
         size_t row = (b * s.hq + h) * s.nq + i;
         row_f64(&s, q, k, v, b, h, i, sc, o + row * s.dv, lse ? lse + row : NULL);
       }
+  }
   free(sc);
 }
 
 void ref_forward_ex_f32(const clattn_problem *p, const ref_extras *x, ref_view q, ref_view k,
                         ref_view v, float *o, float *lse) {
-  dims s = dims_of(p, x);
-  float *sc = malloc((s.nkv ? s.nkv : 1) * sizeof *sc);
-  for (size_t b = 0; b < s.b; b++)
+  dims all = dims_of(p, x);
+  float *sc = malloc((all.nkv ? all.nkv : 1) * sizeof *sc);
+  for (size_t b = 0; b < all.b; b++) {
+    clattn_problem pb = ref_entry(p, x, b);
+    dims s = dims_of(&pb, x);
     for (size_t h = 0; h < s.hq; h++)
       for (size_t i = 0; i < s.nq; i++) {
         size_t row = (b * s.hq + h) * s.nq + i;
@@ -293,5 +307,6 @@ void ref_forward_ex_f32(const clattn_problem *p, const ref_extras *x, ref_view q
         else
           row_half(&s, q, k, v, b, h, i, sc, o + row * s.dv, lse ? lse + row : NULL);
       }
+  }
   free(sc);
 }

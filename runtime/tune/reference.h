@@ -35,12 +35,16 @@ void ref_keys(const clattn_problem *p, size_t i, size_t *lo, size_t *hi);
 double ref_cap(const clattn_problem *p, double s);
 
 /* The variants whose values are arrays (clattn_args'): ALiBi's slopes ([heads_q], or
- * [batch][heads_q] with CLATTN_ALIBI_PER_BATCH in the problem's flags) and the sinks' logits
- * ([heads_q]); a NULL member is absent. ref_slope is the slope of (b, h), 0 without ALiBi. */
+ * [batch][heads_q] with CLATTN_ALIBI_PER_BATCH in the problem's flags), the sinks' logits
+ * ([heads_q]) and a padded batch's key lengths ([batch]); a NULL member is absent. ref_slope is
+ * the slope of (b, h), 0 without ALiBi; ref_entry the problem of batch entry b alone as the
+ * masks see it: seqlen_kv its key length (an entry out of [0, seqlen_kv] has none). */
 typedef struct ref_extras {
   const float *alibi, *sinks;
+  const int *seqlens_kv;
 } ref_extras;
 double ref_slope(const clattn_problem *p, const ref_extras *x, size_t b, size_t h);
+clattn_problem ref_entry(const clattn_problem *p, const ref_extras *x, size_t b);
 
 /* o: packed [batch][heads_q][seqlen_q][head_dim_v]; lse: packed [batch][heads_q][seqlen_q] or
  * NULL. Defaults of the problem (heads_kv, head_dim_v, scale) are applied here. */

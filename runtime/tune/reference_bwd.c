@@ -39,7 +39,8 @@ static double bias_of(const clattn_problem *p, double slope, size_t i, size_t j)
       for (size_t h = 0; h < HQ; h++)                                                              \
         for (size_t i = 0; i < NQ; i++) {                                                          \
           size_t hk = h / G, j0, n;                                                                \
-          ref_keys(p, i, &j0, &n);                                                                 \
+          clattn_problem pb = ref_entry(p, x, b); /* a padded entry's own keys */                  \
+          ref_keys(&pb, i, &j0, &n);                                                               \
           if (n == j0) continue; /* a row that sees no key contributes nothing */                  \
           const float *qi = at(q, b, i, h), *gi = at(d_o, b, i, h);                                \
           T slope = (T)ref_slope(p, x, b, h);                                                      \
@@ -54,7 +55,7 @@ static double bias_of(const clattn_problem *p, double slope, size_t i, size_t j)
               T t = TANH(pr[j] / cap);                                                             \
               pr[j] = cap * t, dt[j] = 1 - t * t;                                                  \
             }                                                                                      \
-            pr[j] += (T)bias_of(p, slope, i, j);                                                   \
+            pr[j] += (T)bias_of(&pb, slope, i, j);                                                 \
             if (pr[j] > mx) mx = pr[j];                                                            \
           }                                                                                        \
           if (sink > mx) mx = sink;                                                                \
@@ -118,7 +119,8 @@ static REF_BACKWARD(backward_fp32, float, expf, tanhf)
     for (size_t h = 0; h < HQ; h++)
       for (size_t i = 0; i < NQ; i++) {
         size_t hk = h / G, j0, n;
-        ref_keys(p, i, &j0, &n);
+        clattn_problem pb = ref_entry(p, x, b); /* a padded entry's own keys */
+        ref_keys(&pb, i, &j0, &n);
         if (n == j0) continue;
         const float *qi = at(q, b, i, h), *gi = at(d_o, b, i, h);
         for (size_t c = 0; c < D; c++) qs[c] = ref_round(t, scale * qi[c]);
@@ -134,7 +136,7 @@ static REF_BACKWARD(backward_fp32, float, expf, tanhf)
             float th = tanhf(pr[j] / cap);
             pr[j] = ref_round(t, cap * th), dt[j] = 1.0f - th * th;
           }
-          pr[j] += (float)bias_of(p, slope, i, j); /* ALiBi's fp32 bias, as the forward's */
+          pr[j] += (float)bias_of(&pb, slope, i, j); /* ALiBi's fp32 bias, as the forward's */
           dp[j] = ref_round(t, g);
           if (pr[j] > mx) mx = pr[j];
         }
