@@ -156,13 +156,13 @@ Test(extended, null_args_rejected) {
 Test(extended, variant_members_rejected) {
   fixture f = make();
   cl_mem any = f.lse;
-  cl_mem *members[] = {&f.a.cu_seqlens_q, &f.a.cu_seqlens_kv, &f.a.seqlens_kv};
-  const char *names[] = {"cu_seqlens_q", "cu_seqlens_kv", "seqlens_kv"};
+  cl_mem *members[] = {&f.a.cu_seqlens_q, &f.a.cu_seqlens_kv};
+  const char *names[] = {"cu_seqlens_q", "cu_seqlens_kv"};
   /* The tensors are checked before the variant members are refused. */
-  f.a.seqlens_kv = any, f.a.k.buffer = NULL;
+  f.a.cu_seqlens_kv = any, f.a.k.buffer = NULL;
   expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "k.buffer is NULL");
-  f.a.seqlens_kv = NULL, f.a.k = clattn_bshd(f.buf[K], NKV, H, D);
-  for (int i = 0; i < 3; i++) {
+  f.a.cu_seqlens_kv = NULL, f.a.k = clattn_bshd(f.buf[K], NKV, H, D);
+  for (int i = 0; i < 2; i++) {
     *members[i] = any;
     expect_refused(&f, 0, CLATTN_ERR_UNSUPPORTED, names[i]);
     expect_refused(&f, 1, CLATTN_ERR_UNSUPPORTED, names[i]);
@@ -171,10 +171,11 @@ Test(extended, variant_members_rejected) {
   done_with(&f);
 }
 
-/* ALiBi's slopes and the sinks: a buffer too small for its layout, a flag or gradient without
- * its input, and an input that overlaps an output (or a gradient that overlaps anything) are
- * refused by name (INVALID_ARGUMENT); the forward ignores d_sinks. */
-Test(extended, alibi_and_sinks_bad_input_rejected) {
+/* ALiBi's slopes, the sinks and seqlens_kv: a buffer too small for its layout, a flag or gradient
+ * without its input, and an input that overlaps an output (or a gradient that overlaps anything)
+ * are refused by name (INVALID_ARGUMENT); the forward ignores d_sinks. Entries of seqlens_kv out
+ * of range are the device's to bound (suite variants). */
+Test(extended, alibi_sinks_seqlens_bad_input_rejected) {
   fixture f = make();
   cl_mem small = test_buffer(f.ctx, H - 1, 1.0f), heads = test_buffer(f.ctx, H, 0.5f);
   cl_mem grad = test_buffer(f.ctx, H, NAN);
@@ -198,6 +199,13 @@ Test(extended, alibi_and_sinks_bad_input_rejected) {
   expect_refused(&f, 1, CLATTN_ERR_INVALID_ARGUMENT, "d_sinks overlaps sinks");
   f.a.d_sinks = f.buf[Q];
   expect_refused(&f, 1, CLATTN_ERR_INVALID_ARGUMENT, "d_sinks overlaps q");
+  /* seqlens_kv: [batch] int32, an input like the slopes. */
+  f.a.d_sinks = NULL, f.a.seqlens_kv = test_buffer(f.ctx, B - 1, 0.0f);
+  expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "seqlens_kv: the view needs");
+  clReleaseMemObject(f.a.seqlens_kv);
+  f.a.seqlens_kv = f.lse;
+  expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "seqlens_kv overlaps lse");
+  f.a.seqlens_kv = NULL;
   /* The forward ignores the backward's member; with it valid, both passes compute. */
   f.a.d_sinks = grad;
   cr_assert_eq(clattn_forward_ex(f.ctx, &f.p, &f.a, 0, NULL, NULL), CLATTN_OK, "%s",

@@ -1,7 +1,8 @@
 /* The variants of issue 17 that the kernels compute so far: the sliding window (CLATTN_WINDOW,
  * either side unbounded or not, with or without a causal bound), the top-left causal alignment
- * (CLATTN_CAUSAL_TOP_LEFT), the softcap, ALiBi (per head or per batch entry and head) and the
- * attention sinks (their gradient too), alone and in the combinations models use, against the
+ * (CLATTN_CAUSAL_TOP_LEFT), the softcap, ALiBi (per head or per batch entry and head), the
+ * attention sinks (their gradient too) and a padded batch's key lengths (seqlens_kv), alone and in
+ * the combinations models use, against the
  * double reference of tools/check.c and runtime/tune/reference*.c under DESIGN.md's rule (2x the
  * naive error for O and LSE, 3x for the gradients, + 1e-6 in fp32 or 1e-4 in half). Outputs start
  * NaN. Each case runs every path that computes it: the forward through the device's plan, through
@@ -30,9 +31,11 @@ typedef struct vcase {
   int bhsd;
   size_t offset;
   int forward_only;
-  int mma;   /* fp32: forward_mma forced too, emulated (slow: two cases) */
-  int alibi; /* 1: ALiBi slopes per head, 2: per batch entry and head */
-  int sinks; /* a sink per head (and its gradient) */
+  int mma;    /* fp32: forward_mma forced too, emulated (slow: two cases) */
+  int alibi;  /* 1: ALiBi slopes per head, 2: per batch entry and head */
+  int sinks;  /* a sink per head (and its gradient) */
+  int kvlens; /* a padded batch: seqlens_kv by tools/check.h's pattern (entries 2 to 4 of 5 see
+                 no key, two of them by being out of range) */
 } vcase;
 
 static clattn_problem problem_of(const vcase *v, clattn_algorithm algo) {
@@ -46,7 +49,7 @@ static clattn_problem problem_of(const vcase *v, clattn_algorithm algo) {
 /* The checked run's spec: the problem on a path, the layout, ALiBi and the sinks. */
 static check_spec spec_of(const vcase *v, clattn_algorithm algo) {
   check_spec sp = {problem_of(v, algo), v->bhsd, v->offset};
-  sp.alibi = v->alibi != 0, sp.sinks = v->sinks;
+  sp.alibi = v->alibi != 0, sp.sinks = v->sinks, sp.seqlens_kv = v->kvlens;
   return sp;
 }
 
@@ -160,25 +163,47 @@ VCASE(bf16_window_softcap, BF16, 1, 2, 0, 50, 90, 40, 0, W, 12, 6, 1.5f, BSHD, 0
 VCASE(bf16_causal_top_left, BF16, 2, 2, 1, 39, 39, 64, 0, TL, 0, 0, 0.0f, BSHD, 3)
 
 /* ALiBi (BLOOM's slopes; per batch entry and head with 2) alone, with causal (BLOOM, MPT), with
- * nq > nkv, and with everything else; fp32 on the tensor-core families too (emulated). */
+ * nq > nkv, and with everything else (the tensor-core families, emulated, run ALiBi, the sinks
+ * and seqlens_kv together in seqlens_kv_alibi_sinks). */
 /*    name                       dtype b hq hkv nq nkv  d dv flags left right cap layout off fo mma
  *    alibi sinks */
 VCASE(alibi, F32, 2, 3, 0, 47, 61, 32, 0, 0, 0, 0, 0.0f, BSHD, 0, 0, 0, 1, 0)
 VCASE(alibi_causal_gqa_dv, F32, 1, 4, 2, 70, 70, 40, 24, C, 0, 0, 0.0f, BHSD, 0, 0, 0, 1, 0)
 VCASE(alibi_per_batch_q_longer, F32, 3, 2, 0, 55, 31, 17, 0, 0, 0, 0, 0.0f, BSHD, 5, 0, 0, 2, 0)
-VCASE(alibi_causal_window_softcap, F32, 1, 2, 1, 64, 100, 32, 0, C | W, 30, 0, 5.0f, BSHD, 0, 0, 1,
-      1, 0)
 /* Sinks (gpt-oss; head 2's is -inf, no sink) alone, with a causal window, on rows that see no
  * key (O = 0, LSE = the sink), and in a decode row whose keys are split (the sink joins the first
- * range only); then with ALiBi and the top-left mask on the tensor-core families. */
+ * range only); then with ALiBi and the top-left mask. */
 VCASE(sinks, F32, 2, 3, 0, 33, 75, 24, 0, 0, 0, 0, 0.0f, BSHD, 0, 0, 0, 0, 1)
 VCASE(sinks_causal_window_gqa, F32, 1, 4, 2, 90, 90, 64, 0, C | W, 16, 0, 0.0f, BHSD, 0, 0, 0, 0, 1)
 VCASE(sinks_rows_without_keys, F32, 1, 3, 0, 60, 30, 16, 0, C, 0, 0, 0.0f, BSHD, 3, 0, 0, 0, 1)
+VCASE(alibi_causal_window_softcap, F32, 1, 2, 1, 64, 100, 32, 0, C | W, 30, 0, 5.0f, BSHD, 0, 0, 0,
+      1, 0)
+VCASE(alibi_sinks_top_left, F32, 2, 2, 1, 37, 53, 24, 0, TL, 0, 0, 0.0f, BSHD, 0, 0, 0, 2, 1)
 VCASE(sinks_decode_split, F32, 1, 1, 0, 1, 3000, 64, 0, 0, 0, 0, 0.0f, BSHD, 0, 0, 0, 1, 1)
-VCASE(alibi_sinks_top_left, F32, 2, 2, 1, 37, 53, 24, 0, TL, 0, 0, 0.0f, BSHD, 0, 0, 1, 2, 1)
-/* Half storage: each dtype on two shapes. */
-VCASE(f16_alibi_causal, F16, 1, 2, 0, 77, 100, 64, 0, C, 0, 0, 0.0f, BSHD, 0, 0, 0, 1, 0)
-VCASE(f16_sinks_window_gqa, F16, 1, 4, 2, 50, 70, 32, 0, W, 10, 10, 0.0f, BHSD, 0, 0, 0, 0, 1)
+/* Half storage: each dtype on two shapes per variant (seqlens_kv's below). */
+VCASE(f16_alibi_sinks_causal, F16, 1, 2, 0, 45, 70, 64, 0, C, 0, 0, 0.0f, BSHD, 0, 0, 0, 1, 1)
 VCASE(bf16_alibi_per_batch_sinks_causal, BF16, 2, 2, 0, 41, 41, 48, 0, C, 0, 0, 0.0f, BSHD, 0, 0, 0,
       2, 1)
-VCASE(bf16_sinks_softcap, BF16, 1, 3, 0, 30, 66, 40, 0, 0, 0, 0, 20.0f, BSHD, 0, 0, 0, 0, 1)
+
+/* A padded batch (seqlens_kv; batches of 5 hold every kind of entry: full, 2/3 + 1, empty, and
+ * two out of range, which see no key) alone, with GQA (a KV cache's decode and prefill), causal
+ * (aligned to each entry's own length), a top-left window, and with ALiBi and sinks on the
+ * tensor-core families (emulated); fp16 and bf16 on two shapes each. */
+/*    name                       dtype b hq hkv nq nkv  d dv flags left right cap layout off fo mma
+ *    alibi sinks kvlens */
+VCASE(seqlens_kv, F32, 5, 2, 0, 29, 61, 32, 0, 0, 0, 0, 0.0f, BSHD, 0, 0, 0, 0, 0, 1)
+VCASE(seqlens_kv_gqa_decode, F32, 5, 4, 1, 1, 200, 64, 0, C, 0, 0, 0.0f, BSHD, 0, 0, 0, 0, 0, 1)
+VCASE(seqlens_kv_gqa_causal, F32, 2, 6, 2, 45, 90, 40, 24, C, 0, 0, 0.0f, BHSD, 3, 0, 0, 0, 0, 1)
+VCASE(seqlens_kv_top_left_window, F32, 5, 1, 0, 40, 33, 17, 0, TL | W, 9, 0, 0.0f, BSHD, 0, 0, 0, 0,
+      0, 1)
+VCASE(seqlens_kv_softcap_q_longer, F32, 3, 2, 0, 70, 50, 24, 0, C, 0, 0, 4.0f, BSHD, 0, 0, 0, 0, 0,
+      1)
+VCASE(seqlens_kv_alibi_sinks, F32, 5, 2, 1, 33, 47, 32, 0, C | W, 12, 0, 0.0f, BSHD, 0, 0, 1, 1, 1,
+      1)
+VCASE(f16_seqlens_kv_gqa_causal, F16, 5, 4, 2, 24, 40, 64, 0, C, 0, 0, 0.0f, BSHD, 0, 0, 0, 0, 0, 1)
+VCASE(f16_seqlens_kv_alibi_sinks_window, F16, 5, 2, 1, 30, 50, 32, 0, W, 10, 5, 0.0f, BHSD, 0, 0, 0,
+      2, 1, 1)
+VCASE(bf16_seqlens_kv_sinks_softcap, BF16, 5, 3, 0, 24, 44, 40, 0, 0, 0, 0, 20.0f, BSHD, 0, 0, 0, 0,
+      1, 1)
+VCASE(bf16_seqlens_kv_alibi_gqa, BF16, 2, 4, 1, 30, 50, 32, 0, C, 0, 0, 0.0f, BSHD, 0, 0, 0, 1, 0,
+      1)
