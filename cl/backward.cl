@@ -45,8 +45,9 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
   const ulong bhk = gid / num_kblocks;
   const uint hk = (uint)(bhk % heads_kv);
   const ulong b = bhk / heads_kv;
-  KVLENS_BEGIN(b);
-#if KVLENS /* this entry's keys from here on (cl/common.cl) */
+  SEQ_BEGIN(b);
+#if SEQLENS /* this entry's lengths from here on (cl/common.cl) */
+#define seqlen_q seqlen_q_b
 #define seqlen_kv seqlen_kv_b
 #define mask_lo mask_lo_b
 #define mask_hi mask_hi_b
@@ -57,8 +58,8 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
   const long shift = (long)seqlen_kv - (long)seqlen_q;
 
   float kj[D], vj[DV], dkj[D], dvj[DV];
-  const ulong kbase = k_off + b * k_sb + (ulong)(key ? j : 0) * k_ss + hk * k_sh;
-  const ulong vbase = v_off + b * v_sb + (ulong)(key ? j : 0) * v_ss + hk * v_sh;
+  const ulong kbase = k_off + KB(k) + (ulong)(key ? j : 0) * k_ss + hk * k_sh;
+  const ulong vbase = v_off + KB(v) + (ulong)(key ? j : 0) * v_ss + hk * v_sh;
   for (uint c = 0; c < D; c++) kj[c] = key ? LDS(k + kbase + c) : 0.0f, dkj[c] = 0.0f;
   for (uint c = 0; c < DV; c++) vj[c] = key ? LDS(v + vbase + c) : 0.0f, dvj[c] = 0.0f;
 
@@ -75,8 +76,8 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
 #endif
   for (uint hh = 0; hh < group; hh++) {
     const uint h = hk * group + hh;
-    const ulong qbase = q_off + b * q_sb + h * q_sh, gbase = g_off + b * g_sb + h * g_sh;
-    const ulong rbase = (b * heads_q + h) * seqlen_q;
+    const ulong qbase = q_off + QB(q) + h * q_sh, gbase = g_off + QB(g) + h * g_sh;
+    const ulong rbase = LSE_ROW(b, h);
 #if ALIBI
     const float slope = ALIBI_SLOPE(b * heads_q + h);
 #endif
@@ -118,15 +119,16 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
       }
     }
   }
-  if (j < seqlen_kv_all) { /* keys past a padded entry's length get zeros */
-    const ulong kb_out = dk_off + b * dk_sb + (ulong)j * dk_ss + hk * dk_sh;
-    const ulong vb_out = dv_off + b * dv_sb + (ulong)j * dv_ss + hk * dv_sh;
+  if (j < kv_write_end) { /* keys past a padded entry's length get zeros */
+    const ulong kb_out = dk_off + KB(dk) + (ulong)j * dk_ss + hk * dk_sh;
+    const ulong vb_out = dv_off + KB(dv) + (ulong)j * dv_ss + hk * dv_sh;
     for (uint c = 0; c < D; c++) STS(dk + kb_out + c, dkj[c] * scale);
     for (uint c = 0; c < DV; c++) STS(dv + vb_out + c, dvj[c]);
   }
 }
 
-#if KVLENS
+#if SEQLENS
+#undef seqlen_q
 #undef seqlen_kv
 #undef mask_lo
 #undef mask_hi
@@ -148,8 +150,9 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
   const ulong bh = gid / num_qblocks;
   const uint h = (uint)(bh % heads_q);
   const ulong b = bh / heads_q;
-  KVLENS_BEGIN(b);
-#if KVLENS /* this entry's keys from here on (cl/common.cl) */
+  SEQ_BEGIN(b);
+#if SEQLENS /* this entry's lengths from here on (cl/common.cl) */
+#define seqlen_q seqlen_q_b
 #define seqlen_kv seqlen_kv_b
 #define mask_lo mask_lo_b
 #define mask_hi mask_hi_b
@@ -158,15 +161,15 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
   const uint i = qb * BQ + lid; /* this work-item's query row */
   const bool row = i < seqlen_q;
   const long shift = (long)seqlen_kv - (long)seqlen_q;
-  const ulong r = (b * heads_q + h) * seqlen_q + (row ? i : 0);
+  const ulong r = LSE_ROW(b, h) + (row ? i : 0);
 #if ALIBI
   const float slope = ALIBI_SLOPE(bh);
 #endif
   const float li = row ? lse[r] : -INFINITY, di = row ? drow[r] : 0.0f;
 
   float qi[D], gi[DV], dqi[D];
-  const ulong qbase = q_off + b * q_sb + (ulong)(row ? i : 0) * q_ss + h * q_sh;
-  const ulong gbase = g_off + b * g_sb + (ulong)(row ? i : 0) * g_ss + h * g_sh;
+  const ulong qbase = q_off + QB(q) + (ulong)(row ? i : 0) * q_ss + h * q_sh;
+  const ulong gbase = g_off + QB(g) + (ulong)(row ? i : 0) * g_ss + h * g_sh;
   for (uint c = 0; c < D; c++) qi[c] = row ? LDS(q + qbase + c) : 0.0f, dqi[c] = 0.0f;
   for (uint c = 0; c < DV; c++) gi[c] = row ? LDS(d_o + gbase + c) : 0.0f;
 
@@ -182,7 +185,7 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
                  &kv_end);
   const uint row_first = mask_key(i, mask_lo, seqlen_kv), row_end = mask_key(i, mask_hi, seqlen_kv);
 #endif
-  const ulong kb0 = k_off + b * k_sb + hk * k_sh, vb0 = v_off + b * v_sb + hk * v_sh;
+  const ulong kb0 = k_off + KB(k) + hk * k_sh, vb0 = v_off + KB(v) + hk * v_sh;
   float pd = 0.0f; /* SINKS: the row's sum of P dP */
   for (uint kv0 = kv_first; kv0 < kv_end; kv0 += BKV) {
     const uint nk = min((uint)BKV, kv_end - kv0);
@@ -217,7 +220,7 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
     }
   }
   if (row) {
-    const ulong ob = dq_off + b * dq_sb + (ulong)i * dq_ss + h * dq_sh;
+    const ulong ob = dq_off + QB(dq) + (ulong)i * dq_ss + h * dq_sh;
     for (uint c = 0; c < D; c++) STS(dq + ob + c, dqi[c] * scale);
 #if SINKS
     pdp[pdp_off + r] = pd;
@@ -225,7 +228,8 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
   }
 }
 
-#if KVLENS
+#if SEQLENS
+#undef seqlen_q
 #undef seqlen_kv
 #undef mask_lo
 #undef mask_hi

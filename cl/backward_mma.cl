@@ -143,8 +143,9 @@ bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_s
   const ulong bhk = gid / num_kblocks;
   const uint hk = (uint)(bhk % heads_kv);
   const ulong b = bhk / heads_kv;
-  KVLENS_BEGIN(b);
-#if KVLENS /* this entry's keys from here on (cl/common.cl) */
+  SEQ_BEGIN(b);
+#if SEQLENS /* this entry's lengths from here on (cl/common.cl) */
+#define seqlen_q seqlen_q_b
 #define seqlen_kv seqlen_kv_b
 #define mask_lo mask_lo_b
 #define mask_hi mask_hi_b
@@ -153,10 +154,10 @@ bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_s
   const long shift = (long)seqlen_kv - (long)seqlen_q;
   const uint ja = kb * BKV + warp * 16 + gq, jb = ja + 8; /* this lane's two keys */
   const bool oka = ja < seqlen_kv, okb = jb < seqlen_kv;
-  const ulong ka = k_off + b * k_sb + (ulong)(oka ? ja : 0) * k_ss + hk * k_sh;
-  const ulong kbb = k_off + b * k_sb + (ulong)(okb ? jb : 0) * k_ss + hk * k_sh;
-  const ulong va = v_off + b * v_sb + (ulong)(oka ? ja : 0) * v_ss + hk * v_sh;
-  const ulong vb = v_off + b * v_sb + (ulong)(okb ? jb : 0) * v_ss + hk * v_sh;
+  const ulong ka = k_off + KB(k) + (ulong)(oka ? ja : 0) * k_ss + hk * k_sh;
+  const ulong kbb = k_off + KB(k) + (ulong)(okb ? jb : 0) * k_ss + hk * k_sh;
+  const ulong va = v_off + KB(v) + (ulong)(oka ? ja : 0) * v_ss + hk * v_sh;
+  const ulong vb = v_off + KB(v) + (ulong)(okb ? jb : 0) * v_ss + hk * v_sh;
 
   float dka[KT][4], dva[VT][4];
   UNROLL for (uint c = 0; c < KT; c++)
@@ -176,8 +177,8 @@ bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_s
 #endif
   for (uint hh = 0; hh < group; hh++) {
     const uint h = hk * group + hh;
-    const ulong qbase = q_off + b * q_sb + h * q_sh, gbase = g_off + b * g_sb + h * g_sh;
-    const ulong rbase = (b * heads_q + h) * seqlen_q;
+    const ulong qbase = q_off + QB(q) + h * q_sh, gbase = g_off + QB(g) + h * g_sh;
+    const ulong rbase = LSE_ROW(b, h);
 #if ALIBI
     const float slope = ALIBI_SLOPE(b * heads_q + h);
 #endif
@@ -203,7 +204,7 @@ bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_s
         UNROLL for (uint e = 0; e < 4; e++) {
           const uint r = n * 8 + 2 * tq + (e & 1), j = (e >> 1) ? jb : ja;
           bool ok = Ls[r] != -INFINITY; /* rows past the block and rows that saw no key */
-#if KVLENS
+#if SEQLENS
           ok = ok && j < seqlen_kv; /* keys past the entry's length: zero rows, P = 0 */
 #endif
 #if CAUSAL
@@ -234,9 +235,9 @@ bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_s
   /* C element e of a tile is key gq + 8 (e >> 1), column 2 tq + (e & 1). */
   UNROLL for (uint e = 0; e < 4; e++) {
     const uint j = (e >> 1) ? jb : ja;
-    if (j >= seqlen_kv_all) continue; /* keys past a padded entry's length get zeros */
-    const ulong ko = dk_off + b * dk_sb + (ulong)j * dk_ss + hk * dk_sh;
-    const ulong vo = dv_off + b * dv_sb + (ulong)j * dv_ss + hk * dv_sh;
+    if (j >= kv_write_end) continue; /* keys past a padded entry's length get zeros */
+    const ulong ko = dk_off + KB(dk) + (ulong)j * dk_ss + hk * dk_sh;
+    const ulong vo = dv_off + KB(dv) + (ulong)j * dv_ss + hk * dv_sh;
     UNROLL for (uint c = 0; c < KT; c++)
       if (c * 8 + 2 * tq + (e & 1) < D) dk[ko + c * 8 + 2 * tq + (e & 1)] = dka[c][e] * scale;
     UNROLL for (uint c = 0; c < VT; c++)
@@ -247,7 +248,8 @@ bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_s
 #define WARPS_Q (BQ / 16)
 #define NK (SK / 8) /* 8-key tiles of a staged key block */
 
-#if KVLENS
+#if SEQLENS
+#undef seqlen_q
 #undef seqlen_kv
 #undef mask_lo
 #undef mask_hi
@@ -274,8 +276,9 @@ bwd_dq(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
   const ulong bh = gid / num_qblocks;
   const uint h = (uint)(bh % heads_q);
   const ulong b = bh / heads_q;
-  KVLENS_BEGIN(b);
-#if KVLENS /* this entry's keys from here on (cl/common.cl) */
+  SEQ_BEGIN(b);
+#if SEQLENS /* this entry's lengths from here on (cl/common.cl) */
+#define seqlen_q seqlen_q_b
 #define seqlen_kv seqlen_kv_b
 #define mask_lo mask_lo_b
 #define mask_hi mask_hi_b
@@ -284,16 +287,16 @@ bwd_dq(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
   const long shift = (long)seqlen_kv - (long)seqlen_q;
   const uint ra = qb * BQ + warp * 16 + gq, rb = ra + 8; /* this lane's two rows */
   const bool oka = ra < seqlen_q, okb = rb < seqlen_q;
-  const ulong rbase = (b * heads_q + h) * seqlen_q;
+  const ulong rbase = LSE_ROW(b, h);
   const float la = oka ? lse[rbase + ra] : -INFINITY, lb = okb ? lse[rbase + rb] : -INFINITY;
 #if ALIBI
   const float slope = ALIBI_SLOPE(bh);
 #endif
   const float da = oka ? drow[rbase + ra] : 0.0f, db = okb ? drow[rbase + rb] : 0.0f;
-  const ulong qa = q_off + b * q_sb + (ulong)(oka ? ra : 0) * q_ss + h * q_sh;
-  const ulong qbb = q_off + b * q_sb + (ulong)(okb ? rb : 0) * q_ss + h * q_sh;
-  const ulong ga = g_off + b * g_sb + (ulong)(oka ? ra : 0) * g_ss + h * g_sh;
-  const ulong gb = g_off + b * g_sb + (ulong)(okb ? rb : 0) * g_ss + h * g_sh;
+  const ulong qa = q_off + QB(q) + (ulong)(oka ? ra : 0) * q_ss + h * q_sh;
+  const ulong qbb = q_off + QB(q) + (ulong)(okb ? rb : 0) * q_ss + h * q_sh;
+  const ulong ga = g_off + QB(g) + (ulong)(oka ? ra : 0) * g_ss + h * g_sh;
+  const ulong gb = g_off + QB(g) + (ulong)(okb ? rb : 0) * g_ss + h * g_sh;
 
   float dqa[KT][4];
   float pd0 = 0.0f, pd1 = 0.0f; /* SINKS: this lane's part of its rows' sums of P dP */
@@ -313,7 +316,7 @@ bwd_dq(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
   const uint fa = mask_key(ra, mask_lo, seqlen_kv), ea = mask_key(ra, mask_hi, seqlen_kv);
   const uint fb = mask_key(rb, mask_lo, seqlen_kv), eb = mask_key(rb, mask_hi, seqlen_kv);
 #endif
-  const ulong kb0 = k_off + b * k_sb + hk * k_sh, vb0 = v_off + b * v_sb + hk * v_sh;
+  const ulong kb0 = k_off + KB(k) + hk * k_sh, vb0 = v_off + KB(v) + hk * v_sh;
   for (uint kv0 = kv_first; kv0 < kv_end; kv0 += SK) {
     const uint nk = min((uint)SK, kv_end - kv0);
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -364,14 +367,15 @@ bwd_dq(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
   UNROLL for (uint e = 0; e < 4; e++) {
     const uint row = (e >> 1) ? rb : ra;
     if (row >= seqlen_q) continue;
-    const ulong o = dq_off + b * dq_sb + (ulong)row * dq_ss + h * dq_sh;
+    const ulong o = dq_off + QB(dq) + (ulong)row * dq_ss + h * dq_sh;
     UNROLL for (uint c = 0; c < KT; c++)
       if (c * 8 + 2 * tq + (e & 1) < D) dq[o + c * 8 + 2 * tq + (e & 1)] = dqa[c][e] * scale;
   }
 }
 // clang-format on
 
-#if KVLENS
+#if SEQLENS
+#undef seqlen_q
 #undef seqlen_kv
 #undef mask_lo
 #undef mask_hi

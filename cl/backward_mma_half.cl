@@ -123,8 +123,9 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
   const ulong bhk = gid / num_kblocks;
   const uint hk = (uint)(bhk % heads_kv);
   const ulong b = bhk / heads_kv;
-  KVLENS_BEGIN(b);
-#if KVLENS /* this entry's keys from here on (cl/common.cl) */
+  SEQ_BEGIN(b);
+#if SEQLENS /* this entry's lengths from here on (cl/common.cl) */
+#define seqlen_q seqlen_q_b
 #define seqlen_kv seqlen_kv_b
 #define mask_lo mask_lo_b
 #define mask_hi mask_hi_b
@@ -134,7 +135,7 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
   const float sl2 = scale * M_LOG2E_F; /* scores in the log2 domain */
   const uint ja = kb * BKV + warp * 16 + gq, jb = ja + 8; /* this lane's two keys */
   const bool oka = ja < seqlen_kv, okb = jb < seqlen_kv;
-  const ulong kr = k_off + b * k_sb + hk * k_sh, vr = v_off + b * v_sb + hk * v_sh;
+  const ulong kr = k_off + KB(k) + hk * k_sh, vr = v_off + KB(v) + hk * v_sh;
 
   uint ka[KT][4], va[VK][4]; /* this warp's 16 keys as A fragments */
   LOAD_A(ka, KT, kg, kr + (ulong)(oka ? ja : 0) * k_ss, oka, kr + (ulong)(okb ? jb : 0) * k_ss,
@@ -157,8 +158,8 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
 #endif
   for (uint hh = 0; hh < group; hh++) {
     const uint h = hk * group + hh;
-    const ulong qbase = q_off + b * q_sb + h * q_sh, gbase = g_off + b * g_sb + h * g_sh;
-    const ulong rbase = (b * heads_q + h) * seqlen_q;
+    const ulong qbase = q_off + QB(q) + h * q_sh, gbase = g_off + QB(g) + h * g_sh;
+    const ulong rbase = LSE_ROW(b, h);
 #if ALIBI /* in natural units, and in the log2 domain of the unscaled branch */
     const float slope = ALIBI_SLOPE(b * heads_q + h), slope2 = slope * M_LOG2E_F;
 #endif
@@ -180,7 +181,7 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
       UNROLL for (uint n = 0; n < NQ; n++) UNROLL for (uint e = 0; e < 4; e++) {
         const uint r = n * 8 + 2 * tq + (e & 1);
         bool ok = Ls[r] != -INFINITY; /* rows past the block and rows that saw no key */
-#if KVLENS
+#if SEQLENS
         ok = ok && ((e >> 1) ? jb : ja) < seqlen_kv; /* keys past the entry's length: P = 0 */
 #endif
 #if CAUSAL
@@ -212,9 +213,9 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
   /* C element e of a tile is key gq + 8 (e >> 1), column 2 tq + (e & 1). */
   UNROLL for (uint e = 0; e < 4; e++) {
     const uint j = (e >> 1) ? jb : ja, cc = 2 * tq + (e & 1);
-    if (j >= seqlen_kv_all) continue; /* keys past a padded entry's length get zeros */
-    const ulong ko = dk_off + b * dk_sb + (ulong)j * dk_ss + hk * dk_sh;
-    const ulong vo = dv_off + b * dv_sb + (ulong)j * dv_ss + hk * dv_sh;
+    if (j >= kv_write_end) continue; /* keys past a padded entry's length get zeros */
+    const ulong ko = dk_off + KB(dk) + (ulong)j * dk_ss + hk * dk_sh;
+    const ulong vo = dv_off + KB(dv) + (ulong)j * dv_ss + hk * dv_sh;
     UNROLL for (uint c = 0; c < CT; c++)
       if (c * 8 + cc < D) STS(dk + ko + c * 8 + cc, dka[c][e] * scale);
     UNROLL for (uint c = 0; c < CV; c++)
@@ -226,7 +227,8 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
 #define NK (SK / 8)  /* 8-key tiles of a staged key block */
 #define KK (SK / 16) /* its k-steps */
 
-#if KVLENS
+#if SEQLENS
+#undef seqlen_q
 #undef seqlen_kv
 #undef mask_lo
 #undef mask_hi
@@ -255,8 +257,9 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
   const ulong bh = gid / num_qblocks;
   const uint h = (uint)(bh % heads_q);
   const ulong b = bh / heads_q;
-  KVLENS_BEGIN(b);
-#if KVLENS /* this entry's keys from here on (cl/common.cl) */
+  SEQ_BEGIN(b);
+#if SEQLENS /* this entry's lengths from here on (cl/common.cl) */
+#define seqlen_q seqlen_q_b
 #define seqlen_kv seqlen_kv_b
 #define mask_lo mask_lo_b
 #define mask_hi mask_hi_b
@@ -266,14 +269,14 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
   const float sl2 = scale * M_LOG2E_F;
   const uint ra = qb * BQ + warp * 16 + gq, rb = ra + 8; /* this lane's two rows */
   const bool oka = ra < seqlen_q, okb = rb < seqlen_q;
-  const ulong rbase = (b * heads_q + h) * seqlen_q;
+  const ulong rbase = LSE_ROW(b, h);
   const float la = oka ? lse[rbase + ra] * M_LOG2E_F : -INFINITY;
   const float lb = okb ? lse[rbase + rb] * M_LOG2E_F : -INFINITY;
 #if ALIBI /* in natural units, and in the log2 domain of the unscaled branch */
   const float slope = ALIBI_SLOPE(bh), slope2 = slope * M_LOG2E_F;
 #endif
   const float da = oka ? drow[rbase + ra] : 0.0f, db = okb ? drow[rbase + rb] : 0.0f;
-  const ulong qr = q_off + b * q_sb + h * q_sh, gr = g_off + b * g_sb + h * g_sh;
+  const ulong qr = q_off + QB(q) + h * q_sh, gr = g_off + QB(g) + h * g_sh;
 
   uint qa[KT][4], ga[VK][4]; /* this warp's 16 rows of Q and dO as A fragments */
   LOAD_A(qa, KT, qg, qr + (ulong)(oka ? ra : 0) * q_ss, oka, qr + (ulong)(okb ? rb : 0) * q_ss,
@@ -297,7 +300,7 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
   const uint fa = mask_key(ra, mask_lo, seqlen_kv), ea = mask_key(ra, mask_hi, seqlen_kv);
   const uint fb = mask_key(rb, mask_lo, seqlen_kv), eb = mask_key(rb, mask_hi, seqlen_kv);
 #endif
-  const ulong kb0 = k_off + b * k_sb + hk * k_sh, vb0 = v_off + b * v_sb + hk * v_sh;
+  const ulong kb0 = k_off + KB(k) + hk * k_sh, vb0 = v_off + KB(v) + hk * v_sh;
   for (uint kv0 = kv_first; kv0 < kv_end; kv0 += SK) {
     const uint nk = min((uint)SK, kv_end - kv0);
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -349,14 +352,15 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
   UNROLL for (uint e = 0; e < 4; e++) {
     const uint row = (e >> 1) ? rb : ra, cc = 2 * tq + (e & 1);
     if (row >= seqlen_q) continue;
-    const ulong o = dq_off + b * dq_sb + (ulong)row * dq_ss + h * dq_sh;
+    const ulong o = dq_off + QB(dq) + (ulong)row * dq_ss + h * dq_sh;
     UNROLL for (uint c = 0; c < CT; c++)
       if (c * 8 + cc < D) STS(dq + o + c * 8 + cc, dqa[c][e] * scale);
   }
 }
 // clang-format on
 
-#if KVLENS
+#if SEQLENS
+#undef seqlen_q
 #undef seqlen_kv
 #undef mask_lo
 #undef mask_hi

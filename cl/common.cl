@@ -159,35 +159,78 @@ typedef float floatv;
 #ifndef KVLENS
 #define KVLENS 0
 #endif
-/* KVLENS: a padded batch, batch entry b's keys [0, seqlens_kv[b]) of the seqlen_kv laid out (an
- * entry below 0 or above seqlen_kv counts as 0: its rows see no key). The masks and ALiBi align
- * to each entry's own length (kv_align 1: bottom-right, so a bound shifts by the difference;
- * 0: top-left); kv_heads is heads_q, for the kernels that see only rows. A kernel names the
- * entry after computing b: KVLENS_BEGIN(b), then `#define seqlen_kv seqlen_kv_b` (and mask_lo,
- * mask_hi likewise) so that its code reads the entry's length, and seqlen_kv_all the laid-out
- * one (which the backward writes its zero gradients up to); #undef them at its end. */
+#ifndef VARLEN
+#define VARLEN 0
+#endif
+/* The lengths of each batch entry (SEQLENS), one of two ways:
+ * KVLENS: a padded batch, entry b's keys [0, seqlens_kv[b]) of the seqlen_kv laid out.
+ * VARLEN: packed sequences (FlashAttention's varlen): entry b's rows are cu_q[b] .. cu_q[b + 1]
+ *   of q and o (total_q in all) and its keys cu_kv[b] .. cu_kv[b + 1] of k and v (total_kv);
+ *   seqlen_q and seqlen_kv are the maxima, and the LSE is [heads_q][total_q].
+ * Device values out of range are bounded here: a length below 0 or above the maximum (or a
+ * range outside the tensors) counts as empty. An entry without keys has rows that see none
+ * (O = 0, LSE = -inf or the sink); one without rows writes nothing (and its keys' gradients are
+ * 0). The masks and ALiBi align to each entry's own lengths (kv_align 1: bottom-right, so a
+ * bound shifts by the difference of the diagonals; 0: top-left). A kernel names its entry after
+ * computing b: SEQ_BEGIN(b), then `#define seqlen_q seqlen_q_b` (and seqlen_kv, mask_lo, mask_hi
+ * likewise) so that its code reads the entry's lengths; #undef them at its end. seq_q0 and
+ * seq_kv0 are the entry's first rows (QB, KB: the row offsets of its views), kv_write_end how
+ * far the backward writes dK and dV (a padded entry's zeros up to the laid-out length). */
 #if KVLENS
-#define KVLENS_ARGS , __global const int *seqlens_kv, int kv_align, uint kv_heads
+#define SEQ_ARGS , __global const int *seqlens_kv, int kv_align, uint kv_heads
 static inline uint kv_len(__global const int *lens, ulong b, uint all) {
   const int n = lens[b];
   return n >= 0 && (uint)n <= all ? (uint)n : 0u;
 }
+#define SEQ_LENGTHS(b)                                                                             \
+  const uint seqlen_q_b = seqlen_q, seqlen_kv_b = kv_len(seqlens_kv, (b), seqlen_kv);              \
+  const uint kv_write_end = seqlen_kv;                                                             \
+  const ulong seq_q0 = 0, seq_kv0 = 0;
+#elif VARLEN
+#define SEQ_ARGS                                                                                   \
+  , __global const int *cu_q, __global const int *cu_kv, ulong total_q, ulong total_kv, int kv_align
+/* Whether [a, z) is a range of at most max rows of n. */
+static inline bool seq_ok(int a, int z, ulong n, uint max) {
+  return a >= 0 && z >= a && (ulong)z <= n && (uint)(z - a) <= max;
+}
+#define SEQ_LENGTHS(b)                                                                             \
+  const int cq0_ = cu_q[b], cq1_ = cu_q[(b) + 1], ck0_ = cu_kv[b], ck1_ = cu_kv[(b) + 1];          \
+  const bool qok_ = seq_ok(cq0_, cq1_, total_q, seqlen_q);                                         \
+  const bool kok_ = seq_ok(ck0_, ck1_, total_kv, seqlen_kv);                                       \
+  const uint seqlen_q_b = qok_ ? (uint)(cq1_ - cq0_) : 0u;                                         \
+  const uint seqlen_kv_b = kok_ ? (uint)(ck1_ - ck0_) : 0u, kv_write_end = seqlen_kv_b;            \
+  const ulong seq_q0 = qok_ ? (ulong)cq0_ : 0, seq_kv0 = kok_ ? (ulong)ck0_ : 0;
+#endif
+#if KVLENS || VARLEN
+#define SEQLENS 1
 #if MASK
-#define KVLENS_MASK                                                                                \
-  const long kv_shift_ = kv_align ? (long)seqlen_kv_b - (long)seqlen_kv_all : 0;                   \
+#define SEQ_MASK                                                                                   \
+  const long kv_shift_ = kv_align ? ((long)seqlen_kv_b - (long)seqlen_q_b) -                       \
+                                        ((long)seqlen_kv - (long)seqlen_q)                         \
+                                  : 0;                                                             \
   const long mask_lo_b = mask_lo + kv_shift_, mask_hi_b = mask_hi + kv_shift_;
 #else
-#define KVLENS_MASK
+#define SEQ_MASK
 #endif
-#define KVLENS_BEGIN(b)                                                                            \
-  const uint seqlen_kv_all = seqlen_kv, seqlen_kv_b = kv_len(seqlens_kv, (b), seqlen_kv);          \
-  KVLENS_MASK
+#define SEQ_BEGIN(b) SEQ_LENGTHS(b) SEQ_MASK
 #else
-#define KVLENS_ARGS
-#define KVLENS_BEGIN(b)
-#define seqlen_kv_all seqlen_kv
+#define SEQLENS 0
+#define SEQ_ARGS
+#define SEQ_BEGIN(b)
+#define kv_write_end seqlen_kv
 #endif
-#define VARIANT_ARGS MASK_ARGS SOFTCAP_ARGS ALIBI_ARGS SINK_ARGS KVLENS_ARGS
+/* The row offsets of entry b's views (q, o, d_o, dq: QB; k, v, dk, dv: KB), and the first LSE
+ * (and D) row of (b, h). */
+#if VARLEN
+#define QB(x) (seq_q0 * x##_ss)
+#define KB(x) (seq_kv0 * x##_ss)
+#define LSE_ROW(b, h) ((ulong)(h) * total_q + seq_q0)
+#else
+#define QB(x) ((b) * x##_sb)
+#define KB(x) ((b) * x##_sb)
+#define LSE_ROW(b, h) (((ulong)(b) * heads_q + (h)) * seqlen_q)
+#endif
+#define VARIANT_ARGS MASK_ARGS SOFTCAP_ARGS ALIBI_ARGS SINK_ARGS SEQ_ARGS
 /* The first key row i sees (i + off clamped to [0, n]), and one past its last (i + off, the
  * same): both grow with i, so a block of rows sees keys [mask_key(first row, lo),
  * mask_key(last row, hi)). */

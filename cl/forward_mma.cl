@@ -183,8 +183,9 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
   const ulong bh = gs / num_splits;
   const uint h = (uint)(bh % heads_q);
   const ulong b = bh / heads_q;
-  KVLENS_BEGIN(b);
-#if KVLENS /* this entry's keys from here on (cl/common.cl) */
+  SEQ_BEGIN(b);
+#if SEQLENS /* this entry's lengths from here on (cl/common.cl) */
+#define seqlen_q seqlen_q_b
 #define seqlen_kv seqlen_kv_b
 #define mask_lo mask_lo_b
 #define mask_hi mask_hi_b
@@ -198,9 +199,9 @@ clattn_forward(__global const float *q, __global const float *k, __global const 
 #endif
   const bool live = SKIP_NONE || r0 < seqlen_q; /* the same for the whole warp */
 
-  const ulong qbase = q_off + b * q_sb + h * q_sh;
-  const ulong kbase = k_off + b * k_sb + (h / group) * k_sh;
-  const ulong vbase = v_off + b * v_sb + (h / group) * v_sh;
+  const ulong qbase = q_off + QB(q) + h * q_sh;
+  const ulong kbase = k_off + KB(k) + (h / group) * k_sh;
+  const ulong vbase = v_off + KB(v) + (h / group) * v_sh;
 
   /* Q's A fragments: element e is row gq + 8 (e & 1), column tq + 4 (e >> 1) of each k-step. */
   uint qh[KT][4], ql[KT][4];
@@ -416,7 +417,7 @@ UNROLL
 
   /* The row sums meet across the quad; then O = acc / l, written two columns per lane. */
   l0 = quad_sum(l0 SCR_ARGS), l1 = quad_sum(l1 SCR_ARGS);
-  const ulong obase = o_off + split * o_split + b * o_sb + h * o_sh;
+  const ulong obase = o_off + split * o_split + QB(o) + h * o_sh;
 UNROLL
   for (uint hr = 0; hr < 2; hr++) {
     const uint row = hr ? row1 : row0;
@@ -430,12 +431,13 @@ UNROLL
       if (c + 1 < DV) o[obase + (ulong)row * o_ss + c + 1] = acc[vt][2 * hr + 1] * inv;
     }
     if (write_lse && tq == 0)
-      lse[lse_off + split * lse_split + (b * heads_q + h) * seqlen_q + row] = l > 0.0f ? (m + log2(l)) * M_LN2_F : -INFINITY;
+      lse[lse_off + split * lse_split + LSE_ROW(b, h) + row] = l > 0.0f ? (m + log2(l)) * M_LN2_F : -INFINITY;
   }
 }
 // clang-format on
 
-#if KVLENS
+#if SEQLENS
+#undef seqlen_q
 #undef seqlen_kv
 #undef mask_lo
 #undef mask_hi

@@ -90,8 +90,9 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
   const ulong bh = gs / num_splits;
   const uint h = (uint)(bh % heads_q);
   const ulong b = bh / heads_q;
-  KVLENS_BEGIN(b);
-#if KVLENS /* this entry's keys from here on (cl/common.cl) */
+  SEQ_BEGIN(b);
+#if SEQLENS /* this entry's lengths from here on (cl/common.cl) */
+#define seqlen_q seqlen_q_b
 #define seqlen_kv seqlen_kv_b
 #define mask_lo mask_lo_b
 #define mask_hi mask_hi_b
@@ -100,9 +101,9 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
   const uint row0 = r0 + gq, row1 = r0 + gq + 8; /* this lane's two rows */
   const bool live = SKIP_NONE || r0 < seqlen_q;  /* the same for the whole warp */
 
-  const ulong qbase = q_off + b * q_sb + h * q_sh;
-  const ulong kbase = k_off + b * k_sb + (h / group) * k_sh;
-  const ulong vbase = v_off + b * v_sb + (h / group) * v_sh;
+  const ulong qbase = q_off + QB(q) + h * q_sh;
+  const ulong kbase = k_off + KB(k) + (h / group) * k_sh;
+  const ulong vbase = v_off + KB(v) + (h / group) * v_sh;
   /* K and V as their 16-bit words, copied to local memory unchanged. */
   __global const ushort *kb = (__global const ushort *)k, *vb = (__global const ushort *)v;
 
@@ -242,7 +243,7 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
 
   /* The row sums meet across the quad; then O = acc / l, two columns per lane and tile. */
   l0 = quad_sum(l0 SCR_ARGS), l1 = quad_sum(l1 SCR_ARGS);
-  const ulong obase = o_off + split * o_split + b * o_sb + h * o_sh;
+  const ulong obase = o_off + split * o_split + QB(o) + h * o_sh;
   UNROLL for (uint hr = 0; hr < 2; hr++) {
     const uint row = hr ? row1 : row0;
     const float l = hr ? l1 : l0, m = hr ? m1 : m0;
@@ -255,12 +256,13 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
       if (c + 1 < DV) STO(o, at + c + 1, acc[vt][2 * hr + 1] * inv);
     }
     if (write_lse && tq == 0)
-      lse[lse_off + split * lse_split + (b * heads_q + h) * seqlen_q + row] =
+      lse[lse_off + split * lse_split + LSE_ROW(b, h) + row] =
           l > 0.0f ? (m + log2(l)) * M_LN2_F : -INFINITY;
   }
 }
 
-#if KVLENS
+#if SEQLENS
+#undef seqlen_q
 #undef seqlen_kv
 #undef mask_lo
 #undef mask_hi

@@ -48,17 +48,18 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
   const ulong bh = gs / num_splits;
   const uint h = (uint)(bh % heads_q);
   const ulong b = bh / heads_q;
-  KVLENS_BEGIN(b);
-#if KVLENS /* this entry's keys from here on (cl/common.cl) */
+  SEQ_BEGIN(b);
+#if SEQLENS /* this entry's lengths from here on (cl/common.cl) */
+#define seqlen_q seqlen_q_b
 #define seqlen_kv seqlen_kv_b
 #define mask_lo mask_lo_b
 #define mask_hi mask_hi_b
 #endif
   const uint q0 = qb * BQ, r0 = ty * RM; /* this work-item's rows: r0 .. r0 + RM - 1 */
 
-  const ulong qbase = q_off + b * q_sb + h * q_sh;
-  const ulong kbase = k_off + b * k_sb + (h / group) * k_sh;
-  const ulong vbase = v_off + b * v_sb + (h / group) * v_sh;
+  const ulong qbase = q_off + QB(q) + h * q_sh;
+  const ulong kbase = k_off + KB(k) + (h / group) * k_sh;
+  const ulong vbase = v_off + KB(v) + (h / group) * v_sh;
 
   for (uint i = lid; i < BQ * (D / VEC); i += WG) {
     const uint rr = i / (D / VEC), c = (i % (D / VEC)) * VEC;
@@ -180,18 +181,19 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
     for (uint t = 0; t < TX; t++) l += Red[(r0 + i) * TX + t];
     if (row < seqlen_q) {
       const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-      const ulong obase = o_off + split * o_split + b * o_sb + h * o_sh + (ulong)row * o_ss;
+      const ulong obase = o_off + split * o_split + QB(o) + h * o_sh + (ulong)row * o_ss;
       for (uint u = 0; u < DVP; u++) {
         const uint c = tx + TX * u;
         if (c < DV) STO(o, obase + c, acc[i][u] * inv);
       }
       if (write_lse && tx == 0)
-        lse[lse_off + split * lse_split + (b * heads_q + h) * seqlen_q + row] = l > 0.0f ? (m[i] + log2(l)) * M_LN2_F : -INFINITY;
+        lse[lse_off + split * lse_split + LSE_ROW(b, h) + row] = l > 0.0f ? (m[i] + log2(l)) * M_LN2_F : -INFINITY;
     }
   }
 }
 
-#if KVLENS
+#if SEQLENS
+#undef seqlen_q
 #undef seqlen_kv
 #undef mask_lo
 #undef mask_hi

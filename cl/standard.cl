@@ -61,8 +61,9 @@ softmax_rows(__global float *s, __global float *lse, const uint seqlen_q, const 
   const ulong r = row_base + get_group_id(0); /* row of the workspace */
   const uint t = get_local_id(0), i = (uint)(r % seqlen_q);
   __global float *row = s + r * seqlen_kv;
-  KVLENS_BEGIN((lse_base + r) / seqlen_q / kv_heads);
-#if KVLENS /* this entry's keys from here on (cl/common.cl) */
+  SEQ_BEGIN((lse_base + r) / seqlen_q / kv_heads);
+#if SEQLENS /* this entry's lengths from here on (cl/common.cl) */
+#define seqlen_q seqlen_q_b
 #define seqlen_kv seqlen_kv_b
 #define mask_lo mask_lo_b
 #define mask_hi mask_hi_b
@@ -112,7 +113,7 @@ softmax_rows(__global float *s, __global float *lse, const uint seqlen_q, const 
   const float inv = l > 0.0f ? 1.0f / l : 0.0f;
   for (uint c = 0; c < CPI; c++) {
     const uint j = t + c * WG;
-    if (j < seqlen_kv_all) row[j] = x[c] * inv; /* zeros past a padded entry's keys */
+    if (j < kv_write_end) row[j] = x[c] * inv; /* zeros past a padded entry's keys */
   }
 #else
   float mt = -INFINITY, lt = 0.0f;
@@ -134,12 +135,13 @@ softmax_rows(__global float *s, __global float *lse, const uint seqlen_q, const 
   l += SINK_TERM(sink, m);
 #endif
   const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-  for (uint j = t; j < seqlen_kv_all; j += WG)
+  for (uint j = t; j < kv_write_end; j += WG)
     row[j] = j >= first && j < visible ? exp2((SCORE(row[j], i, j) - m) * LOG2E) * inv : 0.0f;
 #endif
   if (write_lse && t == 0) lse[lse_base + r] = l > 0.0f ? m + log(l) : -INFINITY;
 }
-#if KVLENS
+#if SEQLENS
+#undef seqlen_q
 #undef seqlen_kv
 #undef mask_lo
 #undef mask_hi
@@ -186,14 +188,15 @@ __kernel void bwd_probs(__global float *s, __global const float *lse, const uint
 #if ALIBI
   const float slope = ALIBI_SLOPE((row_base + r) / seqlen_q);
 #endif
-  KVLENS_BEGIN((row_base + r) / seqlen_q / kv_heads);
-#if KVLENS /* this entry's keys from here on (cl/common.cl) */
+  SEQ_BEGIN((row_base + r) / seqlen_q / kv_heads);
+#if SEQLENS /* this entry's lengths from here on (cl/common.cl) */
+#define seqlen_q seqlen_q_b
 #define seqlen_kv seqlen_kv_b
 #define mask_lo mask_lo_b
 #define mask_hi mask_hi_b
 #endif
   bool ok = l != -INFINITY;
-#if KVLENS
+#if SEQLENS
   ok = ok && j < seqlen_kv;
 #endif
 #if CAUSAL
@@ -205,7 +208,8 @@ __kernel void bwd_probs(__global float *s, __global const float *lse, const uint
 #endif
   s[g] = ok ? exp(SCORE(s[g], r % seqlen_q, j) - l) : 0.0f;
 }
-#if KVLENS
+#if SEQLENS
+#undef seqlen_q
 #undef seqlen_kv
 #undef mask_lo
 #undef mask_hi
@@ -225,14 +229,16 @@ __kernel void bwd_dscores(__global float *ws, const ulong ds_off, __global const
   float x = p > 0.0f ? log(p) + lse[gr] : 0.0f;
 #if ALIBI
   const uint j = (uint)(g % seqlen_kv);
-  KVLENS_BEGIN(gr / seqlen_q / kv_heads);
-#if KVLENS /* this entry's keys from here on (cl/common.cl) */
+  SEQ_BEGIN(gr / seqlen_q / kv_heads);
+#if SEQLENS /* this entry's lengths from here on (cl/common.cl) */
+#define seqlen_q seqlen_q_b
 #define seqlen_kv seqlen_kv_b
 #define mask_lo mask_lo_b
 #define mask_hi mask_hi_b
 #endif
   if (p > 0.0f) x -= ALIBI_BIAS(ALIBI_SLOPE(gr / seqlen_q), gr % seqlen_q, j);
-#if KVLENS
+#if SEQLENS
+#undef seqlen_q
 #undef seqlen_kv
 #undef mask_lo
 #undef mask_hi
@@ -294,7 +300,9 @@ bwd_sinks(__global const float *lse, __global const float *pdp, __global const f
     const ulong base = (b * heads_q + h) * seqlen_q;
     for (uint i = t; i < seqlen_q; i += WG) {
       const float l = lse[base + i];
-      if (l != -INFINITY) acc = fma(exp(sink - l), pdp[pdp_off + base + i], acc);
+      const float pd = pdp[pdp_off + base + i];
+      /* pd = 0 also marks varlen's rows in no sequence, whose LSE was never written */
+      if (l != -INFINITY && pd != 0.0f) acc = fma(exp(sink - l), pd, acc);
     }
   }
   acc = group_sum(red, acc);

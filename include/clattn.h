@@ -91,7 +91,18 @@ enum {
    * CLATTN_CAUSAL. Computed where CLATTN_WINDOW is. */
   CLATTN_CAUSAL_TOP_LEFT = 1u << 2,
   /* ALiBi's slopes (clattn_args.alibi_slopes) are [batch][heads_q], not [heads_q]. */
-  CLATTN_ALIBI_PER_BATCH = 1u << 3
+  CLATTN_ALIBI_PER_BATCH = 1u << 3,
+  /* Variable-length sequences packed one after another (FlashAttention's varlen): batch is the
+   * number of sequences, sequence b's queries are rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] of
+   * q and o ([total_q][heads][dim] views: their stride_batch is not used) and its keys rows
+   * cu_seqlens_kv[b] .. cu_seqlens_kv[b + 1] of k and v ([total_kv][heads_kv][dim]); seqlen_q and
+   * seqlen_kv are the longest; the LSE is fp32 [heads_q][total_q]; the masks and ALiBi hold per
+   * sequence. clattn_args' cu_seqlens_q and cu_seqlens_kv (int32 [batch + 1]) live on the device
+   * and are bounded there: a sequence whose query range is not within [0, total_q] and at most
+   * seqlen_q rows writes nothing; one whose key range is not (likewise) sees no key (O = 0, LSE =
+   * -inf, or the sink). Fused kernels only so far (the standard path: UNSUPPORTED); not with
+   * seqlens_kv. */
+  CLATTN_VARLEN = 1u << 4
 };
 
 /* How a call computes attention. */
@@ -131,6 +142,9 @@ typedef struct clattn_problem {
   float softcap; /* > 0: a score s = scale q.k becomes softcap * tanh(s / softcap) before the
                     mask and the softmax (Gemma 2), forward and backward; computed where
                     CLATTN_WINDOW is. Finite, and at least |scale| / 2^32 (INVALID_ARGUMENT) */
+  /* With CLATTN_VARLEN, the packed rows of q and o (total_q) and of k and v (total_kv); without
+   * it both must be 0. */
+  size_t total_q, total_kv;
 } clattn_problem;
 
 /* A strided 4-D view [batch][seq][head][dim] of a buffer; the dim axis is contiguous. Offset and
@@ -254,9 +268,12 @@ CLATTN_API clattn_status clattn_backward(clattn_context *ctx, const clattn_probl
  * in every dtype, by every kernel family the planner chooses from and the standard path (their
  * buffers are checked against their sizes, and must not overlap an output: INVALID_ARGUMENT).
  * The order of a score: s = scale q.k, then the softcap, then ALiBi's bias; the softmax then
- * runs over the visible keys plus the sink. cu_seqlens_q, cu_seqlens_kv and seqlens_kv are
- * declared for the variants issue and not computed yet: a call that sets one gets
- * CLATTN_ERR_UNSUPPORTED naming it. */
+ * runs over the visible keys plus the sink. seqlens_kv (int32 [batch]) gives a padded batch's
+ * key lengths: entry b's rows see its keys [0, seqlens_kv[b]) (the masks and ALiBi aligned to
+ * that length; an entry below 0 or above seqlen_kv has none), and the backward writes zeros to
+ * dK and dV past it. The fused kernels never read keys past an entry's length; the standard path
+ * multiplies them by 0, so they must be finite there. cu_seqlens_q and cu_seqlens_kv: with
+ * CLATTN_VARLEN (see there), required both, and refused (INVALID_ARGUMENT) without it. */
 typedef struct clattn_args {
   clattn_tensor q, k, v; /* inputs of both passes */
   clattn_tensor o;       /* forward: written; backward: read (D = rowsum(dO o O)) */
@@ -272,8 +289,8 @@ typedef struct clattn_args {
   /* backward, optional with sinks: fp32 [heads_q], written with the sinks' gradient, summed over
    * the batch and the rows: -sum exp(sink - LSE) rowsum(dO o O). */
   cl_mem d_sinks;
-  cl_mem cu_seqlens_q, cu_seqlens_kv; /* int32 [batch + 1]: packed variable-length sequences */
-  cl_mem seqlens_kv;                  /* int32 [batch]: per-sequence key lengths */
+  cl_mem cu_seqlens_q, cu_seqlens_kv; /* int32 [batch + 1]: CLATTN_VARLEN's sequences */
+  cl_mem seqlens_kv;                  /* int32 [batch]: a padded batch's key lengths */
 } clattn_args;
 
 /* clattn_forward with every tensor in args: q, k, v, o and lse as clattn_forward's, and the

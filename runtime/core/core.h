@@ -97,6 +97,12 @@ typedef struct clattn__shape {
    * the bottom-right alignment (1) or the top-left one (0). */
   cl_mem seqlens_kv;
   int kv_align;
+  /* CLATTN_VARLEN: packed sequences (cu_q, cu_kv from clattn_args; total_q, total_kv rows). The
+   * views' extents: [vb][vq][heads][dim] for q and o, [vb][vkv][heads_kv][dim] for k and v
+   * (vb = 1 and the totals with varlen, else batch and the lengths), and lse_rows LSE rows. */
+  int varlen;
+  cl_mem cu_q, cu_kv;
+  size_t total_q, total_kv, vb, vq, vkv, lse_rows;
   size_t alibi_mod;
   int empty;             /* nothing to compute: batch, heads_q or seqlen_q is 0 */
   clattn_algorithm algo; /* resolved: CLATTN_ALGO_FUSED or CLATTN_ALGO_STANDARD */

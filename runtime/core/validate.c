@@ -14,8 +14,8 @@
 
 /* The variants' flags and fields: their values (INVALID_ARGUMENT). */
 static clattn_status check_variants(clattn_context *ctx, const clattn_problem *p) {
-  const unsigned known =
-      CLATTN_CAUSAL | CLATTN_WINDOW | CLATTN_CAUSAL_TOP_LEFT | CLATTN_ALIBI_PER_BATCH;
+  const unsigned known = CLATTN_CAUSAL | CLATTN_WINDOW | CLATTN_CAUSAL_TOP_LEFT |
+                         CLATTN_ALIBI_PER_BATCH | CLATTN_VARLEN;
   if (p->flags & ~known)
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "unknown flags 0x%x", p->flags & ~known);
   if ((p->flags & CLATTN_CAUSAL) && (p->flags & CLATTN_CAUSAL_TOP_LEFT))
@@ -38,6 +38,10 @@ static clattn_status check_variants(clattn_context *ctx, const clattn_problem *p
                         "window_left %lld, window_right %lld are set but flags lack CLATTN_WINDOW",
                         (long long)p->window_left, (long long)p->window_right);
   }
+  if (!(p->flags & CLATTN_VARLEN) && (p->total_q || p->total_kv))
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                        "total_q %zu, total_kv %zu are set but flags lack CLATTN_VARLEN",
+                        p->total_q, p->total_kv);
   if (!(p->softcap >= 0.0f) || !isfinite(p->softcap))
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
                         "softcap %g: 0 (off) or a positive finite cap", (double)p->softcap);
@@ -121,7 +125,16 @@ clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_probl
                         s->seqlen_q, s->seqlen_kv, s->heads_q);
   s->empty = s->batch == 0 || s->heads_q == 0 || s->seqlen_q == 0;
   mask_of(p, s);
-  s->alibi = s->sinks = s->d_sinks = s->seqlens_kv = NULL;
+  s->alibi = s->sinks = s->d_sinks = s->seqlens_kv = s->cu_q = s->cu_kv = NULL;
+  s->varlen = (p->flags & CLATTN_VARLEN) != 0;
+  s->total_q = s->varlen ? p->total_q : 0, s->total_kv = s->varlen ? p->total_kv : 0;
+  if (s->total_q >= ((size_t)1 << 40) || s->total_kv >= ((size_t)1 << 40))
+    return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED, "total_q %zu, total_kv %zu: below 2^40",
+                        s->total_q, s->total_kv);
+  s->vb = s->varlen ? 1 : s->batch;
+  s->vq = s->varlen ? s->total_q : s->seqlen_q, s->vkv = s->varlen ? s->total_kv : s->seqlen_kv;
+  if (__builtin_mul_overflow(s->vb * s->heads_q, s->vq, &s->lse_rows))
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "the LSE's size overflows");
   s->kv_align = !(p->flags & CLATTN_CAUSAL_TOP_LEFT);
   s->alibi_per_batch = (p->flags & CLATTN_ALIBI_PER_BATCH) != 0;
   s->alibi_mod = s->alibi_per_batch ? s->batch * s->heads_q : s->heads_q;
@@ -237,16 +250,15 @@ clattn_status clattn__check_forward_tensors(clattn_context *ctx, const clattn__s
                                             cl_mem lse) {
   region rq, rk, rv, ro, rl = {0};
   clattn_status st;
-  size_t nq = s->empty ? 0 : s->seqlen_q, nkv = s->empty ? 0 : s->seqlen_kv;
-  if ((st = check_view(ctx, "q", q, s->batch, nq, s->heads_q, s->d, s->elem, &rq)) ||
-      (st = check_view(ctx, "k", k, s->batch, nkv, s->heads_kv, s->d, s->elem, &rk)) ||
-      (st = check_view(ctx, "v", v, s->batch, nkv, s->heads_kv, s->dv, s->elem, &rv)) ||
-      (st = check_output_view(ctx, "o", o, s->batch, nq, s->heads_q, s->dv, s->elem, &ro)))
+  size_t nq = s->empty ? 0 : s->vq, nkv = s->empty ? 0 : s->vkv;
+  if ((st = check_view(ctx, "q", q, s->vb, nq, s->heads_q, s->d, s->elem, &rq)) ||
+      (st = check_view(ctx, "k", k, s->vb, nkv, s->heads_kv, s->d, s->elem, &rk)) ||
+      (st = check_view(ctx, "v", v, s->vb, nkv, s->heads_kv, s->dv, s->elem, &rv)) ||
+      (st = check_output_view(ctx, "o", o, s->vb, nq, s->heads_q, s->dv, s->elem, &ro)))
     return st;
   if (lse && !s->empty) {
     size_t n;
-    if (__builtin_mul_overflow(s->batch, s->heads_q, &n) ||
-        __builtin_mul_overflow(n, s->seqlen_q, &n) || __builtin_mul_overflow(n, sizeof(float), &n))
+    if (__builtin_mul_overflow(s->lse_rows, sizeof(float), &n))
       return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "lse: size overflows");
     rl.lo = 0;
     rl.hi = n;
@@ -277,7 +289,7 @@ clattn_status clattn__check_backward_tensors(clattn_context *ctx, const clattn__
   clattn_status st = clattn__check_forward_tensors(ctx, s, q, k, v, o, s->empty ? NULL : lse);
   if (st != CLATTN_OK) return st;
   region rq, rk, rv, ro, rg, rl = {0}, rdq, rdk, rdv;
-  size_t nq = s->empty ? 0 : s->seqlen_q, nkv = s->seqlen_kv, b = s->batch;
+  size_t nq = s->empty ? 0 : s->vq, nkv = s->vkv, b = s->vb;
   size_t heads = s->heads_q ? s->heads_kv : 0;
   if ((st = check_view(ctx, "q", q, b, nq, s->heads_q, s->d, s->elem, &rq)) ||
       (st = check_view(ctx, "k", k, b, nkv, heads, s->d, s->elem, &rk)) ||
@@ -289,7 +301,7 @@ clattn_status clattn__check_backward_tensors(clattn_context *ctx, const clattn__
       (st = check_output_view(ctx, "dv", dv, b, nkv, heads, s->dv, s->elem, &rdv)))
     return st;
   if (lse && !s->empty) {
-    rl.hi = b * s->heads_q * s->seqlen_q * sizeof(float);
+    rl.hi = s->lse_rows * sizeof(float);
     if ((st = check_buffer(ctx, "lse", lse, rl.hi, &rl))) return st;
   }
   const region *outs[] = {&rdq, &rdk, &rdv}, *all[] = {&rq, &rk, &rv, &ro, &rg, &rl};
@@ -321,15 +333,18 @@ clattn_status clattn__check_variant_args(clattn_context *ctx, clattn__shape *s,
                                          const clattn_args *a, int backward) {
   const clattn_args none = {0};
   if (!a) a = &none;
-  const struct {
-    cl_mem m;
-    const char *name;
-  } later[] = {{a->cu_seqlens_q, "cu_seqlens_q (variable-length batches)"},
-               {a->cu_seqlens_kv, "cu_seqlens_kv (variable-length batches)"}};
-  for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
-    if (later[i].m)
-      return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
-                          "args.%s is declared but not computed by any path yet", later[i].name);
+  if (!s->varlen && (a->cu_seqlens_q || a->cu_seqlens_kv))
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                        "args.%s is set but flags lack CLATTN_VARLEN",
+                        a->cu_seqlens_q ? "cu_seqlens_q" : "cu_seqlens_kv");
+  if (s->varlen && (!a->cu_seqlens_q || !a->cu_seqlens_kv))
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                        "flags have CLATTN_VARLEN but args.%s is NULL",
+                        a->cu_seqlens_q ? "cu_seqlens_kv" : "cu_seqlens_q");
+  if (s->varlen && a->seqlens_kv)
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                        "args.seqlens_kv with CLATTN_VARLEN: the sequences' lengths are "
+                        "cu_seqlens_kv's");
   if (s->alibi_per_batch && !a->alibi_slopes)
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
                         "flags have CLATTN_ALIBI_PER_BATCH but args.alibi_slopes is NULL");
@@ -337,23 +352,26 @@ clattn_status clattn__check_variant_args(clattn_context *ctx, clattn__shape *s,
   if (d_sinks && !a->sinks)
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
                         "args.d_sinks is set but args.sinks is NULL (no sinks, no gradient)");
-  region ra, rs, rd, rl;
+  region ra, rs, rd, rl, rcq, rck;
   clattn_status st;
+  size_t cu_n = s->batch + 1; /* int32, as floats are: 4 bytes */
   if ((st = check_array(ctx, "alibi_slopes", a->alibi_slopes, s->alibi_mod, &ra)) ||
       (st = check_array(ctx, "sinks", a->sinks, s->heads_q, &rs)) ||
       (st = check_array(ctx, "d_sinks", d_sinks, s->heads_q, &rd)) ||
-      (st = check_array(ctx, "seqlens_kv", a->seqlens_kv, s->batch, &rl)))
+      (st = check_array(ctx, "seqlens_kv", a->seqlens_kv, s->batch, &rl)) ||
+      (st = check_array(ctx, "cu_seqlens_q", a->cu_seqlens_q, cu_n, &rcq)) ||
+      (st = check_array(ctx, "cu_seqlens_kv", a->cu_seqlens_kv, cu_n, &rck)))
     return st;
-  if (!a->alibi_slopes && !a->sinks && !a->seqlens_kv) return CLATTN_OK;
+  if (!a->alibi_slopes && !a->sinks && !a->seqlens_kv && !s->varlen) return CLATTN_OK;
   /* The call's tensors (checked before): the variants' inputs must not overlap an output, and
    * d_sinks nothing at all. */
-  size_t b = s->batch, nq = s->empty ? 0 : s->seqlen_q, nkv = s->empty ? 0 : s->seqlen_kv;
+  size_t b = s->vb, nq = s->empty ? 0 : s->vq, nkv = s->empty ? 0 : s->vkv;
   size_t hq = s->heads_q, hkv = s->heads_kv, e = s->elem;
   region t[9] = {{0}};
   const char *names[9] = {"o", "lse", "dq", "dk", "dv", "q", "k", "v", "d_o"};
   int outputs = backward ? 5 : 2; /* o and lse are outputs of the forward only */
   if ((st = check_view(ctx, "o", &a->o, b, nq, hq, s->dv, e, &t[0])) ||
-      (st = check_array(ctx, "lse", nq ? a->lse : NULL, b * hq * nq, &t[1])) ||
+      (st = check_array(ctx, "lse", nq ? a->lse : NULL, s->lse_rows, &t[1])) ||
       (backward && ((st = check_view(ctx, "dq", &a->dq, b, nq, hq, s->d, e, &t[2])) ||
                     (st = check_view(ctx, "dk", &a->dk, b, nkv, hkv, s->d, e, &t[3])) ||
                     (st = check_view(ctx, "dv", &a->dv, b, nkv, hkv, s->dv, e, &t[4])) ||
@@ -369,16 +387,21 @@ clattn_status clattn__check_variant_args(clattn_context *ctx, clattn__shape *s,
       return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "sinks overlaps %s", names[i]);
     if (i < outputs && overlap(&rl, &t[i]))
       return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "seqlens_kv overlaps %s", names[i]);
+    if (i < outputs && (overlap(&rcq, &t[i]) || overlap(&rck, &t[i])))
+      return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "cu_seqlens_%s overlaps %s",
+                          overlap(&rcq, &t[i]) ? "q" : "kv", names[i]);
     if (overlap(&rd, &t[i]))
       return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "d_sinks overlaps %s", names[i]);
   }
+  if (overlap(&rd, &rcq) || overlap(&rd, &rck))
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "d_sinks overlaps cu_seqlens");
   if (overlap(&rd, &ra) || overlap(&rd, &rs) || overlap(&rd, &rl))
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "d_sinks overlaps %s",
                         overlap(&rd, &ra)   ? "alibi_slopes"
                         : overlap(&rd, &rs) ? "sinks"
                                             : "seqlens_kv");
   s->alibi = a->alibi_slopes, s->sinks = a->sinks, s->d_sinks = d_sinks;
-  s->seqlens_kv = a->seqlens_kv;
+  s->seqlens_kv = a->seqlens_kv, s->cu_q = a->cu_seqlens_q, s->cu_kv = a->cu_seqlens_kv;
   return CLATTN_OK;
 }
 

@@ -35,10 +35,17 @@ void clattn__arg_variants(clattn__args *a, const clattn__shape *s, double unit) 
     clattn__arg(a, sizeof heads, &heads);
     clattn__arg(a, sizeof u, &u);
   }
+  cl_int align = s->kv_align;
   if (s->seqlens_kv) {
-    cl_int align = s->kv_align;
     clattn__arg(a, sizeof(cl_mem), &s->seqlens_kv);
     clattn__arg(a, sizeof align, &align);
     clattn__arg(a, sizeof heads, &heads);
+  } else if (s->varlen) {
+    cl_ulong tq = s->total_q, tkv = s->total_kv;
+    clattn__arg(a, sizeof(cl_mem), &s->cu_q);
+    clattn__arg(a, sizeof(cl_mem), &s->cu_kv);
+    clattn__arg(a, sizeof tq, &tq);
+    clattn__arg(a, sizeof tkv, &tkv);
+    clattn__arg(a, sizeof align, &align);
   }
 }

@@ -224,7 +224,7 @@ unsigned clattn__backward_bind(const clattn__family *f, const clattn__config *c,
     clattn__arg(&a, sizeof zero, &zero);
     clattn__arg_variants(&a, s, 1.0);
     if (s->sinks) { /* cl/common.cl's PDP_ARG: after D in the row workspace */
-      cl_ulong pdp_off = s->batch * s->heads_q * s->seqlen_q;
+      cl_ulong pdp_off = s->lse_rows;
       clattn__arg(&a, sizeof(cl_mem), &b->drow);
       clattn__arg(&a, sizeof pdp_off, &pdp_off);
     }

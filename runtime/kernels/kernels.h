@@ -26,7 +26,8 @@ void clattn__arg_view(clattn__args *a, const clattn_tensor *t);
 /* The variants' values (cl/common.cl's VARIANT_ARGS), appended only when the shape has them, as
  * the class's defines say: mask_lo and mask_hi (long); the cap (float) times unit, the kernel's
  * score unit (the forward kernels' log2(e), 1 elsewhere); ALiBi's slopes, alibi_mod (ulong) and
- * unit; the sinks, heads_q (uint) and unit; seqlens_kv, kv_align (int) and heads_q. */
+ * unit; the sinks, heads_q (uint) and unit; seqlens_kv, kv_align (int) and heads_q; or varlen's
+ * cu_seqlens_q, cu_seqlens_kv, total_q, total_kv (ulong) and kv_align. */
 void clattn__arg_variants(clattn__args *a, const clattn__shape *s, double unit);
 
 /* ---- sources (sources.c) ---- */

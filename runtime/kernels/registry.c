@@ -290,7 +290,8 @@ const char *clattn__variant_name(unsigned missing) {
          : missing & CLATTN__VAR_SOFTCAP ? "softcap"
          : missing & CLATTN__VAR_ALIBI   ? "ALiBi (alibi_slopes)"
          : missing & CLATTN__VAR_SINKS   ? "attention sinks (sinks)"
-                                         : "per-sequence key lengths (seqlens_kv)";
+         : missing & CLATTN__VAR_KVLENS  ? "per-sequence key lengths (seqlens_kv)"
+                                         : "variable-length sequences (CLATTN_VARLEN)";
 }
 
 int clattn__config_computes(const clattn__class *k, const clattn__config *c, char *why,
@@ -359,11 +360,13 @@ void clattn__config_options(const clattn__device *dev, const clattn__class *cls,
   /* The variants (cl/common.cl), likewise absent from a plain class's options. */
   at = strlen(out);
   if (at < len)
-    snprintf(out + at, len - at, "%s%s%s%s%s", cls->variants & CLATTN__VAR_MASK ? " -DMASK=1" : "",
+    snprintf(out + at, len - at, "%s%s%s%s%s%s",
+             cls->variants & CLATTN__VAR_MASK ? " -DMASK=1" : "",
              cls->variants & CLATTN__VAR_SOFTCAP ? " -DSOFTCAP=1" : "",
              cls->variants & CLATTN__VAR_ALIBI ? " -DALIBI=1" : "",
              cls->variants & CLATTN__VAR_SINKS ? " -DSINKS=1" : "",
-             cls->variants & CLATTN__VAR_KVLENS ? " -DKVLENS=1" : "");
+             cls->variants & CLATTN__VAR_KVLENS ? " -DKVLENS=1" : "",
+             cls->variants & CLATTN__VAR_VARLEN ? " -DVARLEN=1" : "");
   /* Extra options for experiments ($CLATTN_BUILD_OPTIONS, e.g. -cl-nv-verbose) are part of the
    * options, hence of every cache key. */
   const char *extra = dev->build_options; /* read once, when the context was made */

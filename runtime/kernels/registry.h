@@ -33,7 +33,8 @@ enum {
   CLATTN__VAR_ALIBI = 1u << 2,   /* ALiBi's linear bias (ALIBI) */
   CLATTN__VAR_SINKS = 1u << 3,   /* a sink logit per head (SINKS) */
   CLATTN__VAR_KVLENS = 1u << 4,  /* a padded batch's key lengths (KVLENS) */
-  CLATTN__VAR_ALL = (1u << 5) - 1
+  CLATTN__VAR_VARLEN = 1u << 5,  /* packed variable-length sequences (VARLEN) */
+  CLATTN__VAR_ALL = (1u << 6) - 1
 };
 /* The first variant of `missing` in words ("a key range per row (...)" or "softcap"). */
 const char *clattn__variant_name(unsigned missing);

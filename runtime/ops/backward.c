@@ -39,6 +39,10 @@ static clattn_status backward_call(clattn_context *ctx, const clattn_problem *pr
   if (st == CLATTN_OK)
     st = clattn__check_backward_tensors(ctx, &s, q, k, v, o, d_o, lse, dq, dk, dv);
   if (st == CLATTN_OK) st = clattn__check_variant_args(ctx, &s, ext, 1);
+  if (st == CLATTN_OK && s.varlen && s.algo == CLATTN_ALGO_STANDARD)
+    st = clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
+                      "variable-length sequences (CLATTN_VARLEN) run on the fused path only so "
+                      "far, not the standard one");
   const clattn__plan *p = NULL;
   int nothing = st == CLATTN_OK && (s.batch == 0 || s.heads_q == 0);
   /* The standard path when asked for (or when the head dims rule out the fused one); with no
@@ -56,7 +60,7 @@ static clattn_status backward_call(clattn_context *ctx, const clattn_problem *pr
   if (st == CLATTN_OK && standard)
     st = clattn__standard_backward(ctx, &s, q, k, v, o, d_o, lse, dq, dk, dv);
   else if (st == CLATTN_OK && !nothing) {
-    if (s.batch && s.heads_q && s.seqlen_q) st = clattn__bwd_rowsum(ctx, &s, o, d_o);
+    if (s.batch && s.heads_q && s.seqlen_q && s.lse_rows) st = clattn__bwd_rowsum(ctx, &s, o, d_o);
     if (st == CLATTN_OK)
       st = clattn__bwd_enqueue(ctx, ctx->queue, &s, p, q, k, v, d_o, lse, ctx->bwd_ws, dq, dk, dv,
                                NULL, NULL);

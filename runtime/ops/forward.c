@@ -26,6 +26,11 @@ static clattn_status forward_call(clattn_context *ctx, const clattn_problem *pro
       if (err != CL_SUCCESS) st = clattn__fail_cl(ctx, err, "clEnqueueMarkerWithWaitList");
       clFlush(ctx->queue);
     }
+  } else if (st == CLATTN_OK && s.algo == CLATTN_ALGO_STANDARD && s.varlen) {
+    st = clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
+                      "variable-length sequences (CLATTN_VARLEN) run on the fused path only so "
+                      "far, not the standard one (head dims above %d need it)",
+                      CLATTN__MAX_FUSED_DIM);
   } else if (st == CLATTN_OK && s.algo == CLATTN_ALGO_STANDARD) {
     st = clattn__standard_forward(ctx, &s, q, k, v, o, lse, num_wait, wait, done);
   } else if (st == CLATTN_OK) {

@@ -16,8 +16,9 @@ unsigned clattn__split_count(const clattn_context *ctx, const clattn__shape *s,
   size_t groups = (s->seqlen_q + p->cfg.bq - 1) / p->cfg.bq * s->batch * s->heads_q;
   *kv_per_split = (unsigned)s->seqlen_kv;
   /* The workspace is reused call after call, which an out-of-order queue would race on; an
-   * override is run as given. */
-  if (!ctx->queue_in_order || !strcmp(p->origin, "override") || groups >= units ||
+   * override is run as given; packed sequences are not split (the merge indexes rows by batch
+   * strides). */
+  if (!ctx->queue_in_order || !strcmp(p->origin, "override") || groups >= units || s->varlen ||
       s->seqlen_kv < 4 * bkv)
     return 1;
   size_t want = (units + groups - 1) / groups, most = s->seqlen_kv / (2 * bkv); /* >= 2 tiles */

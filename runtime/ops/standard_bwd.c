@@ -22,7 +22,9 @@ static clattn_status elementwise(clattn_context *ctx, cl_kernel k, cl_uint base_
 
 clattn_status clattn__bwd_rowsum(clattn_context *ctx, const clattn__shape *s,
                                  const clattn_tensor *o, const clattn_tensor *d_o) {
-  size_t rows = s->batch * s->heads_q * s->seqlen_q;
+  /* The LSE's rows: [batch][heads_q][seqlen_q], or varlen's [heads_q][total_q] (a batch of one
+   * sequence of total_q rows to bwd_rowdot, whose views' batch strides then go unused). */
+  size_t rows = s->lse_rows;
   /* With sinks, the rows' sums of P dP follow D (cl/common.cl's PDP_ARG). */
   size_t bytes = (s->sinks ? 2 : 1) * rows * sizeof(float);
   if (ctx->bwd_ws_bytes < bytes) {
@@ -46,7 +48,7 @@ clattn_status clattn__bwd_rowsum(clattn_context *ctx, const clattn__shape *s,
   if (st != CLATTN_OK) return st;
   cl_ulong ov[4] = {o->offset, o->stride_batch, o->stride_seq, o->stride_head};
   cl_ulong gv[4] = {d_o->offset, d_o->stride_batch, d_o->stride_seq, d_o->stride_head};
-  cl_uint hq = (cl_uint)s->heads_q, nq = (cl_uint)s->seqlen_q, dv = (cl_uint)s->dv;
+  cl_uint hq = (cl_uint)s->heads_q, nq = (cl_uint)s->vq, dv = (cl_uint)s->dv;
   cl_ulong n = rows;
   cl_int err = clSetKernelArg(k, 0, sizeof(cl_mem), &o->buffer);
   for (int i = 0; i < 4 && err == CL_SUCCESS; i++) err = clSetKernelArg(k, 1 + i, 8, &ov[i]);
@@ -58,12 +60,19 @@ clattn_status clattn__bwd_rowsum(clattn_context *ctx, const clattn__shape *s,
   if (err == CL_SUCCESS) err = clSetKernelArg(k, 13, 4, &dv);
   if (err == CL_SUCCESS) err = clSetKernelArg(k, 14, 8, &n);
   if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clSetKernelArg(bwd_rowdot)");
-  return elementwise(ctx, k, 15, n);
+  st = elementwise(ctx, k, 15, n);
+  if (st == CLATTN_OK && s->sinks && s->varlen) { /* rows in no sequence: a P dP of 0 */
+    cl_float zero = 0.0f;
+    err = clEnqueueFillBuffer(ctx->queue, ctx->bwd_ws, &zero, sizeof zero, rows * sizeof zero,
+                              rows * sizeof zero, 0, NULL, NULL);
+    if (err != CL_SUCCESS) st = clattn__fail_cl(ctx, err, "clEnqueueFillBuffer(backward rows)");
+  }
+  return st;
 }
 
 clattn_status clattn__bwd_sinks(clattn_context *ctx, const clattn__shape *s, cl_mem lse) {
   if (!s->d_sinks || !s->heads_q) return CLATTN_OK;
-  if (s->batch == 0 || s->seqlen_q == 0) { /* a sum over no rows */
+  if (s->batch == 0 || s->seqlen_q == 0 || s->lse_rows == 0) { /* a sum over no rows */
     cl_float zero = 0.0f;
     cl_int err = clEnqueueFillBuffer(ctx->queue, s->d_sinks, &zero, sizeof zero, 0,
                                      s->heads_q * sizeof zero, 0, NULL, NULL);
@@ -73,8 +82,8 @@ clattn_status clattn__bwd_sinks(clattn_context *ctx, const clattn__shape *s, cl_
   cl_kernel k;
   clattn_status st = clattn__std_kernel(ctx, "bwd_sinks", "-D WG=64 -D CPI=0 -D CAUSAL=0", &k);
   if (st != CLATTN_OK) return st;
-  cl_uint hq = (cl_uint)s->heads_q, nq = (cl_uint)s->seqlen_q;
-  cl_ulong b = s->batch, pdp_off = s->batch * s->heads_q * s->seqlen_q;
+  cl_uint hq = (cl_uint)s->heads_q, nq = (cl_uint)s->vq;
+  cl_ulong b = s->vb, pdp_off = s->lse_rows;
   clattn__args a = {k, 0, CL_SUCCESS};
   clattn__arg(&a, sizeof(cl_mem), &lse);
   clattn__arg(&a, sizeof(cl_mem), &ctx->bwd_ws);
@@ -98,7 +107,7 @@ static clattn_status pdp_rows(clattn_context *ctx, const clattn__shape *s, size_
   cl_kernel k;
   clattn_status st = clattn__std_kernel(ctx, "bwd_pdp", "-D WG=64 -D CPI=0 -D CAUSAL=0", &k);
   if (st != CLATTN_OK) return st;
-  cl_ulong pdp_off = s->batch * s->heads_q * s->seqlen_q, n = rows;
+  cl_ulong pdp_off = s->lse_rows, n = rows;
   cl_uint nkv = (cl_uint)s->seqlen_kv;
   clattn__args a = {k, 0, CL_SUCCESS};
   clattn__arg(&a, sizeof(cl_mem), &ctx->workspace);

@@ -26,7 +26,8 @@ clattn_status clattn__plan_for_grid(clattn_context *ctx, const clattn__shape *s,
     return st;
   /* Keys enough to split (clattn__split_count's rule): splitting them fills the device without
    * reading each K/V tile once more per extra query block, which finer blocks would. */
-  if (ctx->queue_in_order && s->seqlen_kv >= 4 * (size_t)base->cfg.bkv) return CLATTN_OK;
+  if (ctx->queue_in_order && !s->varlen && s->seqlen_kv >= 4 * (size_t)base->cfg.bkv)
+    return CLATTN_OK;
   clattn__config c = base->cfg;
   char why[160];
   while (c.bq / 2 >= min_block_q(&base->cfg) && groups_of(s, c.bq) < units) {
