@@ -89,6 +89,26 @@ typedef struct check_bwd_result {
 } check_bwd_result;
 clattn_status check_backward_run(clattn_context *ctx, const check_spec *sp, check_bwd_result *r);
 
+/* Packed variable-length sequences (CLATTN_VARLEN; tools/check_varlen.c). The lengths of the
+ * problem's batch of sequences by b % 4: the longest (seqlen_q by seqlen_kv), seqlen_q / 2 + 1 by
+ * seqlen_kv / 3 + 1, no queries by seqlen_kv / 2 keys, one query by no keys; cu_q and cu_kv get
+ * batch + 1 offsets. */
+void check_varlen_lengths(const clattn_problem *p, int *cu_q, int *cu_kv);
+typedef struct check_varlen_result {
+  clattn_status status;
+  double err_o, tol_o, err_lse, tol_lse; /* forward */
+  double err[3], tol[3];                 /* dq, dk, dv (backward) */
+  double err_sinks, tol_sinks;           /* with sp->sinks and backward */
+  int pass;
+} check_varlen_result;
+/* One run on random data, the problem's batch being its sequences (seqlen_q, seqlen_kv: the
+ * longest; CLATTN_VARLEN and the totals set here), layout and offset as sp's, ALiBi and sinks as
+ * asked: every output (O, LSE, and with backward dQ, dK, dV, d_sinks) starts NaN, the forward
+ * (and backward) runs, and each sequence's rows are compared with the references of that
+ * sequence alone under DESIGN.md's rule. */
+clattn_status check_varlen_run(clattn_context *ctx, const check_spec *sp, int backward,
+                               check_varlen_result *r);
+
 /* Returns CLATTN_OK when everything ran (whether or not the result passed). */
 clattn_status check_run(clattn_context *ctx, const check_spec *spec, check_result *out);
 

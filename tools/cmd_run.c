@@ -10,29 +10,33 @@
 #include <string.h>
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: clattn run [options]\n%s"
-          "  --layout bshd|bhsd (bshd)\n"
-          "  --offset E         elements before each tensor in its buffer (0)\n"
-          "  --lse              also write and check the log-sum-exp\n"
-          "  --backward         check (and time) the backward pass: dq, dk, dv against the\n"
-          "                     double-precision reference (3x the naive error in the storage's\n"
-          "                     precision + 1e-6, half: + 1e-4)\n"
-          "  --warmup W (3)  --repeat R (10)  --seed S (1)\n"
-          "  --no-check         skip the host reference (large problems)\n"
-          "  --config K/BQ/BKV/TPR/RM/STAGE/PAD[/VEC]  force a config (an override), e.g.\n"
-          "                     forward_tiles/32/16/4/2/1/1 or forward_rows/64/64/1/1/0/1;\n"
-          "                     the backward's as K/BQ/BKV, e.g. backward_mma/32/32\n"
-          "  --alibi            ALiBi with BLOOM's slopes 2^(-8 (h + 1) / heads)\n"
-          "  --alibi-per-batch  ALiBi slopes per batch entry and head (the above times 1 + b/2)\n"
-          "  --sinks            an attention sink per head (N(0,1) + 1 logits; head 2: -inf);\n"
-          "                     with --backward its gradient is checked too\n"
-          "  --seqlens-kv       a padded batch: entry b's keys seqlen_kv, 2/3 of it + 1, 0, -3\n"
-          "                     and seqlen_kv + 5 (the last two out of range: no keys), by b %% 5\n"
-          "  --compare          also time what a context without the tuning database gets\n"
-          "                     (built-in default, else heuristic), call by call in turn\n"
-          "                     with this one, and print the ratio\n",
-          problem_flags_help);
+  fprintf(
+      f,
+      "usage: clattn run [options]\n%s"
+      "  --layout bshd|bhsd (bshd)\n"
+      "  --offset E         elements before each tensor in its buffer (0)\n"
+      "  --lse              also write and check the log-sum-exp\n"
+      "  --backward         check (and time) the backward pass: dq, dk, dv against the\n"
+      "                     double-precision reference (3x the naive error in the storage's\n"
+      "                     precision + 1e-6, half: + 1e-4)\n"
+      "  --warmup W (3)  --repeat R (10)  --seed S (1)\n"
+      "  --no-check         skip the host reference (large problems)\n"
+      "  --config K/BQ/BKV/TPR/RM/STAGE/PAD[/VEC]  force a config (an override), e.g.\n"
+      "                     forward_tiles/32/16/4/2/1/1 or forward_rows/64/64/1/1/0/1;\n"
+      "                     the backward's as K/BQ/BKV, e.g. backward_mma/32/32\n"
+      "  --alibi            ALiBi with BLOOM's slopes 2^(-8 (h + 1) / heads)\n"
+      "  --alibi-per-batch  ALiBi slopes per batch entry and head (the above times 1 + b/2)\n"
+      "  --sinks            an attention sink per head (N(0,1) + 1 logits; head 2: -inf);\n"
+      "                     with --backward its gradient is checked too\n"
+      "  --seqlens-kv       a padded batch: entry b's keys seqlen_kv, 2/3 of it + 1, 0, -3\n"
+      "                     and seqlen_kv + 5 (the last two out of range: no keys), by b %% 5\n"
+      "  --varlen           packed sequences (CLATTN_VARLEN), batch of them, the longest\n"
+      "                     seqlen-q by seqlen-kv, then by b %% 4: q/2+1 by kv/3+1, 0 by kv/2,\n"
+      "                     1 by 0; checked per sequence (with --backward, the gradients)\n"
+      "  --compare          also time what a context without the tuning database gets\n"
+      "                     (built-in default, else heuristic), call by call in turn\n"
+      "                     with this one, and print the ratio\n",
+      problem_flags_help);
 }
 
 enum {
@@ -49,7 +53,8 @@ enum {
   OPT_ALIBI,
   OPT_ALIBI_PER_BATCH,
   OPT_SINKS,
-  OPT_SEQLENS_KV
+  OPT_SEQLENS_KV,
+  OPT_VARLEN
 };
 static const struct option run_options[] = {
     PROBLEM_OPTIONS,
@@ -67,12 +72,13 @@ static const struct option run_options[] = {
     {"alibi-per-batch", no_argument, NULL, OPT_ALIBI_PER_BATCH},
     {"sinks", no_argument, NULL, OPT_SINKS},
     {"seqlens-kv", no_argument, NULL, OPT_SEQLENS_KV},
+    {"varlen", no_argument, NULL, OPT_VARLEN},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 static const char *const layouts[] = {"bshd", "bhsd"};
 
 typedef struct {
-  int compare, force, backward;
+  int compare, force, backward, varlen;
   clattn_config forced;
 } run_opts;
 
@@ -115,6 +121,9 @@ static int parse(int argc, char **argv, check_spec *sp, run_opts *o) {
       break;
     case OPT_SEQLENS_KV:
       sp->seqlens_kv = 1;
+      break;
+    case OPT_VARLEN:
+      o->varlen = 1;
       break;
     case OPT_CONFIG:
       ok = o->force = args_config(&a, &o->forced);
@@ -205,6 +214,24 @@ int cmd_run(int argc, char **argv) {
            binfo.block_q, binfo.block_kv, binfo.threads_per_row, binfo.rows_per_item,
            binfo.stage_kv, binfo.pad, binfo.vector_width, binfo.origin);
     sp.compare_with = base;
+  }
+  if (o.varlen) { /* checked only: its timing is clattn bench's to add */
+    check_varlen_result vr;
+    if (check_varlen_run(ctx, &sp, backward, &vr) != CLATTN_OK) {
+      fprintf(stderr, "clattn: %s\n  %s\n", clattn_status_string(vr.status),
+              clattn_last_error(ctx));
+      goto out;
+    }
+    printf("check:   varlen: max|o - ref| = %.3g (tolerance %.3g), max|lse - ref| = %.3g (%.3g)\n",
+           vr.err_o, vr.tol_o, vr.err_lse, vr.tol_lse);
+    if (backward)
+      printf("check:   varlen: dq %.3g (%.3g), dk %.3g (%.3g), dv %.3g (%.3g)\n", vr.err[0],
+             vr.tol[0], vr.err[1], vr.tol[1], vr.err[2], vr.tol[2]);
+    if (backward && sp.sinks)
+      printf("check:   varlen: d_sinks %.3g (%.3g)\n", vr.err_sinks, vr.tol_sinks);
+    printf("check:   varlen -> %s\n", vr.pass ? "PASS" : "FAIL");
+    rc = vr.pass ? CLI_OK : CLI_CHECK_FAILED;
+    goto out;
   }
   if (backward) {
     if (!strcmp(info.algorithm, "fused") && info.backward.kernel[0])
