@@ -8,7 +8,7 @@
 #                                          forward_mma_half, forward_rows, tiles;
 #                                          backward_mma, backward_mma_half,
 #                                          backward_half and standard_backward_half
-#                                          the backward's; variants, whose host code
+#                                          the backward's; variants and varlen, whose host code
 #                                          suite extended runs): their host code
 #                                          is the forward's and backward's, and CI's 30 minutes
 #                                          on 2 cores have no room for them twice
@@ -41,7 +41,7 @@ if [ "${1:-}" = "--sanitize" ]; then
   # kernels, no host code). The package test builds a consumer
   # without the sanitizer's runtime, which an instrumented library cannot be loaded into.
   exec ctest --output-on-failure -j"$(nproc)" \
-    -E '^(forward_mma|forward_mma_half|forward_half|backward_mma|backward_mma_half|backward_half|standard_backward_half|forward_rows|tiles|forward_naive|standard|variants|selftest|plan|layers|package|ptx)/' "$@"
+    -E '^(forward_mma|forward_mma_half|forward_half|backward_mma|backward_mma_half|backward_half|standard_backward_half|forward_rows|tiles|forward_naive|standard|variants|varlen|selftest|plan|layers|package|ptx)/' "$@"
 fi
 tools/build.sh
 cd "${BUILD_DIR:-build}"
