@@ -1,10 +1,10 @@
 /* The extended entry points clattn_forward_ex and clattn_backward_ex (clattn_args) and the
  * variants' fields of clattn_problem: the extended calls compute exactly what clattn_forward and
  * clattn_backward do (bitwise, outputs starting NaN and checked whole); the variants' values are
- * checked (INVALID_ARGUMENT), and so are ALiBi's slopes and the sinks against their sizes and the
- * outputs; the members no path computes yet are refused (UNSUPPORTED, naming them); every refusal
- * leaves the outputs untouched and the context usable. The variants' results are checked against
- * the reference by suite variants. */
+ * checked (INVALID_ARGUMENT), and so are ALiBi's slopes, the sinks, seqlens_kv and varlen's
+ * arrays against their sizes and the outputs (the standard path refuses varlen: UNSUPPORTED); every
+ * refusal leaves the outputs untouched and the context usable. The variants' results are checked
+ * against the reference by suite variants. */
 #include "common.h"
 
 #include <math.h>
@@ -152,22 +152,33 @@ Test(extended, null_args_rejected) {
   done_with(&f);
 }
 
-/* Each variant member no path computes yet, set, is refused by name in both passes. */
-Test(extended, variant_members_rejected) {
+/* CLATTN_VARLEN and its members: each without the other, the totals without the flag, seqlens_kv
+ * beside it, arrays too small or over an output are refused by name (INVALID_ARGUMENT), the
+ * views are checked as [total][heads][dim] first, and the standard path refuses it
+ * (UNSUPPORTED, naming it). Device values out of range are suite varlen's. */
+Test(extended, varlen_members_rejected) {
   fixture f = make();
-  cl_mem any = f.lse;
-  cl_mem *members[] = {&f.a.cu_seqlens_q, &f.a.cu_seqlens_kv};
-  const char *names[] = {"cu_seqlens_q", "cu_seqlens_kv"};
-  /* The tensors are checked before the variant members are refused. */
-  f.a.cu_seqlens_kv = any, f.a.k.buffer = NULL;
-  expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "k.buffer is NULL");
-  f.a.cu_seqlens_kv = NULL, f.a.k = clattn_bshd(f.buf[K], NKV, H, D);
-  for (int i = 0; i < 2; i++) {
-    *members[i] = any;
-    expect_refused(&f, 0, CLATTN_ERR_UNSUPPORTED, names[i]);
-    expect_refused(&f, 1, CLATTN_ERR_UNSUPPORTED, names[i]);
-    *members[i] = NULL;
-  }
+  cl_mem cu = test_buffer(f.ctx, B + 1, 0.0f), small = test_buffer(f.ctx, B, 0.0f);
+  f.a.cu_seqlens_q = cu;
+  expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "flags lack CLATTN_VARLEN");
+  f.a.cu_seqlens_q = NULL, f.p.total_q = NQ;
+  expect_refused(&f, 1, CLATTN_ERR_INVALID_ARGUMENT, "lack CLATTN_VARLEN");
+  f.p.flags |= CLATTN_VARLEN, f.p.total_kv = NKV;
+  expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "args.cu_seqlens_q is NULL");
+  f.a.cu_seqlens_q = cu;
+  expect_refused(&f, 1, CLATTN_ERR_INVALID_ARGUMENT, "args.cu_seqlens_kv is NULL");
+  f.a.cu_seqlens_kv = small;
+  expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "cu_seqlens_kv: the view needs");
+  f.a.cu_seqlens_kv = f.lse;
+  expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "cu_seqlens_kv overlaps lse");
+  f.a.cu_seqlens_kv = cu, f.a.seqlens_kv = small;
+  expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "seqlens_kv with CLATTN_VARLEN");
+  f.a.seqlens_kv = NULL, f.p.total_q = (size_t)B * NQ * 4; /* past q's buffer */
+  expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "q: the view needs");
+  f.p.total_q = NQ, f.p.algorithm = CLATTN_ALGO_STANDARD;
+  expect_refused(&f, 0, CLATTN_ERR_UNSUPPORTED, "CLATTN_VARLEN");
+  expect_refused(&f, 1, CLATTN_ERR_UNSUPPORTED, "CLATTN_VARLEN");
+  clReleaseMemObject(cu), clReleaseMemObject(small);
   done_with(&f);
 }
 
