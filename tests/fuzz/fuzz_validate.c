@@ -229,7 +229,9 @@ static void check_accepted(const clattn__shape *s, int backward, view *views, in
   view l = {"lse", NULL, {0}, 0, NULL, 0, 0};
   if (!s->empty && (lse || backward)) {
     FUZZ_CHECK(lse != NULL, "the backward was accepted without lse");
-    u128 bytes = (u128)s->batch * s->heads_q * s->seqlen_q * sizeof(float);
+    /* [batch][heads_q][seqlen_q], or with CLATTN_VARLEN [heads_q][total_q] */
+    u128 bytes = s->varlen ? (u128)s->heads_q * s->total_q * sizeof(float)
+                           : (u128)s->batch * s->heads_q * s->seqlen_q * sizeof(float);
     size_t size = mem_info(lse, CL_MEM_SIZE), origin;
     FUZZ_CHECK(bytes <= size, "lse: needs %llu bytes of %zu", (unsigned long long)bytes, size);
     l.root = root_of(lse, &origin);
@@ -255,7 +257,10 @@ static void check_call(const clattn__shape *s, int backward, const clattn_tensor
                        const clattn_tensor *dvt, cl_mem lse) {
   /* The extents the kernels touch: nothing when the problem is empty, except that the backward
    * writes dk and dv (zeros) for keys that no query sees. */
-  size_t b = s->batch, nq = s->empty ? 0 : s->seqlen_q, nkv = s->empty ? 0 : s->seqlen_kv;
+  size_t b = s->varlen ? 1 : s->batch; /* CLATTN_VARLEN: one entry of the totals' rows */
+  size_t all_q = s->varlen ? s->total_q : s->seqlen_q,
+         all_kv = s->varlen ? s->total_kv : s->seqlen_kv;
+  size_t nq = s->empty ? 0 : all_q, nkv = s->empty ? 0 : all_kv;
   size_t hq = s->heads_q, bk = s->heads_q ? s->heads_kv : 0;
   view views[8] = {
       {"q", q, {b, nq, hq, s->d}, 0, NULL, 0, 0},
@@ -264,8 +269,8 @@ static void check_call(const clattn__shape *s, int backward, const clattn_tensor
       {"o", o, {b, nq, hq, s->dv}, !backward, NULL, 0, 0},
       {"d_o", d_o, {b, nq, hq, s->dv}, 0, NULL, 0, 0},
       {"dq", dq, {b, nq, hq, s->d}, 1, NULL, 0, 0},
-      {"dk", dk, {b, s->seqlen_kv, bk, s->d}, 1, NULL, 0, 0},
-      {"dv", dvt, {b, s->seqlen_kv, bk, s->dv}, 1, NULL, 0, 0},
+      {"dk", dk, {b, all_kv, bk, s->d}, 1, NULL, 0, 0},
+      {"dv", dvt, {b, all_kv, bk, s->dv}, 1, NULL, 0, 0},
   };
   check_accepted(s, backward, views, backward ? 8 : 4, lse);
 }
@@ -282,6 +287,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   p.head_dim = fuzz_size(&in), p.head_dim_v = fuzz_size(&in);
   p.dtype = (clattn_dtype)(int8_t)fuzz_u8(&in);
   p.flags = fuzz_u8(&in);
+  /* CLATTN_VARLEN's views are [total][heads][dim]: the totals as the lengths */
+  if (p.flags & CLATTN_VARLEN) p.total_q = p.seqlen_q, p.total_kv = p.seqlen_kv;
   p.algorithm = (clattn_algorithm)(int8_t)fuzz_u8(&in);
   p.scale = decode_scale(&in);
   size_t hkv = p.heads_kv ? p.heads_kv : p.heads_q, dv = p.head_dim_v ? p.head_dim_v : p.head_dim;
