@@ -96,7 +96,8 @@ cl_int check_make_extras(clattn_context *ctx, const check_spec *sp, int d_sinks,
     x->seqlens_kv = malloc((nb ? nb : 1) * sizeof(int));
     if (!x->seqlens_kv) return CL_OUT_OF_HOST_MEMORY;
     const long long pattern[5] = {n, n * 2 / 3 + (n > 0), 0, -3, n + 5};
-    for (size_t b = 0; b < nb; b++) x->seqlens_kv[b] = (int)pattern[b % 5];
+    for (size_t b = 0; b < nb; b++)
+      x->seqlens_kv[b] = sp->lengths ? (int)sp->lengths[b] : (int)pattern[b % 5];
     x->seqlens_buf = clCreateBuffer(cl, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
                                     (nb ? nb : 1) * sizeof(int), x->seqlens_kv, &err);
   }

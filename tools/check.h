@@ -23,6 +23,8 @@ typedef struct check_spec {
   int sinks;      /* sinks: N(0, 1) logits + 1 per head (head 2, where there is one, -inf) */
   int seqlens_kv; /* a padded batch: entry b's key length seqlen_kv, 2/3 of it + 1, 0, -3 (out
                      of range: no keys) and seqlen_kv + 5 (likewise), by b % 5 */
+  const size_t *lengths; /* when not NULL, batch lengths instead of the patterns: seqlens_kv's
+                            key lengths, or varlen's (queries and keys alike) */
 } check_spec;
 
 typedef struct check_result {
@@ -91,21 +93,23 @@ clattn_status check_backward_run(clattn_context *ctx, const check_spec *sp, chec
 
 /* Packed variable-length sequences (CLATTN_VARLEN; tools/check_varlen.c). The lengths of the
  * problem's batch of sequences by b % 4: the longest (seqlen_q by seqlen_kv), seqlen_q / 2 + 1 by
- * seqlen_kv / 3 + 1, no queries by seqlen_kv / 2 keys, one query by no keys; cu_q and cu_kv get
- * batch + 1 offsets. */
-void check_varlen_lengths(const clattn_problem *p, int *cu_q, int *cu_kv);
+ * seqlen_kv / 3 + 1, no queries by seqlen_kv / 2 keys, one query by no keys (or lengths[b] for
+ * both, capped at the maxima); cu_q and cu_kv get batch + 1 offsets. */
+void check_varlen_lengths(const clattn_problem *p, const size_t *lengths, int *cu_q, int *cu_kv);
 typedef struct check_varlen_result {
   clattn_status status;
   double err_o, tol_o, err_lse, tol_lse; /* forward */
   double err[3], tol[3];                 /* dq, dk, dv (backward) */
   double err_sinks, tol_sinks;           /* with sp->sinks and backward */
   int pass;
+  double median_ms; /* of sp->repeat timed calls of the forward (or backward) after sp->warmup */
 } check_varlen_result;
 /* One run on random data, the problem's batch being its sequences (seqlen_q, seqlen_kv: the
  * longest; CLATTN_VARLEN and the totals set here), layout and offset as sp's, ALiBi and sinks as
  * asked: every output (O, LSE, and with backward dQ, dK, dV, d_sinks) starts NaN, the forward
  * (and backward) runs, and each sequence's rows are compared with the references of that
- * sequence alone under DESIGN.md's rule. */
+ * sequence alone under DESIGN.md's rule (not with sp->skip_check); then sp->repeat timed calls
+ * of the pass (OpenCL events, from a marker before each to its end). */
 clattn_status check_varlen_run(clattn_context *ctx, const check_spec *sp, int backward,
                                check_varlen_result *r);
 

@@ -6,14 +6,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-void check_varlen_lengths(const clattn_problem *p, int *cu_q, int *cu_kv) {
+void check_varlen_lengths(const clattn_problem *p, const size_t *lengths, int *cu_q, int *cu_kv) {
   long long nq = (long long)p->seqlen_q, nkv = (long long)p->seqlen_kv;
   /* The longest, a middle one, no queries, one query over no keys; odd lengths throughout. */
   const long long lq[4] = {nq, nq / 2 + 1, 0, 1}, lkv[4] = {nkv, nkv / 3 + 1, nkv / 2, 0};
   cu_q[0] = cu_kv[0] = 0;
   for (size_t b = 0; b < p->batch; b++) {
-    cu_q[b + 1] = cu_q[b] + (int)(lq[b % 4] < nq ? lq[b % 4] : nq);
-    cu_kv[b + 1] = cu_kv[b] + (int)(lkv[b % 4] < nkv ? lkv[b % 4] : nkv);
+    long long q = lengths ? (long long)lengths[b] : lq[b % 4];
+    long long kv = lengths ? (long long)lengths[b] : lkv[b % 4];
+    cu_q[b + 1] = cu_q[b] + (int)(q < nq ? q : nq);
+    cu_kv[b + 1] = cu_kv[b] + (int)(kv < nkv ? kv : nkv);
   }
 }
 
@@ -49,6 +51,24 @@ static void fold(const check_tensor *t, int first, size_t heads, size_t n, size_
       }
 }
 
+/* One call of the pass, in ms from a marker before it to its end (OpenCL events). */
+static double timed(clattn_context *ctx, const clattn_problem *p, const clattn_args *a,
+                    int backward, clattn_status *st) {
+  cl_event start = NULL, done = NULL;
+  clEnqueueMarkerWithWaitList(clattn_context_queue(ctx), 0, NULL, &start);
+  *st = backward ? clattn_backward_ex(ctx, p, a, 0, NULL, &done)
+                 : clattn_forward_ex(ctx, p, a, 0, NULL, &done);
+  double ms = -1.0;
+  cl_ulong t0 = 0, t1 = 0;
+  if (*st == CLATTN_OK && clWaitForEvents(1, &done) == CL_SUCCESS &&
+      clGetEventProfilingInfo(start, CL_PROFILING_COMMAND_END, sizeof t0, &t0, NULL) == 0 &&
+      clGetEventProfilingInfo(done, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == 0)
+    ms = t1 > t0 ? (t1 - t0) / 1e6 : 0.0;
+  if (start) clReleaseEvent(start);
+  if (done) clReleaseEvent(done);
+  return ms;
+}
+
 static cl_int fill_nan(clattn_context *ctx, check_tensor *t, clattn_dtype dt) {
   float nan = NAN;
   uint16_t bits = dt == CLATTN_F32 ? 0 : ref_half_bits(dt, NAN);
@@ -67,7 +87,7 @@ clattn_status check_varlen_run(clattn_context *ctx, const check_spec *spec, int 
   size_t B = p->batch, hq = p->heads_q, hkv = p->heads_kv ? p->heads_kv : hq, d = p->head_dim,
          dv = p->head_dim_v ? p->head_dim_v : d;
   int *cu_q = malloc((B + 1) * sizeof *cu_q), *cu_kv = malloc((B + 1) * sizeof *cu_kv);
-  check_varlen_lengths(p, cu_q, cu_kv);
+  check_varlen_lengths(p, sp.lengths, cu_q, cu_kv);
   p->flags |= CLATTN_VARLEN, p->total_q = (size_t)cu_q[B], p->total_kv = (size_t)cu_kv[B];
   size_t tq = p->total_q, tkv = p->total_kv;
   /* The packed tensors: one "batch entry" of total rows; q k v o d_o dq dk dv. */
@@ -124,6 +144,27 @@ clattn_status check_varlen_run(clattn_context *ctx, const check_spec *spec, int 
                           NULL))
     st = CLATTN_ERR_OPENCL;
   if (st != CLATTN_OK) goto done;
+  if (sp.repeat > 0) {
+    double *ms = calloc((size_t)sp.repeat, sizeof *ms);
+    for (int i = 0; i < sp.warmup + sp.repeat && st == CLATTN_OK; i++) {
+      double t1 = timed(ctx, p, &a, backward, &st);
+      if (i >= sp.warmup) ms[i - sp.warmup] = t1;
+    }
+    if (st == CLATTN_OK) {
+      for (int i = 1; i < sp.repeat; i++) /* insertion sort: a few runs */
+        for (int j = i; j > 0 && ms[j - 1] > ms[j]; j--) {
+          double x = ms[j];
+          ms[j] = ms[j - 1], ms[j - 1] = x;
+        }
+      r->median_ms = ms[sp.repeat / 2];
+    }
+    free(ms);
+    if (st != CLATTN_OK) goto done;
+  }
+  if (sp.skip_check) {
+    r->pass = 1;
+    goto done;
+  }
   double nerr_o = 0, nerr_l = 0, nerr[3] = {0}, nerr_s = 0;
   double *ref_sinks = calloc(hq ? hq : 1, sizeof(double));
   float *naive_sinks = calloc(hq ? hq : 1, sizeof(float));

@@ -9,7 +9,12 @@
 # time-args: ALiBi and sinks (clattn_args buffers, which bench does not take) against plain
 # through `clattn run --no-check`, forward and backward, in turns, ROUNDS rounds; the medians
 # over rounds and their ratios to plain go to args_time.txt.
-# Usage: tools/gpu-variants.sh DIR [check] [time] [time-args] (DIR from tools/gpu-pack.sh).
+# lens: seqlens_kv and CLATTN_VARLEN checked (fp32, fp16, bf16, forward and backward) on the
+# plans there. padded: a padded batch (B = 8, H = 16, d = 128, N = 4096, fp16, LENGTHS) through
+# clattn's seqlens_kv and varlen calls beside PyTorch's SDPA with the equivalent key-padding mask
+# and its nested jagged (varlen) path, in the same call (padded.txt).
+# Usage: tools/gpu-variants.sh DIR [check] [time] [time-args] [lens] [padded] (DIR from
+# tools/gpu-pack.sh).
 # Writes to $OUT.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -77,4 +82,40 @@ if [[ " $steps " == *" time-args "* ]]; then
     END { for (k in keys) { p = med(k, "plain"); printf "%s  plain %.3f ms  alibi %.3f  sinks %.3f  both %.3f\n",
       k, p, med(k, "--alibi") / p, med(k, "--sinks") / p, med(k, "--alibi+--sinks") / p } }' \
     "$out/args_time.raw" | sort | tee "$out/args_time.txt"
+fi
+if [[ " $steps " == *" lens "* ]]; then
+  n=0 bad=0
+  for dt in f32 f16 bf16; do
+    for v in "--seqlens-kv --batch 5 --causal" "--seqlens-kv --batch 5 --heads-kv 2 --alibi --sinks" \
+      "--varlen --batch 8 --causal" "--varlen --batch 8 --window 64,0 --causal --sinks --heads-kv 2"; do
+      for pass in "" --backward; do
+        args=(--dtype $dt --heads 4 --seqlen-q 377 --seqlen-kv 530 --head-dim 128 --lse --repeat 0
+          --warmup 0 $v $pass)
+        n=$((n + 1))
+        if ! timeout 120 "$cl" run "${args[@]}" >"$out/run.tmp" 2>&1; then bad=$((bad + 1)); fi
+        echo "$(grep -q 'PASS' "$out/run.tmp" && echo PASS || echo FAIL) ${args[*]} |" \
+          "$(grep -E 'plan:|backward:|check|clattn:' "$out/run.tmp" | tr '\n' ' ' | cut -c1-500)" \
+          >>"$out/lens_check.txt"
+      done
+    done
+  done
+  rm -f "$out/run.tmp"
+  echo "lens check: $((n - bad)) of $n passed" | tee -a "$out/env.txt"
+fi
+if [[ " $steps " == *" padded "* ]]; then
+  lengths=${LENGTHS:-4096,3000,2048,1024,3500,512,2600,1800}
+  common=(--dtype f16 --batch 8 --heads 16 --seqlen 4096 --head-dim 128 --no-check --warmup 3
+    --repeat 10 --lengths "$lengths")
+  for pass in "" --backward; do
+    for mode in --seqlens-kv --varlen; do
+      t=$("$cl" run "${common[@]}" $mode $pass 2>&1 | grep -oE 'median [0-9.]+' | awk '{print $2}')
+      echo "clattn ${mode#--} ${pass:---forward} ${t:-failed} ms"
+    done
+    # the dense problem (every entry N long), for scale
+    t=$("$cl" run --dtype f16 --batch 8 --heads 16 --seqlen 4096 --head-dim 128 --no-check \
+      --warmup 3 --repeat 10 $pass 2>&1 | grep -oE 'median [0-9.]+' | awk '{print $2}')
+    echo "clattn dense ${pass:---forward} ${t:-failed} ms"
+  done | tee "$out/padded.txt"
+  timeout 300 python3 "$dir/torch_padded.py" --lengths "$lengths" --n 4096 --heads 16 --d 128 \
+    --dtype float16 --backward | tee -a "$out/padded.txt"
 fi
