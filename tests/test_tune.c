@@ -160,6 +160,9 @@ Test(tune, bad_input) {
   p.softcap = 0.0f, p.flags = CLATTN_WINDOW, p.window_left = 8;
   dry.backward = 1;
   cr_assert_eq(clattn_tune(ctx, &p, &dry, &r), CLATTN_ERR_UNSUPPORTED);
+  p.flags = CLATTN_VARLEN, p.window_left = 0, p.total_q = p.seqlen_q, p.total_kv = p.seqlen_kv;
+  cr_assert_eq(clattn_tune(ctx, &p, &dry, &r), CLATTN_ERR_UNSUPPORTED);
+  cr_assert(strstr(clattn_last_error(ctx), "CLATTN_VARLEN"), "%s", clattn_last_error(ctx));
   test_context_still_works(ctx);
   clattn_context_destroy(ctx);
 }

@@ -426,10 +426,11 @@ clattn_status clattn_tune(clattn_context *ctx, const clattn_problem *problem,
                       b.s.d, b.s.dv);
   /* The tuner's problems and references are the plain class's, and the database keys classes
    * without the variants (a variant takes the plain class's entry). */
-  if (st == CLATTN_OK && (b.s.mask || b.s.softcap > 0.0f))
+  if (st == CLATTN_OK && (b.s.mask || b.s.softcap > 0.0f || b.s.varlen))
     st = clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
                       "the tuner tunes plain classes (causal or not); a window, "
-                      "CLATTN_CAUSAL_TOP_LEFT or softcap takes the plain class's entry");
+                      "CLATTN_CAUSAL_TOP_LEFT, softcap or CLATTN_VARLEN takes the plain class's "
+                      "entry");
   if (st == CLATTN_OK) {
     memset(out, 0, sizeof *out);
     b.cls = clattn__class_of(&b.s, pass);
