@@ -70,9 +70,11 @@ half=(common.cl mma.cl mma_half.cl forward_mma_half.cl --)
 for dt in 1 2; do
   check fmh "${half[@]}" -DDTYPE=$dt -DD=64 -DDV=64 -DBQ=64 -DBKV=64 -DPAD=1 -DCAUSAL=1
   check fmh "${half[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=64 -DBKV=32 -DPAD=1 -DCAUSAL=0
-  # the variants (a key range per row, softcap)
+  # the variants (a key range per row, softcap; ALiBi, sinks and packed sequences)
   check fmh "${half[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=64 -DBKV=32 -DPAD=1 -DCAUSAL=0 \
     -DMASK=1 -DSOFTCAP=1
+  check fmh "${half[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=64 -DBKV=32 -DPAD=1 -DCAUSAL=1 \
+    -DALIBI=1 -DSINKS=1 -DVARLEN=1
   check fmh "${half[@]}" -DDTYPE=$dt -DD=59 -DDV=100 -DBQ=16 -DBKV=16 -DPAD=0 -DCAUSAL=1
   check fmh "${half[@]}" -DDTYPE=$dt -DD=256 -DDV=256 -DBQ=64 -DBKV=32 -DPAD=1 -DCAUSAL=1
 done
@@ -84,6 +86,8 @@ for dt in 1 2; do
   check bmh "${bhalf[@]}" -DDTYPE=$dt -DD=59 -DDV=100 -DBQ=16 -DBKV=32 -DSQ=32 -DSK=32 -DCAUSAL=1
   check bmh "${bhalf[@]}" -DDTYPE=$dt -DD=64 -DDV=64 -DBQ=64 -DBKV=64 -DSQ=64 -DSK=64 -DCAUSAL=0 \
     -DMASK=1 -DSOFTCAP=1
+  check bmh "${bhalf[@]}" -DDTYPE=$dt -DD=64 -DDV=64 -DBQ=64 -DBKV=64 -DSQ=64 -DSK=64 -DCAUSAL=1 \
+    -DALIBI=1 -DSINKS=1 -DKVLENS=1
 done
 # The fp32 tensor-core forward, the H200's default, as the control of the stubs.
 check fm common.cl mma.cl forward_mma.cl -- -DD=64 -DDV=64 -DBQ=128 -DBKV=32 -DPAD=1 -DCAUSAL=1 \
