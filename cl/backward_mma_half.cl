@@ -192,8 +192,7 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
 #endif
 #if SOFTCAP /* P of the capped score, dS times 1 - t^2 (cl/common.cl) */
         float dt; /* set for masked elements too: 0 * dt must stay 0 */
-        const float t_ = cap_tanh(s[n][e] * (scale / softcap)), cs = softcap * t_;
-        dt = 1.0f - t_ * t_;
+        const float cs = cap_score(s[n][e], scale, softcap, &dt);
         const float p =
             ok ? exp2((cs ALIBI_PLUS(slope, q0 + r, (e >> 1) ? jb : ja)) * M_LOG2E_F - Ls[r]) : 0.0f;
 #else
@@ -325,8 +324,7 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
 #endif
 #if SOFTCAP
       float dt;
-      const float t_ = cap_tanh(s[n][e] * (scale / softcap)), cs = softcap * t_;
-      dt = 1.0f - t_ * t_;
+      const float cs = cap_score(s[n][e], scale, softcap, &dt);
       const float p =
           ok ? exp2((cs ALIBI_PLUS(slope, (e >> 1) ? rb : ra, kv0 + j)) * M_LOG2E_F - l) : 0.0f;
 #else

@@ -96,7 +96,6 @@ static void mma16_emu(float *c, const uint *a, uint b0, uint b1 SCR) {
 }
 #define MMA16(c, a, b0, b1) mma16_emu(c, a, b0, b1, scr, lane)
 #define PACK2(lo, hi) pack2(lo, hi)
-static inline float cap_tanh(float x) { return tanh(x); }
 
 #else /* NVIDIA tensor cores, compute capability 8.0+ */
 #if DTYPE == 1
@@ -119,15 +118,6 @@ static inline uint pack2(float lo, float hi) {
   return r;
 }
 #define PACK2(lo, hi) pack2(lo, hi)
-
-/* The softcap's tanh in half storage: tanh.approx.f32 (sm_75+, relative error at most 2^-11,
- * within half's precision: the naive baseline rounds S itself to 8 or 11 bits) where the
- * full-precision tanh cost 17-23% of the forward (docs/BENCHMARKS.md); emulated, the exact one. */
-static inline float cap_tanh(float x) {
-  float y;
-  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 #endif
 
 /* A B-fragment register whose two k elements lie in one column of a local row-major matrix m of
