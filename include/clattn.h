@@ -100,8 +100,9 @@ enum {
    * sequence. clattn_args' cu_seqlens_q and cu_seqlens_kv (int32 [batch + 1]) live on the device
    * and are bounded there: a sequence whose query range is not within [0, total_q] and at most
    * seqlen_q rows writes nothing; one whose key range is not (likewise) sees no key (O = 0, LSE =
-   * -inf, or the sink). Fused kernels only so far (the standard path: UNSUPPORTED); not with
-   * seqlens_kv. */
+   * -inf, or the sink) and the backward leaves its rows of dk and dv unwritten; sequences whose
+   * ranges overlap write the shared rows in no defined order. Fused kernels only so far (the
+   * standard path: UNSUPPORTED); not with seqlens_kv; total_q and total_kv below 2^31. */
   CLATTN_VARLEN = 1u << 4
 };
 
@@ -296,8 +297,9 @@ typedef struct clattn_args {
 /* clattn_forward with every tensor in args: q, k, v, o and lse as clattn_forward's, and the
  * variants' members. clattn_forward is this call with the variant members absent; the two share
  * one implementation (an absent tensor is reported as its NULL buffer). Errors: as
- * clattn_forward's, INVALID_ARGUMENT for a NULL args, UNSUPPORTED for a variant member that is set
- * (after the tensors' checks). Thread safe. */
+ * clattn_forward's, INVALID_ARGUMENT for a NULL args or a variant member that is malformed
+ * (after the tensors' checks), UNSUPPORTED for CLATTN_VARLEN on the standard path. Thread
+ * safe. */
 CLATTN_API clattn_status clattn_forward_ex(clattn_context *ctx, const clattn_problem *problem,
                                            const clattn_args *args, cl_uint num_wait,
                                            const cl_event *wait, cl_event *done);

@@ -175,6 +175,8 @@ Test(extended, varlen_members_rejected) {
   expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "seqlens_kv with CLATTN_VARLEN");
   f.a.seqlens_kv = NULL, f.p.total_q = (size_t)B * NQ * 4; /* past q's buffer */
   expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "q: the view needs");
+  f.p.total_q = (size_t)1 << 31; /* int32 offsets, 32-bit row counts */
+  expect_refused(&f, 0, CLATTN_ERR_UNSUPPORTED, "below 2^31");
   f.p.total_q = NQ, f.p.algorithm = CLATTN_ALGO_STANDARD;
   expect_refused(&f, 0, CLATTN_ERR_UNSUPPORTED, "CLATTN_VARLEN");
   expect_refused(&f, 1, CLATTN_ERR_UNSUPPORTED, "CLATTN_VARLEN");
@@ -210,6 +212,10 @@ Test(extended, alibi_sinks_seqlens_bad_input_rejected) {
   expect_refused(&f, 1, CLATTN_ERR_INVALID_ARGUMENT, "d_sinks overlaps sinks");
   f.a.d_sinks = f.buf[Q];
   expect_refused(&f, 1, CLATTN_ERR_INVALID_ARGUMENT, "d_sinks overlaps q");
+  /* Without queries the backward still writes dk and dv (zeros): they are outputs whole. */
+  f.p.seqlen_q = 0, f.a.d_sinks = f.buf[DK];
+  expect_refused(&f, 1, CLATTN_ERR_INVALID_ARGUMENT, "d_sinks overlaps dk");
+  f.p.seqlen_q = NQ;
   /* seqlens_kv: [batch] int32, an input like the slopes. */
   f.a.d_sinks = NULL, f.a.seqlens_kv = test_buffer(f.ctx, B - 1, 0.0f);
   expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "seqlens_kv: the view needs");

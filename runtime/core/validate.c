@@ -128,9 +128,11 @@ clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_probl
   s->alibi = s->sinks = s->d_sinks = s->seqlens_kv = s->cu_q = s->cu_kv = NULL;
   s->varlen = (p->flags & CLATTN_VARLEN) != 0;
   s->total_q = s->varlen ? p->total_q : 0, s->total_kv = s->varlen ? p->total_kv : 0;
-  if (s->total_q >= ((size_t)1 << 40) || s->total_kv >= ((size_t)1 << 40))
-    return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED, "total_q %zu, total_kv %zu: below 2^40",
-                        s->total_q, s->total_kv);
+  /* cu_seqlens are int32, and the kernels count rows in 32 bits. */
+  if (s->total_q >= MAX_SEQLEN || s->total_kv >= MAX_SEQLEN)
+    return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
+                        "total_q %zu, total_kv %zu: packed rows must be below 2^31", s->total_q,
+                        s->total_kv);
   s->vb = s->varlen ? 1 : s->batch;
   s->vq = s->varlen ? s->total_q : s->seqlen_q, s->vkv = s->varlen ? s->total_kv : s->seqlen_kv;
   if (__builtin_mul_overflow(s->vb * s->heads_q, s->vq, &s->lse_rows))
@@ -367,14 +369,17 @@ clattn_status clattn__check_variant_args(clattn_context *ctx, clattn__shape *s,
    * d_sinks nothing at all. */
   size_t b = s->vb, nq = s->empty ? 0 : s->vq, nkv = s->empty ? 0 : s->vkv;
   size_t hq = s->heads_q, hkv = s->heads_kv, e = s->elem;
+  /* The backward writes dk and dv (zeros) even without queries, as check_backward_tensors has
+   * it: their whole views. */
+  size_t nkv_out = backward ? s->vkv : nkv;
   region t[9] = {{0}};
   const char *names[9] = {"o", "lse", "dq", "dk", "dv", "q", "k", "v", "d_o"};
   int outputs = backward ? 5 : 2; /* o and lse are outputs of the forward only */
   if ((st = check_view(ctx, "o", &a->o, b, nq, hq, s->dv, e, &t[0])) ||
       (st = check_array(ctx, "lse", nq ? a->lse : NULL, s->lse_rows, &t[1])) ||
       (backward && ((st = check_view(ctx, "dq", &a->dq, b, nq, hq, s->d, e, &t[2])) ||
-                    (st = check_view(ctx, "dk", &a->dk, b, nkv, hkv, s->d, e, &t[3])) ||
-                    (st = check_view(ctx, "dv", &a->dv, b, nkv, hkv, s->dv, e, &t[4])) ||
+                    (st = check_view(ctx, "dk", &a->dk, b, nkv_out, hkv, s->d, e, &t[3])) ||
+                    (st = check_view(ctx, "dv", &a->dv, b, nkv_out, hkv, s->dv, e, &t[4])) ||
                     (st = check_view(ctx, "d_o", &a->d_o, b, nq, hq, s->dv, e, &t[8])))) ||
       (st = check_view(ctx, "q", &a->q, b, nq, hq, s->d, e, &t[5])) ||
       (st = check_view(ctx, "k", &a->k, b, nkv, hkv, s->d, e, &t[6])) ||

@@ -8,7 +8,7 @@
 #include <string.h>
 
 typedef struct clattn__aux_kernel {
-  char name[16], options[96];
+  char name[16], options[192]; /* longer than any clattn__std_options string (variants too) */
   cl_kernel kernel;
   struct clattn__aux_kernel *next;
 } clattn__aux_kernel;

@@ -47,7 +47,8 @@ clattn_status clattn__plan_build(clattn_context *ctx, const clattn__sources *src
                                  char *why, size_t why_len);
 void clattn__plan_release(clattn__plan *p);
 /* Drops cached plans of class cls (all when NULL), after an override or a new tuning entry; with
- * them the plans of cls with ALiBi or sinks, which share its overrides. */
+ * them the plans of cls with any variant, which share its database entries (and but for
+ * CLATTN_VARLEN its overrides). */
 void clattn__plans_forget(clattn_context *ctx, const clattn__class *cls);
 /* The forward class's plan, or, when its query blocks would leave compute units idle for this
  * problem (batch * heads * query blocks below the device's compute units) and the keys are too

@@ -305,8 +305,11 @@ void clattn__plan_choice(clattn_context *ctx, const clattn__class *cls, clattn__
 void clattn__plans_forget(clattn_context *ctx, const clattn__class *cls) {
   for (clattn__plan **pp = &ctx->plans; *pp;) {
     clattn__plan *p = *pp;
-    clattn__class k = clattn__override_class(&p->cls);
-    if (!cls || !memcmp(&k, cls, sizeof k)) {
+    /* Every variant of the class with it: they share its overrides (but CLATTN_VARLEN's) and
+     * its database entries, and replanning one more than needed costs nothing but time. */
+    clattn__class k = p->cls, c = cls ? *cls : p->cls;
+    k.variants = c.variants = 0;
+    if (!cls || !memcmp(&k, &c, sizeof k)) {
       *pp = p->next;
       clattn__plan_release(p);
       free(p);
