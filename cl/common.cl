@@ -126,10 +126,12 @@ typedef float floatv;
 #endif
 #if ALIBI
 #define ALIBI_ARGS , __global const float *alibi, ulong alibi_mod, float alibi_unit
-/* The slope of (batch, head) bh in score units, and the bias it gives key j in row i. */
+/* The slope of (batch, head) bh in score units, and the bias it gives key j in row i. The
+ * distance is taken in float, not 64-bit integers, in the kernels' inner loops: exact below 2^24,
+ * and beyond that a bias of at least 2^24 slopes, whose exp is 0 at any slope ALiBi uses. */
 #define ALIBI_SLOPE(bh) (alibi[(bh) % alibi_mod] * alibi_unit)
 #define ALIBI_BIAS(slope, i, j)                                                                    \
-  (-(slope) * fabs((float)((long)(j) - (long)(i) - ((long)seqlen_kv - (long)seqlen_q))))
+  (-(slope) * fabs((float)(j) - ((float)(i) + (float)((int)seqlen_kv - (int)seqlen_q))))
 #define ALIBI_ADD(x, slope, i, j) ((x) += ALIBI_BIAS(slope, i, j))
 #define ALIBI_PLUS(slope, i, j) +ALIBI_BIAS(slope, i, j)
 #else
