@@ -347,8 +347,10 @@ typedef struct clattn_config {
  * of two up to 256) for clattn_backward's fused kernels; cfg NULL removes both overrides of the
  * class. For experiments and tuning by hand. Errors: INVALID_ARGUMENT (an unknown kernel, or a
  * config that exceeds the device's local memory or work-group limits, with the numbers),
- * UNSUPPORTED (a kernel that does not compute the problem's window or softcap, named). Thread safe.
- */
+ * UNSUPPORTED (a kernel that does not compute the problem's window, softcap or CLATTN_VARLEN,
+ * named). The override serves the class's calls with ALiBi, sinks or seqlens_kv too, which a
+ * problem cannot name: a kernel that does not compute those fails those calls (UNSUPPORTED).
+ * Thread safe. */
 CLATTN_API clattn_status clattn_override_config(clattn_context *ctx, const clattn_problem *problem,
                                                 const clattn_config *cfg);
 
@@ -488,8 +490,9 @@ typedef struct clattn_tune_result {
  * tuning database (unless dry_run) and used by later calls of this context; other processes
  * read it at their next context creation. options may be NULL. Errors: as clattn_forward's,
  * IO (database not writable; the result is still filled and used in this context),
- * UNSUPPORTED (no candidate passed; a problem with a window, CLATTN_CAUSAL_TOP_LEFT or a softcap,
- * which takes its plain class's entry). Thread safe; the context is busy for the whole run. */
+ * UNSUPPORTED (no candidate passed; a problem with a window, CLATTN_CAUSAL_TOP_LEFT, a softcap
+ * or CLATTN_VARLEN, which takes its plain class's entry), INVALID_ARGUMENT for
+ * CLATTN_ALIBI_PER_BATCH (a tuning problem has no slopes). Thread safe; the context is busy for the whole run. */
 CLATTN_API clattn_status clattn_tune(clattn_context *ctx, const clattn_problem *problem,
                                      const clattn_tune_options *options, clattn_tune_result *out);
 

@@ -163,6 +163,9 @@ Test(tune, bad_input) {
   p.flags = CLATTN_VARLEN, p.window_left = 0, p.total_q = p.seqlen_q, p.total_kv = p.seqlen_kv;
   cr_assert_eq(clattn_tune(ctx, &p, &dry, &r), CLATTN_ERR_UNSUPPORTED);
   cr_assert(strstr(clattn_last_error(ctx), "CLATTN_VARLEN"), "%s", clattn_last_error(ctx));
+  p.flags = CLATTN_ALIBI_PER_BATCH, p.total_q = p.total_kv = 0;
+  cr_assert_eq(clattn_tune(ctx, &p, &dry, &r), CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(ctx), "CLATTN_ALIBI_PER_BATCH"), "%s", clattn_last_error(ctx));
   test_context_still_works(ctx);
   clattn_context_destroy(ctx);
 }

@@ -426,6 +426,11 @@ clattn_status clattn_tune(clattn_context *ctx, const clattn_problem *problem,
                       b.s.d, b.s.dv);
   /* The tuner's problems and references are the plain class's, and the database keys classes
    * without the variants (a variant takes the plain class's entry). */
+  /* A flag that needs a call's args (its slopes) would fail every candidate's run. */
+  if (st == CLATTN_OK && b.s.alibi_per_batch)
+    st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                      "flags have CLATTN_ALIBI_PER_BATCH, but a tuning problem has no "
+                      "alibi_slopes (ALiBi calls take the plain class's entry)");
   if (st == CLATTN_OK && (b.s.mask || b.s.softcap > 0.0f || b.s.varlen))
     st = clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
                       "the tuner tunes plain classes (causal or not); a window, "
