@@ -272,3 +272,29 @@ Test(extended, variant_fields_rejected) {
   run(&f, 0);
   done_with(&f);
 }
+
+/* An override belongs to the problem's class and serves its calls with ALiBi, sinks or
+ * seqlens_kv too (a problem cannot name them): with the test-only forward_naive forced, which
+ * computes none of them, each such call is refused naming the variant, and the plain call runs
+ * it. (Were the override not found for them, they would run the planner's kernels and pass.) */
+Test(extended, override_reaches_alibi_sinks_seqlens_calls_rejected) {
+  fixture f = make();
+  clattn_config cfg = {
+      .kernel = "forward_naive", .block_q = 16, .block_kv = 16, .threads_per_row = 1};
+  cr_assert_eq(clattn_override_config(f.ctx, &f.p, &cfg), CLATTN_OK, "%s",
+               clattn_last_error(f.ctx));
+  cl_mem heads = test_buffer(f.ctx, H, 0.5f), lens = test_buffer(f.ctx, B, 0.0f);
+  cl_mem *members[3] = {&f.a.alibi_slopes, &f.a.sinks, &f.a.seqlens_kv};
+  cl_mem values[3] = {heads, heads, lens};
+  const char *names[3] = {"ALiBi", "sinks", "seqlens_kv"};
+  for (int i = 0; i < 3; i++) {
+    *members[i] = values[i];
+    expect_refused(&f, 0, CLATTN_ERR_UNSUPPORTED, names[i]);
+    *members[i] = NULL;
+  }
+  refill_nan(&f);
+  cr_assert_eq(clattn_forward_ex(f.ctx, &f.p, &f.a, 0, NULL, NULL), CLATTN_OK, "%s",
+               clattn_last_error(f.ctx));
+  clReleaseMemObject(heads), clReleaseMemObject(lens);
+  done_with(&f);
+}
