@@ -31,6 +31,7 @@ typedef struct bench_row {
   double steps_ms[3];     /* S GEMM, softmax, O GEMM */
   double softmax_bytes;   /* modelled: the visible scores read, P written */
   char fused_config[160]; /* the forward's plan; with --backward the backward's after it */
+  char variants[160];     /* beyond the mask: "window 8,0, softcap 30, ALiBi, ..." ("": none) */
 } bench_row;
 
 void bench_print_table(const bench_row *rows, size_t n, const char *device);

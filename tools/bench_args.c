@@ -23,6 +23,12 @@ static void usage(FILE *f) {
              "                     column is fp32's alone)\n"
              "  --window L,R       a sliding window on every row (with --causal: R 0 or -1)\n"
              "  --softcap C        scores become C tanh(s / C) on every row\n"
+             "  --alibi            ALiBi, BLOOM's slopes per head\n"
+             "  --sinks            a sink logit per head (with --backward, its gradient too)\n"
+             "  --seqlens-kv       a padded batch: entry b of B keeps ceil(N (b + 1) / B) keys\n"
+             "  --varlen           packed sequences (CLATTN_VARLEN) of those lengths, queries and\n"
+             "                     keys; no standard column unless named (it has no varlen)\n"
+             "                     (FLOPs and traffic count N: the lengths live on the device)\n"
              "  --backward         time forward + backward (FLOPs 3.5x the forward's; the host\n"
              "                     column and the traffic columns stay forward-only)\n"
              "  --bandwidth        also check the traffic model: a copy kernel's bandwidth beside\n"
@@ -44,7 +50,11 @@ enum {
   OPT_CONFIG,
   OPT_BACKWARD,
   OPT_BANDWIDTH,
-  OPT_PLOT
+  OPT_PLOT,
+  OPT_ALIBI,
+  OPT_SINKS,
+  OPT_SEQLENS_KV,
+  OPT_VARLEN
 };
 static const struct option bench_options[] = {{"seqlen", required_argument, NULL, OPT_SEQLEN},
                                               {"head-dim", required_argument, NULL, OPT_HEAD_DIM},
@@ -66,6 +76,10 @@ static const struct option bench_options[] = {{"seqlen", required_argument, NULL
                                               {"dtype", required_argument, NULL, OPT_DTYPE},
                                               {"window", required_argument, NULL, OPT_WINDOW},
                                               {"softcap", required_argument, NULL, OPT_SOFTCAP},
+                                              {"alibi", no_argument, NULL, OPT_ALIBI},
+                                              {"sinks", no_argument, NULL, OPT_SINKS},
+                                              {"seqlens-kv", no_argument, NULL, OPT_SEQLENS_KV},
+                                              {"varlen", no_argument, NULL, OPT_VARLEN},
                                               {"help", no_argument, NULL, 'h'},
                                               {NULL, 0, NULL, 0}};
 static const char *const causal_names[] = {"off", "on", "both"};
@@ -158,6 +172,18 @@ int bench_parse(int argc, char **argv, bench_opts *o) {
     case OPT_SOFTCAP:
       ok = args_problem(&a, id, &o->variant);
       break;
+    case OPT_ALIBI:
+      o->alibi = 1;
+      break;
+    case OPT_SINKS:
+      o->sinks = 1;
+      break;
+    case OPT_SEQLENS_KV:
+      o->padded = 1;
+      break;
+    case OPT_VARLEN:
+      o->varlen = 1;
+      break;
     default:
       ok = 0;
       break;
@@ -166,6 +192,10 @@ int bench_parse(int argc, char **argv, bench_opts *o) {
   }
   if (!state && (o->tokens != 0) != (o->hidden != 0)) {
     fprintf(stderr, "clattn bench: --tokens and --hidden go together\n");
+    state = -1;
+  }
+  if (!state && o->padded && o->varlen) {
+    fprintf(stderr, "clattn bench: --seqlens-kv and --varlen are two layouts: pick one\n");
     state = -1;
   }
   return state;

@@ -16,6 +16,8 @@ typedef struct bench_opts {
   clattn_config forced;
   clattn_dtype dtype;     /* --dtype: the storage of every row */
   clattn_problem variant; /* --window, --softcap: flags and fields added to every row */
+  int alibi, sinks;       /* --alibi, --sinks: the call's arrays (tools/check.c's values) */
+  int padded, varlen;     /* --seqlens-kv, --varlen: bench_lengths's lengths per batch entry */
   const char *plot;
 } bench_opts;
 

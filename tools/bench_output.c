@@ -28,6 +28,7 @@ void bench_print_table(const bench_row *rows, size_t n, const char *device) {
   printf("device: %s\n", device);
   static const char *const storage[] = {"fp32", "fp16", "bf16"};
   if (n) printf("storage: %s\n", storage[rows[0].dtype % 3]);
+  if (n && rows[0].variants[0]) printf("variants: %s\n", rows[0].variants);
   if (n && rows[0].backward)
     printf("timed: forward + backward (FLOPs 3.5x the forward's); traffic and IO bound: the "
            "forward pass\n");
@@ -142,6 +143,8 @@ void bench_print_json(const bench_row *rows, size_t n, const char *device, const
            r->seqlen, r->head_dim, r->causal ? "true" : "false", r->batch, r->heads, r->flops,
            r->fused_bytes, r->standard_bytes, r->io_bound);
     json_string(r->fused_config);
+    printf(", \"variants\": ");
+    json_string(r->variants);
     for (int c = 0; c < COLS; c++) {
       printf(", \"%s\": {\"peak_bytes\": %.6g", bench_col_names[c], r->peak_bytes[c]);
       if (r->t[c].ran)

@@ -28,13 +28,62 @@ typedef struct {
   float *hq, *hk, *hv, *ho, *hs;
   cl_mem q, k, v, o[2], lse, g, dq, dk, dv; /* the last five with --backward */
   clattn_tensor tq, tk, tv, to[2], tg, tdq, tdk, tdv;
+  check_extras ex;    /* --alibi, --sinks, --seqlens-kv's arrays */
+  cl_mem cu_q, cu_kv; /* --varlen's */
 } data;
 
 static void data_free(data *x) {
   free(x->hq), free(x->hk), free(x->hv), free(x->ho), free(x->hs);
-  cl_mem m[] = {x->q, x->k, x->v, x->o[0], x->o[1], x->lse, x->g, x->dq, x->dk, x->dv};
-  for (int i = 0; i < 10; i++)
+  cl_mem m[] = {x->q, x->k,  x->v,  x->o[0], x->o[1], x->lse,
+                x->g, x->dq, x->dk, x->dv,   x->cu_q, x->cu_kv};
+  for (int i = 0; i < 12; i++)
     if (m[i]) clReleaseMemObject(m[i]);
+  check_release_extras(&x->ex);
+}
+
+/* --seqlens-kv's and --varlen's lengths: entry b of B has ceil(N (b + 1) / B), an even ramp
+ * whose last entry is full (half the keys padding on average, as a serving batch might). */
+static size_t *bench_lengths(size_t n, size_t batch) {
+  size_t *len = malloc((batch ? batch : 1) * sizeof *len);
+  for (size_t b = 0; len && b < batch; b++) len[b] = (n * (b + 1) + batch - 1) / batch;
+  return len;
+}
+
+/* The variants' arrays of the row: ALiBi slopes, sinks (and d_sinks with --backward), the
+ * padded batch's key lengths, varlen's cu_seqlens; 0 with why on failure. */
+static int extras_make(clattn_context *ctx, const bench_opts *o, const clattn_problem *p, data *x,
+                       char *why, size_t len) {
+  check_spec sp = {0};
+  sp.problem = *p, sp.alibi = o->alibi, sp.sinks = o->sinks, sp.seqlens_kv = o->padded;
+  size_t *lens = o->padded || o->varlen ? bench_lengths(p->seqlen_q, p->batch) : NULL;
+  int *cu = o->varlen ? malloc(2 * (p->batch + 1) * sizeof *cu) : NULL;
+  cl_int err = (o->padded || o->varlen) && !lens ? CL_OUT_OF_HOST_MEMORY : CL_SUCCESS;
+  if (o->varlen && !cu) err = CL_OUT_OF_HOST_MEMORY;
+  sp.lengths = lens;
+  if (err == CL_SUCCESS) err = check_make_extras(ctx, &sp, o->backward && o->sinks, &x->ex);
+  if (err == CL_SUCCESS && cu) {
+    check_varlen_lengths(p, lens, cu, cu + p->batch + 1);
+    size_t bytes = (p->batch + 1) * sizeof *cu;
+    cl_context cl = clattn_context_cl_context(ctx);
+    x->cu_q = clCreateBuffer(cl, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes, cu, &err);
+    if (err == CL_SUCCESS)
+      x->cu_kv = clCreateBuffer(cl, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes,
+                                cu + p->batch + 1, &err);
+  }
+  free(lens), free(cu);
+  if (err != CL_SUCCESS)
+    snprintf(why, len, "cannot make the variants' arrays (OpenCL error %d)", err);
+  return err == CL_SUCCESS;
+}
+
+/* The call's arguments, with column c's output. */
+static clattn_args call_args(const data *x, int c) {
+  clattn_args a = {0};
+  a.q = x->tq, a.k = x->tk, a.v = x->tv, a.o = x->to[c], a.lse = x->lse;
+  a.d_o = x->tg, a.dq = x->tdq, a.dk = x->tdk, a.dv = x->tdv;
+  check_set_args(&a, &x->ex);
+  a.cu_seqlens_q = x->cu_q, a.cu_seqlens_kv = x->cu_kv;
+  return a;
 }
 
 /* n elements of storage t on the device, from host floats (half: rounded) or uninitialised. */
@@ -84,7 +133,9 @@ static int data_make(clattn_context *ctx, const clattn_problem *p, int host, int
     snprintf(why, len, "cannot allocate the tensors on the device (OpenCL error %d)", err);
     return 0;
   }
+  /* Packed sequences are one "batch entry" of total rows (the buffers hold B N rows). */
   size_t h = p->heads_q, d = p->head_dim;
+  if (p->flags & CLATTN_VARLEN) n = p->total_q;
   x->tq = clattn_bshd(x->q, n, h, d), x->tk = clattn_bshd(x->k, n, h, d);
   x->tv = clattn_bshd(x->v, n, h, d);
   x->to[0] = clattn_bshd(x->o[0], n, h, d), x->to[1] = clattn_bshd(x->o[1], n, h, d);
@@ -98,11 +149,10 @@ static int data_make(clattn_context *ctx, const clattn_problem *p, int host, int
 static double time_fwd_bwd(clattn_context *ctx, const clattn_problem *p, data *x, int c,
                            clattn_status *st) {
   cl_event start = NULL, done = NULL;
+  clattn_args args = call_args(x, c);
   clEnqueueMarkerWithWaitList(clattn_context_queue(ctx), 0, NULL, &start);
-  *st = clattn_forward(ctx, p, &x->tq, &x->tk, &x->tv, &x->to[c], x->lse, 0, NULL, NULL);
-  if (*st == CLATTN_OK)
-    *st = clattn_backward(ctx, p, &x->tq, &x->tk, &x->tv, &x->to[c], &x->tg, x->lse, &x->tdq,
-                          &x->tdk, &x->tdv, 0, NULL, &done);
+  *st = clattn_forward_ex(ctx, p, &args, 0, NULL, NULL);
+  if (*st == CLATTN_OK) *st = clattn_backward_ex(ctx, p, &args, 0, NULL, &done);
   double ms = -1.0;
   cl_ulong a = 0, b = 0;
   if (*st == CLATTN_OK && clWaitForEvents(1, &done) == CL_SUCCESS &&
@@ -135,6 +185,17 @@ static double max_diff(clattn_context *ctx, clattn_dtype t, data *x, size_t n) {
   return m;
 }
 
+/* The row's variants beyond the mask, in words. */
+static void describe_variants(const bench_opts *o, char *out, size_t len) {
+  char mask[96] = "";
+  args_mask_text(&o->variant, mask, sizeof mask);
+  const char *more = strchr(mask, ','); /* past the mask's own words */
+  snprintf(out, len, "%s%s%s%s%s", more ? more + 2 : "", o->alibi ? ", ALiBi" : "",
+           o->sinks ? ", sinks" : "", o->padded ? ", padded batch (seqlens_kv)" : "",
+           o->varlen ? ", packed sequences (varlen)" : "");
+  if (!more && out[0]) memmove(out, out + 2, strlen(out + 2) + 1);
+}
+
 /* Times the columns of one row in turns: fused, standard, host, fused, ... */
 static void bench_one(clattn_context *ctx, const bench_opts *o, int host_ok, bench_row *r) {
   clattn_problem p = {0};
@@ -143,7 +204,14 @@ static void bench_one(clattn_context *ctx, const bench_opts *o, int host_ok, ben
   p.dtype = o->dtype;
   p.flags |= o->variant.flags, p.softcap = o->variant.softcap;
   p.window_left = o->variant.window_left, p.window_right = o->variant.window_right;
+  if (o->varlen) {
+    size_t *lens = bench_lengths(p.seqlen_q, p.batch);
+    for (size_t b = 0; lens && b < p.batch; b++) p.total_q += lens[b];
+    free(lens);
+    p.flags |= CLATTN_VARLEN, p.total_kv = p.total_q;
+  }
   r->dtype = (int)o->dtype;
+  describe_variants(o, r->variants, sizeof r->variants);
   clattn_plan_info info;
   r->max_diff = -1.0;
   /* A forced config that does not fit takes out the fused column only. */
@@ -177,11 +245,14 @@ static void bench_one(clattn_context *ctx, const bench_opts *o, int host_ok, ben
                                      : info.standard_workspace_bytes);
   r->peak_bytes[COL_HOST] = tensors + (double)r->seqlen * r->seqlen * sizeof(float);
   /* The host column is a plain fp32 loop (OpenBLAS): no peer for half storage or a variant. */
-  int host_plain =
-      !(o->variant.flags & (CLATTN_WINDOW | CLATTN_CAUSAL_TOP_LEFT)) && o->variant.softcap == 0.0f;
+  int host_plain = !(o->variant.flags & (CLATTN_WINDOW | CLATTN_CAUSAL_TOP_LEFT)) &&
+                   o->variant.softcap == 0.0f && !o->alibi && !o->sinks && !o->padded && !o->varlen;
   int host_dtype_ok = o->dtype == CLATTN_F32 && host_plain;
-  int run[COLS] = {o->want[0] && fused_ok, o->want[1],
+  /* The standard path has no varlen: left out quietly unless named, where its call says so. */
+  int run[COLS] = {o->want[0] && fused_ok, o->want[1] && (!o->varlen || o->named),
                    o->want[2] && host_ok && host_dtype_ok && !o->backward};
+  if ((r->t[COL_STANDARD].skipped = o->want[COL_STANDARD] && !run[COL_STANDARD]))
+    snprintf(r->t[COL_STANDARD].why, sizeof r->t[COL_STANDARD].why, "no varlen on this path");
   if (o->want[COL_HOST] && o->backward)
     snprintf(r->t[COL_HOST].why, sizeof r->t[COL_HOST].why, "no host backward");
   if (o->want[COL_HOST] && !host_dtype_ok)
@@ -203,7 +274,8 @@ static void bench_one(clattn_context *ctx, const bench_opts *o, int host_ok, ben
   }
   data x;
   char why[200];
-  if (!data_make(ctx, &p, run[COL_HOST], o->backward, &x, why, sizeof why)) {
+  if (!data_make(ctx, &p, run[COL_HOST], o->backward, &x, why, sizeof why) ||
+      !extras_make(ctx, o, &p, &x, why, sizeof why)) {
     for (int c = 0; c < COLS; c++)
       if (run[c]) snprintf(r->t[c].why, sizeof r->t[c].why, "%s", why);
     data_free(&x);
@@ -231,9 +303,10 @@ static void bench_one(clattn_context *ctx, const bench_opts *o, int host_ok, ben
       } else {
         clattn_status st;
         p.algorithm = algo[c];
-        t = o->backward
-                ? time_fwd_bwd(ctx, &p, &x, c, &st)
-                : check_time_forward(ctx, &p, &x.tq, &x.tk, &x.tv, &x.to[c], NULL, by_events, &st);
+        clattn_args a = call_args(&x, c);
+        a.lse = NULL;
+        t = o->backward ? time_fwd_bwd(ctx, &p, &x, c, &st)
+                        : check_time_forward_ex(ctx, &p, &a, by_events, &st);
         if (st != CLATTN_OK) {
           snprintf(r->t[c].why, sizeof r->t[c].why, "%s", clattn_last_error(ctx));
           run[c] = 0;

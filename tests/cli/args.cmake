@@ -107,4 +107,5 @@ expect(2 "--causal takes no value" run --causal=1 --help)
 expect(2 "unexpected argument 'extra'" run extra --help)
 expect(2 "unexpected argument 'extra'" devices extra)
 expect(2 "--tokens and --hidden go together" bench --tokens 16384)
+expect(2 "--seqlens-kv and --varlen are two layouts" bench --seqlens-kv --varlen)
 

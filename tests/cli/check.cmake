@@ -63,6 +63,18 @@ expect(0 "fused configs:" bench --seqlen 64 --head-dim 8 --heads 1 --repeat 1 --
        --window 16,0 --softcap 5 --columns fused,standard)
 expect(3 "the host column has no variants" bench --seqlen 64 --head-dim 8 --heads 1 --repeat 1
        --softcap 5 --columns fused,host)
+# The call's arrays: ALiBi, sinks and a padded batch beside the standard path (which computes
+# them too, so max|f-s| compares them), with the backward; varlen leaves the standard column out
+# quietly, and named it fails.
+expect(0 "variants: window 16,0, ALiBi, sinks, padded batch (seqlens_kv)" bench --seqlen 64
+       --head-dim 8 --batch 3 --heads 2 --repeat 1 --causal on --window 16,0 --alibi --sinks
+       --seqlens-kv --columns fused,standard)
+expect(0 "forward + backward;ALiBi, sinks" bench --seqlen 64 --head-dim 8 --batch 2 --heads 2
+       --repeat 1 --alibi --sinks --seqlens-kv --backward --columns fused,standard)
+expect(0 "variants: sinks, packed sequences (varlen);standard: no varlen on this path" bench --seqlen 64
+       --head-dim 8 --batch 3 --heads 2 --repeat 1 --varlen --sinks --backward)
+expect(3 "the standard column failed: variable-length sequences" bench --seqlen 64 --head-dim 8
+       --batch 2 --heads 1 --repeat 1 --varlen --columns fused,standard)
 expect(0 "traffic:" explain --head-dim 16 --seqlen 100 --causal)
 expect(0 "x the fused plan" explain --head-dim 16 --seqlen 100)
 expect(0 "at once (backward: " explain --head-dim 16 --seqlen 100)
