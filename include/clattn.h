@@ -49,7 +49,7 @@ extern "C" {
 /* The version of this header (CMake checks it against the project's version at configure
  * time); clattn_version() is the version of the library loaded. */
 #define CLATTN_VERSION_MAJOR 0
-#define CLATTN_VERSION_MINOR 3
+#define CLATTN_VERSION_MINOR 4
 #define CLATTN_VERSION_PATCH 0
 
 /* One list generates the enum and clattn_status_string(), so they never drift apart. */
@@ -71,7 +71,14 @@ typedef enum clattn_status {
 
 typedef struct clattn_context clattn_context; /* opaque */
 
-typedef enum clattn_dtype { CLATTN_F32 = 0, CLATTN_F16 = 1, CLATTN_BF16 = 2 } clattn_dtype;
+/* Element types. CLATTN_I8 is a KV cache's alone (clattn_kv_cache): int8 values with an fp32
+ * scale per (token, KV head); a problem's dtype is one of the other three. */
+typedef enum clattn_dtype {
+  CLATTN_F32 = 0,
+  CLATTN_F16 = 1,
+  CLATTN_BF16 = 2,
+  CLATTN_I8 = 3
+} clattn_dtype;
 
 /* Problem flags. */
 enum {
@@ -204,11 +211,11 @@ CLATTN_API cl_device_id clattn_context_device(const clattn_context *ctx);
  * Owned by the context. */
 CLATTN_API const char *clattn_context_device_summary(const clattn_context *ctx);
 
-/* The library's version, "MAJOR.MINOR.PATCH" (e.g. "0.3.0"): a static string, never NULL.
+/* The library's version, "MAJOR.MINOR.PATCH" (e.g. "0.4.0"): a static string, never NULL.
  * Thread safe. A program (or a ctypes binding) compares it with the version it was written
  * for; until 1.0 a different minor version has a different soname and struct layouts. */
 CLATTN_API const char *clattn_version(void);
-/* The same as one number, MAJOR * 1000000 + MINOR * 1000 + PATCH (0.3.0 is 3000). */
+/* The same as one number, MAJOR * 1000000 + MINOR * 1000 + PATCH (0.4.0 is 4000). */
 CLATTN_API unsigned clattn_version_number(void);
 
 /* A static string naming the status. Never NULL. */
@@ -292,6 +299,9 @@ typedef struct clattn_args {
   cl_mem d_sinks;
   cl_mem cu_seqlens_q, cu_seqlens_kv; /* int32 [batch + 1]: CLATTN_VARLEN's sequences */
   cl_mem seqlens_kv;                  /* int32 [batch]: a padded batch's key lengths */
+  /* forward only: K and V read from this KV cache instead of k and v (which must then be
+   * absent, as seqlens_kv: the cache has its own lengths); NULL: none. See clattn_kv_cache. */
+  const struct clattn_kv_cache *kv_cache;
 } clattn_args;
 
 /* clattn_forward with every tensor in args: q, k, v, o and lse as clattn_forward's, and the
@@ -303,6 +313,52 @@ typedef struct clattn_args {
 CLATTN_API clattn_status clattn_forward_ex(clattn_context *ctx, const clattn_problem *problem,
                                            const clattn_args *args, cl_uint num_wait,
                                            const cl_event *wait, cl_event *done);
+
+/* A KV cache that an inference engine allocates and owns (FlashAttention's
+ * flash_attn_with_kvcache, FlashInfer's and vLLM's paged caches), read by clattn_forward_ex
+ * (args.kv_cache) for seqlen_q >= 1 query rows per sequence (decode, speculative verification,
+ * chunked prefill) and written by clattn_kv_append. The problem's batch, heads_kv, head_dim and
+ * head_dim_v describe it; seqlen_kv is the longest a sequence may grow to.
+ * - Contiguous (page_size 0): k and v are ordinary views [batch][seqlen_kv][heads_kv][dim].
+ * - Paged (page_size a power of two, 1..256): k and v view a pool of num_pages pages of
+ *   page_size tokens, stride_batch stepping pages and stride_seq tokens within a page, so both
+ *   FlashInfer's NHD ([page][token][head][dim]) and HND ([page][head][token][dim]) layouts are
+ *   views; block_table (int32 [batch][max_pages]) lists each sequence's pages in order, and
+ *   seqlen_kv may not exceed max_pages * page_size.
+ * - seqlens (int32 [batch], required): the tokens each sequence holds. Causal masks, windows and
+ *   ALiBi align to each sequence's own length (bottom-right: query row i of seqlen_q sees keys up
+ *   to i + seqlens[b] - seqlen_q). A length below 0 or above seqlen_kv, and a page number outside
+ *   [0, num_pages), are read as no keys (the rows they affect get O = 0, LSE = -inf, or the
+ *   sink); nothing outside the buffers is read or written.
+ * - dtype: the problem's dtype, or CLATTN_I8 with k_scale and v_scale (fp32, one per token and KV
+ *   head: [num_pages][page_size][heads_kv] paged, [batch][seqlen_kv][heads_kv] contiguous), x =
+ *   value * scale; clattn_kv_append writes scale = max|x| / 127 and the values rounded to
+ *   nearest even. Q and O are in the problem's dtype; arithmetic is fp32.
+ * The fused path's `decode` kernels read caches (head dims up to 256; the standard path and the
+ * backward refuse a cache, UNSUPPORTED), with GQA, the window, the softcap, ALiBi and sinks;
+ * CLATTN_VARLEN is refused with a cache. */
+typedef struct clattn_kv_cache {
+  clattn_dtype dtype;
+  size_t page_size; /* 0: contiguous */
+  size_t num_pages; /* paged: pages in the pool k and v view */
+  size_t max_pages; /* paged: block_table's columns */
+  clattn_tensor k, v;
+  cl_mem block_table;      /* paged: int32 [batch][max_pages] */
+  cl_mem seqlens;          /* int32 [batch] */
+  cl_mem k_scale, v_scale; /* CLATTN_I8: fp32 scales */
+} clattn_kv_cache;
+
+/* Appends seqlen_q new tokens per sequence (k_new, v_new: [batch][seqlen_q][heads_kv][dim]
+ * views in the problem's dtype, the rows of the decode step that follows) to cache, at each
+ * sequence's current length seqlens[b]: token i goes to position seqlens[b] + i, quantised on
+ * the fly for CLATTN_I8. One kernel; it allocates no pages and changes no length (the caller
+ * updates seqlens, as with FlashAttention's cache_seqlens). A position at or past seqlen_kv, a
+ * length out of range or a page outside the pool is not written. Errors as clattn_forward's
+ * (the problem and views checked before anything is enqueued). Thread safe. */
+CLATTN_API clattn_status clattn_kv_append(clattn_context *ctx, const clattn_problem *problem,
+                                          const clattn_kv_cache *cache, const clattn_tensor *k_new,
+                                          const clattn_tensor *v_new, cl_uint num_wait,
+                                          const cl_event *wait, cl_event *done);
 
 /* clattn_backward with every tensor in args (q, k, v, o, d_o, lse, dq, dk, dv as
  * clattn_backward's, and the variants' members), as clattn_forward_ex is to clattn_forward. */
@@ -492,7 +548,8 @@ typedef struct clattn_tune_result {
  * IO (database not writable; the result is still filled and used in this context),
  * UNSUPPORTED (no candidate passed; a problem with a window, CLATTN_CAUSAL_TOP_LEFT, a softcap
  * or CLATTN_VARLEN, which takes its plain class's entry), INVALID_ARGUMENT for
- * CLATTN_ALIBI_PER_BATCH (a tuning problem has no slopes). Thread safe; the context is busy for the whole run. */
+ * CLATTN_ALIBI_PER_BATCH (a tuning problem has no slopes). Thread safe; the context is busy for the
+ * whole run. */
 CLATTN_API clattn_status clattn_tune(clattn_context *ctx, const clattn_problem *problem,
                                      const clattn_tune_options *options, clattn_tune_result *out);
 

@@ -229,6 +229,37 @@ static clattn_status time_runs(clattn_context *ctx, const check_spec *sp, check_
   return st;
 }
 
+void check_forward_errors(const clattn_problem *p, const ref_extras *rx, ref_view vq, ref_view vk,
+                          ref_view vv, const check_tensor *o, const float *lse, check_result *r) {
+  size_t dv = p->head_dim_v ? p->head_dim_v : p->head_dim;
+  size_t rows = p->batch * p->heads_q * p->seqlen_q, n = rows * dv;
+  double *o64 = malloc((n ? n : 1) * sizeof *o64), *l64 = malloc((rows ? rows : 1) * sizeof *l64);
+  float *o32 = malloc((n ? n : 1) * sizeof *o32), *l32 = malloc((rows ? rows : 1) * sizeof *l32),
+        *got = malloc((n ? n : 1) * sizeof *got);
+  ref_forward_ex_f64(p, rx, vq, vk, vv, o64, l64);
+  ref_forward_ex_f32(p, rx, vq, vk, vv, o32, l32);
+  /* Gather the device's output from its strided view into the references' packed order. */
+  size_t idx = 0;
+  for (size_t b = 0; b < p->batch; b++)
+    for (size_t h = 0; h < p->heads_q; h++)
+      for (size_t i = 0; i < p->seqlen_q; i++, idx += dv)
+        memcpy(got + idx,
+               o->host + o->view.offset + b * o->view.stride_batch + i * o->view.stride_seq +
+                   h * o->view.stride_head,
+               dv * sizeof(float));
+  r->err_o = max_err_f64(o64, got, n);
+  r->naive_err_o = max_err_f64(o64, o32, n);
+  r->tol_o = 2.0 * r->naive_err_o + ref_tolerance_floor(p->dtype);
+  r->pass = r->err_o <= r->tol_o;
+  if (lse) {
+    r->err_lse = max_err_f64(l64, lse, rows);
+    r->naive_err_lse = max_err_f64(l64, l32, rows);
+    r->tol_lse = 2.0 * r->naive_err_lse + ref_tolerance_floor(p->dtype);
+    r->pass = r->pass && r->err_lse <= r->tol_lse;
+  }
+  free(o64), free(l64), free(o32), free(l32), free(got);
+}
+
 clattn_status check_run(clattn_context *ctx, const check_spec *sp, check_result *r) {
   memset(r, 0, sizeof *r);
   const clattn_problem *p = &sp->problem;
@@ -269,34 +300,9 @@ clattn_status check_run(clattn_context *ctx, const check_spec *sp, check_result 
     goto done;
   }
   if (!sp->skip_check) {
-    size_t n = rows * dv;
-    double *o64 = malloc((n ? n : 1) * sizeof *o64), *l64 = malloc((rows ? rows : 1) * sizeof *l64);
-    float *o32 = malloc((n ? n : 1) * sizeof *o32), *l32 = malloc((rows ? rows : 1) * sizeof *l32),
-          *got = malloc((n ? n : 1) * sizeof *got);
     ref_extras rx = check_ref_extras(&x);
-    ref_view vq = check_host_view(&t[0]), vk = check_host_view(&t[1]), vv = check_host_view(&t[2]);
-    ref_forward_ex_f64(p, &rx, vq, vk, vv, o64, l64);
-    ref_forward_ex_f32(p, &rx, vq, vk, vv, o32, l32);
-    /* Gather the device's output from its strided view into the references' packed order. */
-    size_t idx = 0;
-    for (size_t b = 0; b < p->batch; b++)
-      for (size_t h = 0; h < p->heads_q; h++)
-        for (size_t i = 0; i < p->seqlen_q; i++, idx += dv)
-          memcpy(got + idx,
-                 t[3].host + t[3].view.offset + b * t[3].view.stride_batch +
-                     i * t[3].view.stride_seq + h * t[3].view.stride_head,
-                 dv * sizeof(float));
-    r->err_o = max_err_f64(o64, got, n);
-    r->naive_err_o = max_err_f64(o64, o32, n);
-    r->tol_o = 2.0 * r->naive_err_o + ref_tolerance_floor(p->dtype);
-    r->pass = r->err_o <= r->tol_o;
-    if (lse) {
-      r->err_lse = max_err_f64(l64, lse_host, rows);
-      r->naive_err_lse = max_err_f64(l64, l32, rows);
-      r->tol_lse = 2.0 * r->naive_err_lse + ref_tolerance_floor(p->dtype);
-      r->pass = r->pass && r->err_lse <= r->tol_lse;
-    }
-    free(o64), free(l64), free(o32), free(l32), free(got);
+    check_forward_errors(p, &rx, check_host_view(&t[0]), check_host_view(&t[1]),
+                         check_host_view(&t[2]), &t[3], lse ? lse_host : NULL, r);
   } else {
     r->pass = 1;
   }

@@ -60,6 +60,7 @@ ref_extras check_ref_extras(const check_extras *x);
 void check_set_args(clattn_args *a, const check_extras *x);
 
 /* A tensor of a checked run: host copy, device buffer and its view. */
+struct check_tensor;
 typedef struct check_tensor {
   float *host;
   size_t elems; /* in the buffer, offset included */
@@ -115,5 +116,27 @@ clattn_status check_varlen_run(clattn_context *ctx, const check_spec *sp, int ba
 
 /* Returns CLATTN_OK when everything ran (whether or not the result passed). */
 clattn_status check_run(clattn_context *ctx, const check_spec *spec, check_result *out);
+/* O (o->host: the device's output read back) and LSE (NULL: not asked for) of a forward against
+ * the references on the host views, under DESIGN.md's rule: r's errors, tolerances and pass. */
+void check_forward_errors(const clattn_problem *p, const ref_extras *rx, ref_view vq, ref_view vk,
+                          ref_view vv, const check_tensor *o, const float *lse, check_result *r);
+
+/* A KV cache (clattn_kv_cache; tools/check_kvcache.c): the problem's seqlen_kv is its capacity,
+ * seqlen_q the query rows per sequence. */
+typedef struct check_kv {
+  clattn_dtype dtype; /* the cache's: the problem's or CLATTN_I8 */
+  size_t page_size;   /* 0: contiguous */
+  int hnd;            /* paged: [page][head][token][dim] instead of [page][token][head][dim] */
+  size_t first;       /* the first append's rows (the second brings the rest up to capacity) */
+  int bad_pages;      /* entry 1's block-table row out of the pool (read as no keys) */
+} check_kv;
+/* One run: random K and V written into the cache by two clattn_kv_append calls (at length 0,
+ * then at kv->first: across pages), each entry's length then set (sp->lengths, else the
+ * capacity, 2/3 of it + 1, 0, 1, -3 and capacity + 5 by b % 6: out of range is no keys), the
+ * cache read back (dequantised) for the references, and a forward over it with O and LSE
+ * starting NaN, checked under DESIGN.md's rule; appends' values are checked against the rows
+ * they were given (exact, or int8 within half a quantum) in *append_err (0: right). */
+clattn_status check_kvcache_run(clattn_context *ctx, const check_spec *sp, const check_kv *kv,
+                                check_result *r, double *append_err);
 
 #endif

@@ -104,11 +104,47 @@ typedef struct clattn__shape {
   cl_mem cu_q, cu_kv;
   size_t total_q, total_kv, vb, vq, vkv, lse_rows;
   size_t alibi_mod;
+  /* A KV cache (clattn_args.kv_cache, issue 18; core/kvcache.c): kv_cache set, the call's k and
+   * v are the cache's views and seqlens_kv its lengths; kv_paged: page_size (a power of two),
+   * num_pages, max_pages and block_table; kv_i8: int8 elements with k_scale, v_scale (sc_sb
+   * scales per slot: a page's tokens, or an entry's seqlen_kv, times heads_kv). */
+  int kv_cache, kv_paged, kv_i8;
+  size_t page_size, num_pages, max_pages, sc_sb;
+  cl_mem block_table, k_scale, v_scale;
   int empty;             /* nothing to compute: batch, heads_q or seqlen_q is 0 */
   clattn_algorithm algo; /* resolved: CLATTN_ALGO_FUSED or CLATTN_ALGO_STANDARD */
   clattn_dtype dtype;    /* storage of Q, K, V, O (and the gradients); LSE is always fp32 */
   size_t elem;           /* bytes per stored element */
 } clattn__shape;
+
+/* A buffer region: the root buffer (sub-buffers resolved) and a byte range [lo, hi); root NULL
+ * when empty. */
+typedef struct clattn__region {
+  cl_mem root;
+  size_t lo, hi;
+} clattn__region;
+/* validate.c's checks for the cache's (kvcache.c): every element of a [n0][n1][n2][dim] view
+ * (an output: also not overlapping itself), or of an array of n 4-byte elements (NULL: absent,
+ * fine), inside its buffer, with the byte range it spans; and whether two ranges overlap. */
+clattn_status clattn__view_region(clattn_context *ctx, const char *name, const clattn_tensor *t,
+                                  size_t n0, size_t n1, size_t n2, size_t dim, size_t elem,
+                                  int output, clattn__region *r);
+clattn_status clattn__array_region(clattn_context *ctx, const char *name, cl_mem m, size_t n,
+                                   clattn__region *r);
+int clattn__regions_overlap(const clattn__region *a, const clattn__region *b);
+
+/* A forward call over args->kv_cache (kvcache.c): args' k, v and seqlens_kv absent, no
+ * CLATTN_VARLEN, q, o and lse checked as clattn_forward's, the variants' members, the cache
+ * itself (clattn__check_kv_cache), and o and lse overlapping none of it; s gets the cache. */
+clattn_status clattn__check_cache_forward(clattn_context *ctx, clattn__shape *s,
+                                          const clattn_args *args);
+/* The cache's members against s: dtype (the problem's or CLATTN_I8), layout (page size, pages,
+ * block table), lengths, views and scales in their buffers; written (clattn_kv_append): its
+ * views and scales are outputs, overlapping nothing else. Sets s's kv fields. regions (may be
+ * NULL) get k, v, k_scale, v_scale, block_table, seqlens. */
+clattn_status clattn__check_kv_cache(clattn_context *ctx, clattn__shape *s,
+                                     const clattn_kv_cache *c, int written,
+                                     clattn__region regions[6]);
 
 /* args' variant members (a NULL: clattn_forward or clattn_backward, none), after the tensors'
  * checks: alibi_slopes, sinks and (backward) d_sinks checked against their sizes and the call's

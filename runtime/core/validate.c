@@ -73,6 +73,10 @@ static void mask_of(const clattn_problem *p, clattn__shape *s) {
 clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_problem *p,
                                          clattn__shape *s) {
   if (!p) return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "problem is NULL");
+  if (p->dtype == CLATTN_I8)
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                        "dtype CLATTN_I8 is a KV cache's element type (clattn_kv_cache.dtype): a "
+                        "problem's is CLATTN_F32, CLATTN_F16 or CLATTN_BF16");
   if (p->dtype != CLATTN_F32 && p->dtype != CLATTN_F16 && p->dtype != CLATTN_BF16)
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "dtype %d is not a clattn_dtype",
                         (int)p->dtype);
@@ -126,6 +130,9 @@ clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_probl
   s->empty = s->batch == 0 || s->heads_q == 0 || s->seqlen_q == 0;
   mask_of(p, s);
   s->alibi = s->sinks = s->d_sinks = s->seqlens_kv = s->cu_q = s->cu_kv = NULL;
+  s->kv_cache = s->kv_paged = s->kv_i8 = 0;
+  s->page_size = s->num_pages = s->max_pages = s->sc_sb = 0;
+  s->block_table = s->k_scale = s->v_scale = NULL;
   s->varlen = (p->flags & CLATTN_VARLEN) != 0;
   s->total_q = s->varlen ? p->total_q : 0, s->total_kv = s->varlen ? p->total_kv : 0;
   /* cu_seqlens are int32, and the kernels count rows in 32 bits. */
@@ -150,11 +157,7 @@ static int mul_add(size_t *acc, size_t n, size_t stride) {
   return !__builtin_add_overflow(*acc, t, acc);
 }
 
-/* A buffer region: the root buffer (sub-buffers resolved) and a byte range [lo, hi). */
-typedef struct {
-  cl_mem root;
-  size_t lo, hi;
-} region;
+typedef clattn__region region;
 
 static clattn_status check_buffer(clattn_context *ctx, const char *name, cl_mem buf, size_t bytes,
                                   region *out) {
@@ -427,4 +430,21 @@ const char *clattn__dtype_define(clattn_dtype dtype) {
 
 const char *clattn__dtype_name(clattn_dtype dtype) {
   return dtype == CLATTN_F16 ? "CLATTN_F16" : dtype == CLATTN_BF16 ? "CLATTN_BF16" : "CLATTN_F32";
+}
+
+/* The checks above for core/kvcache.c. */
+clattn_status clattn__view_region(clattn_context *ctx, const char *name, const clattn_tensor *t,
+                                  size_t n0, size_t n1, size_t n2, size_t dim, size_t elem,
+                                  int output, clattn__region *r) {
+  return output ? check_output_view(ctx, name, t, n0, n1, n2, dim, elem, r)
+                : check_view(ctx, name, t, n0, n1, n2, dim, elem, r);
+}
+
+clattn_status clattn__array_region(clattn_context *ctx, const char *name, cl_mem m, size_t n,
+                                   clattn__region *r) {
+  return check_array(ctx, name, m, n, r);
+}
+
+int clattn__regions_overlap(const clattn__region *a, const clattn__region *b) {
+  return overlap(a, b);
 }

@@ -50,10 +50,29 @@ void clattn__mma_half_defines(const clattn__family *f, const clattn__device *,
 void clattn__mma_half_reason(const clattn__family *f, const clattn__device *, const clattn__class *,
                              const clattn__config *, char *, size_t);
 
+/* decode (decode_family.c): a KV group's query heads in one tile, over a KV cache. */
+size_t clattn__decode_local(const clattn__device *, const clattn__class *, const clattn__config *);
+void clattn__decode_work_groups(const clattn__config *c, size_t *wg);
+int clattn__decode_check(const clattn__family *f, const clattn__device *, const clattn__class *,
+                         const clattn__config *, char *, size_t);
+unsigned clattn__decode_cost(const clattn__family *f, const clattn__device *, const clattn__class *,
+                             const clattn__config *);
+void clattn__decode_defines(const clattn__family *f, const clattn__device *, const clattn__class *,
+                            const clattn__config *, char *, size_t);
+void clattn__decode_reason(const clattn__family *f, const clattn__device *, const clattn__class *,
+                           const clattn__config *, char *, size_t);
+unsigned clattn__decode_min_block_q(const clattn__config *c);
+size_t clattn__decode_row_groups(const clattn__config *c, const clattn__shape *s);
+unsigned clattn__decode_bind(const clattn__family *f, const clattn__config *c,
+                             const cl_kernel *kernels, const clattn__bound *b, clattn__launch *out,
+                             cl_int *err);
+
 int clattn__forward_check(const clattn__family *f, const clattn__device *, const clattn__class *,
                           const clattn__config *, char *, size_t);
 int clattn__forward_accept(const clattn__family *f, const clattn_config *in, clattn__config *out,
                            char *why, size_t len);
+clattn__args clattn__forward_args(const clattn__bound *b, cl_kernel kernel, cl_uint tiles,
+                                  cl_uint *base_arg);
 unsigned clattn__forward_bind(const clattn__family *f, const clattn__config *c,
                               const cl_kernel *kernels, const clattn__bound *b, clattn__launch *out,
                               cl_int *err);

@@ -298,17 +298,17 @@ int clattn__forward_accept(const clattn__family *f, const clattn_config *in, cla
 }
 
 /* The forward kernels' arguments (cl/forward.cl's clattn_forward, shared by every forward
- * family): buffers, views, sizes, the launch's first group, then the split ranges. */
-unsigned clattn__forward_bind(const clattn__family *f, const clattn__config *c,
-                              const cl_kernel *kernels, const clattn__bound *b, clattn__launch *out,
-                              cl_int *err) {
+ * family, cl/decode.cl's too) up to the variants': buffers, views, sizes, the launch's first
+ * group (its index in *base_arg), then the split ranges. tiles: the work-groups along the rows
+ * of one (batch, head) or, for decode, one (batch, KV head). */
+clattn__args clattn__forward_args(const clattn__bound *b, cl_kernel kernel, cl_uint tiles,
+                                  cl_uint *base_arg) {
   const clattn__shape *s = b->s;
   cl_uint splits = b->split ? b->split->count : 1;
   cl_uint per_split = b->split ? b->split->kv_per_split : (cl_uint)s->seqlen_kv;
   cl_ulong o_split = b->split ? b->split->o_split : 0, lse_off = b->split ? b->split->lse_off : 0,
            lse_split = b->split ? b->split->lse_split : 0;
-  size_t nqb = (s->seqlen_q + c->bq - 1) / c->bq;
-  clattn__args a = {kernels[0], 0, CL_SUCCESS};
+  clattn__args a = {kernel, 0, CL_SUCCESS};
   cl_mem bufs[5] = {b->q->buffer, b->k->buffer, b->v->buffer, b->o->buffer, b->lse};
   for (int i = 0; i < 5; i++) clattn__arg(&a, sizeof(cl_mem), &bufs[i]);
   clattn__arg_view(&a, b->q);
@@ -316,7 +316,7 @@ unsigned clattn__forward_bind(const clattn__family *f, const clattn__config *c,
   clattn__arg_view(&a, b->v);
   clattn__arg_view(&a, b->o);
   cl_uint heads = (cl_uint)s->heads_q, group = (cl_uint)(s->heads_q / s->heads_kv),
-          nq = (cl_uint)s->seqlen_q, nkv = (cl_uint)s->seqlen_kv, nb = (cl_uint)nqb;
+          nq = (cl_uint)s->seqlen_q, nkv = (cl_uint)s->seqlen_kv;
   /* With a softcap the scores are scale q.k / cap, capped by tanh and brought back to log2
    * units by the cap argument (cl/common.cl's SOFTCAP). */
   cl_float scale_log2 =
@@ -326,8 +326,8 @@ unsigned clattn__forward_bind(const clattn__family *f, const clattn__config *c,
   clattn__arg(&a, sizeof group, &group);
   clattn__arg(&a, sizeof nq, &nq);
   clattn__arg(&a, sizeof nkv, &nkv);
-  clattn__arg(&a, sizeof nb, &nb);
-  out[0].base_arg = a.next;
+  clattn__arg(&a, sizeof tiles, &tiles);
+  *base_arg = a.next;
   cl_ulong base = 0;
   clattn__arg(&a, sizeof base, &base);
   clattn__arg(&a, sizeof scale_log2, &scale_log2);
@@ -341,9 +341,19 @@ unsigned clattn__forward_bind(const clattn__family *f, const clattn__config *c,
   cl_int o_f32 = b->split != NULL;
   if (s->dtype != CLATTN_F32) clattn__arg(&a, sizeof o_f32, &o_f32);
   clattn__arg_variants(&a, s, M_LOG2E);
+  return a;
+}
+
+unsigned clattn__forward_bind(const clattn__family *f, const clattn__config *c,
+                              const cl_kernel *kernels, const clattn__bound *b, clattn__launch *out,
+                              cl_int *err) {
+  const clattn__shape *s = b->s;
+  size_t nqb = (s->seqlen_q + c->bq - 1) / c->bq;
+  clattn__args a = clattn__forward_args(b, kernels[0], (cl_uint)nqb, &out[0].base_arg);
   *err = a.err;
   out[0].kernel = kernels[0];
-  out[0].groups = nqb * splits * s->heads_q * s->batch; /* checked against overflow (ops) */
+  /* checked against overflow (ops) */
+  out[0].groups = nqb * (b->split ? b->split->count : 1) * s->heads_q * s->batch;
   f->work_groups(c, &out[0].wg);
   return 1;
 }

@@ -61,7 +61,7 @@ static const clattn__family table[] = {
      .files = {"common.cl", "forward.cl"},
      .entries = {"clattn_forward"},
      .dtypes = HALF_TOO,
-     .variants = CLATTN__VAR_ALL,
+     .variants = CLATTN__VAR_ALL & ~CLATTN__VAR_CACHE,
      .max_dim = CLATTN__MAX_FUSED_DIM,
      .axes = {{CLATTN__AX_BQ, 8, {128, 64, 32, 16, 8, 4, 2, 1}},
               {CLATTN__AX_BKV, 5, {128, 64, 32, 16, 8}},
@@ -85,7 +85,7 @@ static const clattn__family table[] = {
      .files = {"common.cl", "forward_tiles.cl"},
      .entries = {"clattn_forward"},
      .dtypes = HALF_TOO,
-     .variants = CLATTN__VAR_ALL,
+     .variants = CLATTN__VAR_ALL & ~CLATTN__VAR_CACHE,
      .max_dim = CLATTN__MAX_FUSED_DIM,
      .axes = {{CLATTN__AX_BQ, 8, {128, 64, 32, 16, 8, 4, 2, 1}},
               {CLATTN__AX_BKV, 5, {128, 64, 32, 16, 8}},
@@ -109,7 +109,7 @@ static const clattn__family table[] = {
      .files = {"common.cl", "mma.cl", "forward_mma.cl"},
      .entries = {"clattn_forward"},
      .tensor_cores = 1,
-     .variants = CLATTN__VAR_ALL,
+     .variants = CLATTN__VAR_ALL & ~CLATTN__VAR_CACHE,
      .max_dim = CLATTN__MAX_FUSED_DIM,
      .axes = {{CLATTN__AX_BQ, 4, {16, 32, 64, 128}},
               {CLATTN__AX_BKV, 5, {8, 16, 32, 64, 128}},
@@ -132,7 +132,7 @@ static const clattn__family table[] = {
      .files = {"common.cl", "backward.cl"},
      .entries = {"bwd_dkdv", "bwd_dq"},
      .dtypes = HALF_TOO,
-     .variants = CLATTN__VAR_ALL,
+     .variants = CLATTN__VAR_ALL & ~CLATTN__VAR_CACHE,
      .max_dim = CLATTN__MAX_FUSED_DIM,
      .axes = {{CLATTN__AX_BQ, 9, POW2_BLOCKS}, {CLATTN__AX_BKV, 9, POW2_BLOCKS}},
      .naxes = 2,
@@ -150,7 +150,7 @@ static const clattn__family table[] = {
      .files = {"common.cl", "mma.cl", "backward_mma.cl"},
      .entries = {"bwd_dkdv", "bwd_dq"},
      .tensor_cores = 1,
-     .variants = CLATTN__VAR_ALL,
+     .variants = CLATTN__VAR_ALL & ~CLATTN__VAR_CACHE,
      .max_dim = 128,
      .axes = {{CLATTN__AX_BQ, 9, POW2_BLOCKS}, {CLATTN__AX_BKV, 9, POW2_BLOCKS}},
      .naxes = 2,
@@ -189,7 +189,7 @@ static const clattn__family table[] = {
      .entries = {"clattn_forward"},
      .tensor_cores = 1,
      .dtypes = 1u << CLATTN_F16 | 1u << CLATTN_BF16,
-     .variants = CLATTN__VAR_ALL,
+     .variants = CLATTN__VAR_ALL & ~CLATTN__VAR_CACHE,
      .max_dim = CLATTN__MAX_FUSED_DIM,
      .axes = {{CLATTN__AX_BQ, 4, {64, 128, 32, 16}},
               {CLATTN__AX_BKV, 4, {64, 32, 128, 16}},
@@ -212,7 +212,7 @@ static const clattn__family table[] = {
      .entries = {"bwd_dkdv", "bwd_dq"},
      .tensor_cores = 1,
      .dtypes = 1u << CLATTN_F16 | 1u << CLATTN_BF16,
-     .variants = CLATTN__VAR_ALL,
+     .variants = CLATTN__VAR_ALL & ~CLATTN__VAR_CACHE,
      .max_dim = 128,
      .axes = {{CLATTN__AX_BQ, 9, POW2_BLOCKS}, {CLATTN__AX_BKV, 9, POW2_BLOCKS}},
      .naxes = 2,
@@ -225,12 +225,42 @@ static const clattn__family table[] = {
      .min_block_q = clattn__one_row,
      .accept = clattn__backward_accept,
      .bind = clattn__backward_bind},
+    /* A KV cache's reader (issue 18): a KV group's query heads in one tile. Ranked only for
+     * cache classes, which no other family computes. */
+    {.name = "decode",
+     .pass = CLATTN__FORWARD,
+     .files = {"common.cl", "decode.cl"},
+     .entries = {"clattn_decode"},
+     .dtypes = HALF_TOO,
+     .variants = CLATTN__VAR_ALL & ~CLATTN__VAR_VARLEN,
+     .max_dim = CLATTN__MAX_FUSED_DIM,
+     .axes = {{CLATTN__AX_BQ, 5, {16, 8, 4, 32, 64}},
+              {CLATTN__AX_BKV, 4, {64, 32, 128, 16}},
+              {CLATTN__AX_TPR, 3, {1, 2, 4}},
+              {CLATTN__AX_PAD, 2, {1, 0}},
+              {CLATTN__AX_VEC, 3, {4, 2, 1}}},
+     .naxes = 5,
+     .fixed = {.stage = 1, .rm = 1},
+     .check = clattn__decode_check,
+     .local_bytes = clattn__decode_local,
+     .work_groups = clattn__decode_work_groups,
+     .cost = clattn__decode_cost,
+     .defines = clattn__decode_defines,
+     .reason = clattn__decode_reason,
+     .min_block_q = clattn__decode_min_block_q,
+     .accept = clattn__forward_accept,
+     .row_groups = clattn__decode_row_groups,
+     .bind = clattn__decode_bind},
     /* Helper programs, built with fixed options: no config, looked up by role. */
     {.name = "merge",
      .role = CLATTN__ROLE_MERGE,
      .files = {"common.cl", "merge.cl"},
      .entries = {"merge_splits"}},
     {.name = "standard", .role = CLATTN__ROLE_STANDARD, .files = {"common.cl", "standard.cl"}},
+    {.name = "kv_append",
+     .role = CLATTN__ROLE_KV_APPEND,
+     .files = {"common.cl", "kv_append.cl"},
+     .entries = {"kv_append"}},
 };
 
 enum { COUNT = sizeof table / sizeof *table };
@@ -291,7 +321,10 @@ const char *clattn__variant_name(unsigned missing) {
          : missing & CLATTN__VAR_ALIBI   ? "ALiBi (alibi_slopes)"
          : missing & CLATTN__VAR_SINKS   ? "attention sinks (sinks)"
          : missing & CLATTN__VAR_KVLENS  ? "per-sequence key lengths (seqlens_kv)"
-                                         : "variable-length sequences (CLATTN_VARLEN)";
+         : missing & CLATTN__VAR_VARLEN  ? "variable-length sequences (CLATTN_VARLEN)"
+         : missing & CLATTN__VAR_KVCACHE ? "a KV cache (kv_cache)"
+         : missing & CLATTN__VAR_PAGED   ? "a paged KV cache"
+                                         : "an int8 KV cache";
 }
 
 int clattn__config_computes(const clattn__class *k, const clattn__config *c, char *why,
@@ -339,6 +372,12 @@ size_t clattn__config_local_bytes(const clattn__device *dev, const clattn__class
   return f ? f->local_bytes(dev, k, c) : 0;
 }
 
+size_t clattn__config_row_groups(const clattn__config *c, const clattn__shape *s) {
+  const clattn__family *f = clattn__family_of(c);
+  if (f && f->row_groups) return f->row_groups(c, s);
+  return (s->seqlen_q + c->bq - 1) / c->bq * s->batch * s->heads_q;
+}
+
 size_t clattn__config_work_group(const clattn__config *c) {
   const clattn__family *f = clattn__family_of(c);
   size_t wg[CLATTN__MAX_ENTRIES] = {0};
@@ -360,13 +399,16 @@ void clattn__config_options(const clattn__device *dev, const clattn__class *cls,
   /* The variants (cl/common.cl), likewise absent from a plain class's options. */
   at = strlen(out);
   if (at < len)
-    snprintf(out + at, len - at, "%s%s%s%s%s%s",
+    snprintf(out + at, len - at, "%s%s%s%s%s%s%s%s%s",
              cls->variants & CLATTN__VAR_MASK ? " -DMASK=1" : "",
              cls->variants & CLATTN__VAR_SOFTCAP ? " -DSOFTCAP=1" : "",
              cls->variants & CLATTN__VAR_ALIBI ? " -DALIBI=1" : "",
              cls->variants & CLATTN__VAR_SINKS ? " -DSINKS=1" : "",
              cls->variants & CLATTN__VAR_KVLENS ? " -DKVLENS=1" : "",
-             cls->variants & CLATTN__VAR_VARLEN ? " -DVARLEN=1" : "");
+             cls->variants & CLATTN__VAR_VARLEN ? " -DVARLEN=1" : "",
+             cls->variants & CLATTN__VAR_KVCACHE ? " -DKVCACHE=1" : "",
+             cls->variants & CLATTN__VAR_PAGED ? " -DPAGED=1" : "",
+             cls->variants & CLATTN__VAR_KV8 ? " -DKV8=1" : "");
   /* Extra options for experiments ($CLATTN_BUILD_OPTIONS, e.g. -cl-nv-verbose) are part of the
    * options, hence of every cache key. */
   const char *extra = dev->build_options; /* read once, when the context was made */

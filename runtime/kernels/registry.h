@@ -34,7 +34,11 @@ enum {
   CLATTN__VAR_SINKS = 1u << 3,   /* a sink logit per head (SINKS) */
   CLATTN__VAR_KVLENS = 1u << 4,  /* a padded batch's key lengths (KVLENS) */
   CLATTN__VAR_VARLEN = 1u << 5,  /* packed variable-length sequences (VARLEN) */
-  CLATTN__VAR_ALL = (1u << 6) - 1
+  CLATTN__VAR_KVCACHE = 1u << 6, /* K and V from a KV cache (KVCACHE; issue 18) */
+  CLATTN__VAR_PAGED = 1u << 7,   /* ... paged through a block table (PAGED) */
+  CLATTN__VAR_KV8 = 1u << 8,     /* ... in int8 with fp32 scales (KV8) */
+  CLATTN__VAR_CACHE = CLATTN__VAR_KVCACHE | CLATTN__VAR_PAGED | CLATTN__VAR_KV8,
+  CLATTN__VAR_ALL = (1u << 9) - 1
 };
 /* The first variant of `missing` in words ("a key range per row (...)" or "softcap"). */
 const char *clattn__variant_name(unsigned missing);
@@ -104,7 +108,8 @@ enum { CLATTN__MAX_FAMILIES = 16, CLATTN__MAX_ENTRIES = 2 };
 typedef enum clattn__role {
   CLATTN__ROLE_PLANNED = 0,
   CLATTN__ROLE_MERGE,
-  CLATTN__ROLE_STANDARD
+  CLATTN__ROLE_STANDARD,
+  CLATTN__ROLE_KV_APPEND
 } clattn__role;
 #define CLATTN__NO_FAMILY (~0u)
 #define CLATTN__UNRANKED (~0u)
@@ -149,6 +154,9 @@ struct clattn__family {
    * take them. */
   int (*accept)(const clattn__family *f, const clattn_config *in, clattn__config *out, char *why,
                 size_t why_len);
+  /* Work-groups per key range for shape s (NULL: a query block of bq rows per query head, the
+   * other forward families'); split keys and finer grids count them. */
+  size_t (*row_groups)(const clattn__config *c, const clattn__shape *s);
   /* Sets its kernels' arguments for a call: the launches, in order (how many are written; a
    * launch with no groups is left out); the first OpenCL error in *err. */
   unsigned (*bind)(const clattn__family *f, const clattn__config *c, const cl_kernel *kernels,
@@ -175,6 +183,8 @@ int clattn__config_legal(const clattn__device *dev, const clattn__class *k, cons
                          char *why, size_t why_len);
 size_t clattn__config_local_bytes(const clattn__device *dev, const clattn__class *k,
                                   const clattn__config *c);
+/* Work-groups per key range of a forward config for shape s (clattn__family's row_groups). */
+size_t clattn__config_row_groups(const clattn__config *c, const clattn__shape *s);
 /* Work-items per work-group of the family's first entry point (forward: its only one). */
 size_t clattn__config_work_group(const clattn__config *c);
 /* Build options: the family's defines, then $CLATTN_BUILD_OPTIONS (read at creation; part of

@@ -92,6 +92,10 @@ clattn_status clattn_backward_ex(clattn_context *ctx, const clattn_problem *prob
   if (done) *done = NULL;
   if (!ctx) return clattn__fail(NULL, CLATTN_ERR_INVALID_ARGUMENT, "context is NULL");
   if (!args) return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "args is NULL");
+  if (args->kv_cache)
+    return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
+                        "args.kv_cache in a backward call: a KV cache is for inference; the "
+                        "backward takes k and v");
   return backward_call(ctx, problem, &args->q, &args->k, &args->v, &args->o, &args->d_o, args->lse,
                        &args->dq, &args->dk, &args->dv, args, num_wait, wait, done);
 }

@@ -18,14 +18,26 @@ static clattn_status forward_call(clattn_context *ctx, const clattn_problem *pro
   if (st == CLATTN_OK && num_wait && !wait)
     st =
         clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "num_wait is %u but wait is NULL", num_wait);
-  if (st == CLATTN_OK) st = clattn__check_forward_tensors(ctx, &s, q, k, v, o, lse);
-  if (st == CLATTN_OK) st = clattn__check_variant_args(ctx, &s, ext, 0);
+  const clattn_kv_cache *cache = ext ? ext->kv_cache : NULL;
+  if (st == CLATTN_OK && cache) {
+    /* K and V are the cache's views (paged: a pool the kernels index through the table). */
+    st = clattn__check_cache_forward(ctx, &s, ext);
+    k = &cache->k, v = &cache->v;
+  } else if (st == CLATTN_OK) {
+    st = clattn__check_forward_tensors(ctx, &s, q, k, v, o, lse);
+    if (st == CLATTN_OK) st = clattn__check_variant_args(ctx, &s, ext, 0);
+  }
   if (st == CLATTN_OK && s.empty) {
     if (done) {
       cl_int err = clEnqueueMarkerWithWaitList(ctx->queue, num_wait, wait, done);
       if (err != CL_SUCCESS) st = clattn__fail_cl(ctx, err, "clEnqueueMarkerWithWaitList");
       clFlush(ctx->queue);
     }
+  } else if (st == CLATTN_OK && s.algo == CLATTN_ALGO_STANDARD && s.kv_cache) {
+    st = clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
+                      "a KV cache (kv_cache) is read by the fused path's decode kernels only, not "
+                      "the standard one (head dims above %d need it)",
+                      CLATTN__MAX_FUSED_DIM);
   } else if (st == CLATTN_OK && s.algo == CLATTN_ALGO_STANDARD && s.varlen) {
     st = clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
                       "variable-length sequences (CLATTN_VARLEN) run on the fused path only so "

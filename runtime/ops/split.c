@@ -13,7 +13,7 @@
 unsigned clattn__split_count(const clattn_context *ctx, const clattn__shape *s,
                              const clattn__plan *p, unsigned *kv_per_split) {
   size_t units = ctx->device.compute_units, bkv = p->cfg.bkv;
-  size_t groups = (s->seqlen_q + p->cfg.bq - 1) / p->cfg.bq * s->batch * s->heads_q;
+  size_t groups = clattn__config_row_groups(&p->cfg, s);
   *kv_per_split = (unsigned)s->seqlen_kv;
   /* The workspace is reused call after call, which an out-of-order queue would race on; an
    * override is run as given; packed sequences are not split (the merge indexes rows by batch

@@ -6,8 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t groups_of(const clattn__shape *s, unsigned bq) {
-  return (s->seqlen_q + bq - 1) / bq * s->batch * s->heads_q;
+static size_t groups_of(const clattn__shape *s, const clattn__config *base, unsigned bq) {
+  clattn__config c = *base;
+  c.bq = bq;
+  return clattn__config_row_groups(&c, s);
 }
 
 /* The smallest query block of a config's family (forward_mma: a warp's 16 rows). */
@@ -22,7 +24,8 @@ clattn_status clattn__plan_for_grid(clattn_context *ctx, const clattn__shape *s,
   clattn_status st = clattn__plan_get(ctx, &cls, &base);
   *out = base;
   size_t units = ctx->device.compute_units;
-  if (st != CLATTN_OK || !strcmp(base->origin, "override") || groups_of(s, base->cfg.bq) >= units)
+  if (st != CLATTN_OK || !strcmp(base->origin, "override") ||
+      groups_of(s, &base->cfg, base->cfg.bq) >= units)
     return st;
   /* Keys enough to split (clattn__split_count's rule): splitting them fills the device without
    * reading each K/V tile once more per extra query block, which finer blocks would. */
@@ -30,11 +33,12 @@ clattn_status clattn__plan_for_grid(clattn_context *ctx, const clattn__shape *s,
     return CLATTN_OK;
   clattn__config c = base->cfg;
   char why[160];
-  while (c.bq / 2 >= min_block_q(&base->cfg) && groups_of(s, c.bq) < units) {
+  while (c.bq / 2 >= min_block_q(&base->cfg) && groups_of(s, &base->cfg, c.bq) < units) {
     clattn__config half = c;
     half.bq /= 2;
     /* Only while it adds work-groups: rows beyond seqlen_q split into idle ones. */
-    if (half.bq % min_block_q(&half) || groups_of(s, half.bq) <= groups_of(s, c.bq) ||
+    if (half.bq % min_block_q(&half) ||
+        groups_of(s, &base->cfg, half.bq) <= groups_of(s, &base->cfg, c.bq) ||
         !clattn__config_legal(&ctx->device, &cls, &half, why, sizeof why))
       break;
     c = half;
@@ -65,7 +69,7 @@ clattn_status clattn__plan_for_grid(clattn_context *ctx, const clattn__shape *s,
   snprintf(p->reason, sizeof p->reason,
            "%.*s, with query blocks of %u rows instead of %u so that its %zu work-groups fill "
            "more of the %zu compute units: %.1f of %.1f KiB local memory, %zu work-items",
-           what, base->reason, c.bq, base->cfg.bq, groups_of(s, c.bq), units,
+           what, base->reason, c.bq, base->cfg.bq, groups_of(s, &base->cfg, c.bq), units,
            clattn__config_local_bytes(&ctx->device, &cls, &c) / 1024.0,
            ctx->device.local_mem / 1024.0, clattn__config_work_group(&c));
   p->next = ctx->plans;

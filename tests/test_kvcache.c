@@ -1,0 +1,116 @@
+/* KV caches (clattn_kv_cache, issue 18): filled by clattn_kv_append in two calls (the second
+ * across page boundaries, or filling pages exactly), read by clattn_forward_ex through the decode
+ * family, and checked against the double reference on the cache's own (dequantised) contents
+ * under DESIGN.md's rule (tools/check_kvcache.c). Outputs start NaN; batches mix lengths of the
+ * capacity, 2/3 of it, 0, 1 and two out of range; contiguous and paged (NHD and HND, page sizes
+ * 1 to 64), in every dtype and int8; GQA, MQA and MHA; causal, window, softcap, sinks and ALiBi.
+ * Appends must reproduce the rows they were given (int8: within half a quantum). Then bad input,
+ * refused before anything is enqueued. */
+#include "common.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define C CLATTN_CAUSAL
+#define W CLATTN_WINDOW
+
+typedef struct kcase {
+  clattn_dtype dtype, cache;
+  size_t b, hq, hkv, nq, cap, d, dv;
+  size_t page, first;
+  int hnd, bad_pages;
+  unsigned flags;
+  int64_t left, right;
+  float softcap;
+  int alibi, sinks;
+} kcase;
+
+static void run(const kcase *v) {
+  clattn_context *ctx = test_context(NULL);
+  check_spec sp = {{v->b, v->hq, v->hkv, v->nq, v->cap, v->d, v->dv, v->dtype, 0.0f, v->flags}};
+  sp.problem.window_left = v->left, sp.problem.window_right = v->right;
+  sp.problem.softcap = v->softcap;
+  sp.alibi = v->alibi, sp.sinks = v->sinks;
+  sp.seed = (unsigned)(v->cap * 7 + v->d + v->page);
+  check_kv kv = {v->cache, v->page, v->hnd, v->first, v->bad_pages};
+  check_result r;
+  double append_err;
+  cr_assert_eq(check_kvcache_run(ctx, &sp, &kv, &r, &append_err), CLATTN_OK, "%s",
+               clattn_last_error(ctx));
+  cr_expect_eq(append_err, 0.0, "appended rows differ from their sources by %g", append_err);
+  cr_expect_leq(r.err_o, r.tol_o, "O error %g, tolerance %g", r.err_o, r.tol_o);
+  cr_expect_leq(r.err_lse, r.tol_lse, "LSE error %g, tolerance %g", r.err_lse, r.tol_lse);
+  clattn_context_destroy(ctx);
+}
+
+#define F32 CLATTN_F32
+#define F16 CLATTN_F16
+#define BF16 CLATTN_BF16
+#define I8 CLATTN_I8
+
+/* fp32, contiguous: decode with GQA 4, MQA, MHA with its own dv, 4 query rows causal. */
+Test(kvcache, contiguous_decode_gqa) {
+  run(&(kcase){F32, F32, 6, 8, 2, 1, 150, 64, 0, 0, 37});
+}
+Test(kvcache, contiguous_mqa_causal_rows) {
+  run(&(kcase){F32, F32, 6, 4, 1, 4, 97, 32, 0, 0, 50, .flags = C});
+}
+Test(kvcache, contiguous_mha_dv) {
+  run(&(kcase){F32, F32, 3, 3, 3, 2, 61, 24, 40, 0, 20});
+}
+/* Paged: page sizes 1, 16 (the second append from 5 crosses pages), 64 (filled exactly), HND. */
+Test(kvcache, paged_page1) {
+  run(&(kcase){F32, F32, 6, 4, 2, 1, 45, 16, 0, 1, 7});
+}
+Test(kvcache, paged_16_nhd_causal) {
+  run(&(kcase){F32, F32, 6, 8, 2, 3, 133, 64, 0, 16, 5, .flags = C});
+}
+Test(kvcache, paged_64_hnd_exact_pages) {
+  run(&(kcase){F32, F32, 6, 4, 4, 1, 128, 32, 0, 64, 64, 1});
+}
+Test(kvcache, paged_pages_out_of_pool) {
+  run(&(kcase){F32, F32, 3, 4, 2, 2, 70, 16, 0, 16, 10, .bad_pages = 1});
+}
+/* The variants models use with a cache. */
+Test(kvcache, window_causal) {
+  run(&(kcase){F32, F32, 6, 4, 2, 3, 140, 32, 0, 16, 40, .flags = C | W, .left = 17});
+}
+Test(kvcache, softcap_sinks) {
+  run(&(kcase){F32, F32, 6, 8, 2, 1, 90, 32, 0, 0, 30, .softcap = 5.0f, .sinks = 1});
+}
+Test(kvcache, sinks_causal_window_alibi) {
+  run(&(kcase){F32, F32, 6, 4, 2, 2, 100, 16, 0, 8, 20, .flags = C | W, .left = 30, .right = 0,
+               .alibi = 1, .sinks = 1});
+}
+/* Half storage, contiguous and paged. */
+Test(kvcache, f16_contiguous) {
+  run(&(kcase){F16, F16, 6, 8, 2, 1, 120, 64, 0, 0, 33});
+}
+Test(kvcache, f16_paged_causal) {
+  run(&(kcase){F16, F16, 6, 4, 2, 4, 90, 32, 0, 16, 21, 1, .flags = C});
+}
+Test(kvcache, bf16_contiguous_causal) {
+  run(&(kcase){BF16, BF16, 6, 4, 1, 2, 80, 32, 0, 0, 40, .flags = C});
+}
+Test(kvcache, bf16_paged) {
+  run(&(kcase){BF16, BF16, 6, 8, 2, 1, 100, 64, 0, 32, 17});
+}
+/* int8 caches under fp32 and half queries. */
+Test(kvcache, i8_contiguous_f32) {
+  run(&(kcase){F32, I8, 6, 8, 2, 1, 110, 64, 0, 0, 50});
+}
+Test(kvcache, i8_paged_f16_causal) {
+  run(&(kcase){F16, I8, 6, 4, 2, 3, 100, 32, 0, 16, 9, .flags = C});
+}
+Test(kvcache, i8_paged_bf16_hnd_sinks) {
+  run(&(kcase){BF16, I8, 6, 8, 4, 1, 64, 16, 0, 8, 24, 1, .sinks = 1});
+}
+/* One sequence, one KV head: too few work-groups for the compute units, so the keys are split
+ * and merged (the sink in the first split only). */
+Test(kvcache, split_keys_long_context) {
+  run(&(kcase){F32, F32, 1, 4, 1, 1, 700, 32, 0, 16, 300, .sinks = 1});
+}
+Test(kvcache, split_keys_i8_f16) {
+  run(&(kcase){F16, I8, 1, 8, 1, 2, 600, 32, 0, 0, 100, .flags = C});
+}

@@ -1,0 +1,283 @@
+/* One checked run of a KV cache (clattn_kv_cache): filled by clattn_kv_append, read by
+ * clattn_forward_ex, against the references on the cache's own (dequantised) contents. */
+#include "check.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The cache's buffers and their host copies. */
+typedef struct cache {
+  clattn_kv_cache c;
+  size_t slots, per, nk, nv, ns; /* slots of per tokens; elements of k, v and each scale */
+  int *table, *lens;
+  size_t max_pages;
+} cache;
+
+static void cache_release(cache *x) {
+  cl_mem m[6] = {x->c.k.buffer, x->c.v.buffer,    x->c.k_scale,
+                 x->c.v_scale,  x->c.block_table, x->c.seqlens};
+  for (int i = 0; i < 6; i++)
+    if (m[i]) clReleaseMemObject(m[i]);
+  free(x->table), free(x->lens);
+}
+
+static cl_mem nan_buffer(clattn_context *ctx, clattn_dtype t, size_t n, cl_int *err) {
+  if (*err != CL_SUCCESS) return NULL;
+  size_t es = t == CLATTN_I8 ? 1 : check_elem_size(t);
+  cl_mem m = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_WRITE, (n ? n : 1) * es,
+                            NULL, err);
+  float nan = NAN;
+  uint16_t bits = t == CLATTN_F32 || t == CLATTN_I8 ? 0 : ref_half_bits(t, NAN);
+  cl_char i8 = 0x55; /* int8 has no NaN: its scales do (unwritten rows dequantise to NaN) */
+  const void *pat = t == CLATTN_F32 ? (void *)&nan : t == CLATTN_I8 ? (void *)&i8 : (void *)&bits;
+  if (*err == CL_SUCCESS && n)
+    *err = clEnqueueFillBuffer(clattn_context_queue(ctx), m, pat, es, 0, n * es, 0, NULL, NULL);
+  return m;
+}
+
+static cl_mem int_buffer(clattn_context *ctx, const int *v, size_t n, cl_int *err) {
+  if (*err != CL_SUCCESS) return NULL;
+  return clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                        (n ? n : 1) * sizeof(int), (void *)v, err);
+}
+
+/* Lengths, pages (a shuffled pool with spare pages; entry 1's row out of the pool with
+ * bad_pages) and the NaN-filled buffers. */
+static cl_int cache_make(clattn_context *ctx, const check_spec *sp, const check_kv *kv,
+                         uint64_t *rng, cache *x) {
+  memset(x, 0, sizeof *x);
+  const clattn_problem *p = &sp->problem;
+  size_t B = p->batch, hkv = p->heads_kv ? p->heads_kv : p->heads_q, cap = p->seqlen_kv;
+  size_t d = p->head_dim, dv = p->head_dim_v ? p->head_dim_v : d, ps = kv->page_size;
+  x->lens = malloc((B ? B : 1) * sizeof(int));
+  if (!x->lens) return CL_OUT_OF_HOST_MEMORY;
+  const long long pattern[6] = {(long long)cap,    (long long)cap * 2 / 3 + 1, 0, 1, -3,
+                                (long long)cap + 5};
+  for (size_t b = 0; b < B; b++) {
+    x->lens[b] = (int)(sp->lengths ? (long long)sp->lengths[b] : pattern[b % 6]);
+  }
+  x->c.dtype = kv->dtype, x->c.page_size = ps;
+  if (ps) {
+    x->max_pages = (cap + ps - 1) / ps;
+    x->max_pages += !x->max_pages;
+    size_t used = 0;
+    for (size_t b = 0; b < B; b++) {
+      long long n = x->lens[b];
+      used += n >= 0 && n <= (long long)cap ? ((size_t)n + ps - 1) / ps : x->max_pages;
+    }
+    x->slots = used + 3, x->per = ps;
+    size_t *perm = malloc(x->slots * sizeof *perm);
+    x->table = malloc((B * x->max_pages ? B * x->max_pages : 1) * sizeof(int));
+    if (!perm || !x->table) return free(perm), CL_OUT_OF_HOST_MEMORY;
+    for (size_t i = 0; i < x->slots; i++) perm[i] = i;
+    for (size_t i = x->slots; i > 1; i--) { /* Fisher-Yates on the test's generator */
+      *rng ^= *rng << 13, *rng ^= *rng >> 7, *rng ^= *rng << 17;
+      size_t j = *rng % i, t = perm[i - 1];
+      perm[i - 1] = perm[j], perm[j] = t;
+    }
+    size_t next = 0;
+    for (size_t b = 0; b < B; b++) {
+      long long n = x->lens[b];
+      size_t mine = n >= 0 && n <= (long long)cap ? ((size_t)n + ps - 1) / ps : x->max_pages;
+      for (size_t i = 0; i < x->max_pages; i++)
+        x->table[b * x->max_pages + i] = i < mine ? (int)perm[next++] : -1;
+      if (kv->bad_pages && b == 1)
+        for (size_t i = 0; i < x->max_pages; i++)
+          x->table[b * x->max_pages + i] = i % 2 ? -5 : (int)(x->slots + i);
+    }
+    free(perm);
+    x->c.num_pages = x->slots, x->c.max_pages = x->max_pages;
+  } else {
+    x->slots = B, x->per = cap;
+  }
+  x->nk = x->slots * x->per * hkv * d, x->nv = x->slots * x->per * hkv * dv;
+  x->ns = x->slots * x->per * hkv;
+  cl_int err = CL_SUCCESS;
+  clattn_dtype et = kv->dtype;
+  x->c.k.buffer = nan_buffer(ctx, et, x->nk, &err);
+  x->c.v.buffer = nan_buffer(ctx, et, x->nv, &err);
+  /* Views: [slot][token][head][dim], or paged HND [slot][head][token][dim]. */
+  size_t dims[2] = {d, dv};
+  clattn_tensor *views[2] = {&x->c.k, &x->c.v};
+  for (int i = 0; i < 2; i++) {
+    views[i]->offset = 0, views[i]->stride_batch = x->per * hkv * dims[i];
+    views[i]->stride_seq = kv->hnd && ps ? dims[i] : hkv * dims[i];
+    views[i]->stride_head = kv->hnd && ps ? x->per * dims[i] : dims[i];
+  }
+  if (et == CLATTN_I8) {
+    x->c.k_scale = nan_buffer(ctx, CLATTN_F32, x->ns, &err);
+    x->c.v_scale = nan_buffer(ctx, CLATTN_F32, x->ns, &err);
+  }
+  if (ps) x->c.block_table = int_buffer(ctx, x->table, B * x->max_pages, &err);
+  int *zeros = calloc(B ? B : 1, sizeof(int));
+  x->c.seqlens = zeros ? int_buffer(ctx, zeros, B, &err) : NULL;
+  free(zeros);
+  return zeros ? err : CL_OUT_OF_HOST_MEMORY;
+}
+
+/* Entry b's key j in the pool: its slot and token, or 0 when its page is outside it. */
+static int where(const cache *x, size_t b, size_t j, size_t *slot, size_t *tok) {
+  if (!x->c.page_size) return *slot = b, *tok = j, 1;
+  int pg = x->table[b * x->max_pages + j / x->c.page_size];
+  *slot = pg >= 0 && (size_t)pg < x->slots ? (size_t)pg : 0, *tok = j % x->c.page_size;
+  return pg >= 0 && (size_t)pg < x->slots;
+}
+
+/* The cache's contents as dense host tensors [batch][capacity][heads_kv][dim] (a page outside
+ * the pool: 0), and the largest error of the appended rows against their sources src (exact;
+ * int8: beyond half a quantum, and the scale against max|x| / 127). */
+static cl_int read_back(clattn_context *ctx, const clattn_problem *p, const cache *x, int which,
+                        const check_tensor *src, float *dense, double *err) {
+  size_t hkv = p->heads_kv ? p->heads_kv : p->heads_q, cap = p->seqlen_kv;
+  size_t dim = which ? (p->head_dim_v ? p->head_dim_v : p->head_dim) : p->head_dim;
+  size_t n = which ? x->nv : x->nk;
+  const clattn_tensor *view = which ? &x->c.v : &x->c.k;
+  cl_command_queue q = clattn_context_queue(ctx);
+  float *raw = malloc((n ? n : 1) * sizeof(float)), *sc = NULL;
+  cl_int e = raw ? CL_SUCCESS : CL_OUT_OF_HOST_MEMORY;
+  if (e == CL_SUCCESS && x->c.dtype == CLATTN_I8) {
+    signed char *bytes = malloc(n ? n : 1);
+    sc = malloc((x->ns ? x->ns : 1) * sizeof(float));
+    e = bytes && sc ? CL_SUCCESS : CL_OUT_OF_HOST_MEMORY;
+    if (e == CL_SUCCESS && n)
+      e = clEnqueueReadBuffer(q, view->buffer, CL_TRUE, 0, n, bytes, 0, NULL, NULL);
+    if (e == CL_SUCCESS && x->ns)
+      e = clEnqueueReadBuffer(q, which ? x->c.v_scale : x->c.k_scale, CL_TRUE, 0,
+                              x->ns * sizeof(float), sc, 0, NULL, NULL);
+    for (size_t i = 0; e == CL_SUCCESS && i < n; i++) raw[i] = (float)bytes[i];
+    free(bytes);
+  } else if (e == CL_SUCCESS && n) {
+    e = check_read(q, view->buffer, p->dtype, raw, n, 0, NULL);
+  }
+  for (size_t b = 0; e == CL_SUCCESS && b < p->batch; b++)
+    for (size_t j = 0; j < cap; j++)
+      for (size_t h = 0; h < hkv; h++) {
+        size_t slot, tok, row = ((b * cap + j) * hkv + h) * dim;
+        int ok = where(x, b, j, &slot, &tok);
+        float s = sc ? sc[(slot * x->per + tok) * hkv + h] : 1.0f, mx = 0.0f;
+        const float *in = src->host + src->view.offset + b * src->view.stride_batch +
+                          j * src->view.stride_seq + h * src->view.stride_head;
+        for (size_t c = 0; c < dim; c++) mx = fmaxf(mx, fabsf(in[c]));
+        if (ok && sc) *err = fmax(*err, fabs(s - mx / 127.0f) / fmax(mx / 127.0f, 1e-30) > 1e-6);
+        for (size_t c = 0; c < dim; c++) {
+          float y = ok ? raw[slot * view->stride_batch + tok * view->stride_seq +
+                             h * view->stride_head + c]
+                       : 0.0f;
+          dense[row + c] = sc ? y * s : y;
+          double bound = sc ? s * (0.5 + 1e-4) : 0.0;
+          double off = fabs((double)dense[row + c] - in[c]);
+          if (ok && !(off <= bound)) *err = fmax(*err, isnan(off) ? INFINITY : off - bound);
+        }
+      }
+  free(raw), free(sc);
+  return e;
+}
+
+/* Two appends: rows [0, first) at length 0, then the rest up to the capacity at length first. */
+static clattn_status append_all(clattn_context *ctx, const clattn_problem *p, const check_kv *kv,
+                                cache *x, const check_tensor *k, const check_tensor *v) {
+  size_t cap = p->seqlen_kv, first = kv->first < cap ? kv->first : cap, B = p->batch;
+  size_t rows[2] = {first, cap - first};
+  clattn_status st = CLATTN_OK;
+  int *at = malloc((B ? B : 1) * sizeof(int));
+  if (!at) return CLATTN_ERR_OUT_OF_RESOURCES;
+  for (int step = 0; step < 2 && st == CLATTN_OK; step++) {
+    for (size_t b = 0; b < B; b++) at[b] = step ? (int)first : 0;
+    cl_int e = B ? clEnqueueWriteBuffer(clattn_context_queue(ctx), x->c.seqlens, CL_TRUE, 0,
+                                        B * sizeof(int), at, 0, NULL, NULL)
+                 : CL_SUCCESS;
+    if (e != CL_SUCCESS) st = CLATTN_ERR_OPENCL;
+    clattn_problem a = *p;
+    a.seqlen_q = rows[step];
+    clattn_tensor kn = k->view, vn = v->view;
+    kn.offset += step * first * kn.stride_seq, vn.offset += step * first * vn.stride_seq;
+    if (st == CLATTN_OK) st = clattn_kv_append(ctx, &a, &x->c, &kn, &vn, 0, NULL, NULL);
+    if (st == CLATTN_OK && clFinish(clattn_context_queue(ctx)) != CL_SUCCESS)
+      st = CLATTN_ERR_OPENCL;
+  }
+  free(at);
+  return st;
+}
+
+clattn_status check_kvcache_run(clattn_context *ctx, const check_spec *sp, const check_kv *kv,
+                                check_result *r, double *append_err) {
+  memset(r, 0, sizeof *r);
+  *append_err = 0.0;
+  clattn_problem p = sp->problem;
+  size_t hkv = p.heads_kv ? p.heads_kv : p.heads_q, cap = p.seqlen_kv, B = p.batch;
+  size_t d = p.head_dim, dv = p.head_dim_v ? p.head_dim_v : d;
+  uint64_t rng = 0x9E3779B97F4A7C15ull ^ ((uint64_t)sp->seed << 1 | 1);
+  cl_context cl = clattn_context_cl_context(ctx);
+  cl_command_queue queue = clattn_context_queue(ctx);
+  check_tensor t[4] = {{0}}; /* q, the new K rows, the new V rows, o */
+  cache x;
+  memset(&x, 0, sizeof x);
+  cl_int err = check_make_tensor(cl, &t[0], sp, p.seqlen_q, p.heads_q, d, &rng);
+  if (err == CL_SUCCESS) err = check_make_tensor(cl, &t[1], sp, cap, hkv, d, &rng);
+  if (err == CL_SUCCESS) err = check_make_tensor(cl, &t[2], sp, cap, hkv, dv, &rng);
+  if (err == CL_SUCCESS) err = check_make_tensor(cl, &t[3], sp, p.seqlen_q, p.heads_q, dv, &rng);
+  float nan = NAN;
+  uint16_t bits = p.dtype == CLATTN_F32 ? 0 : ref_half_bits(p.dtype, NAN);
+  size_t es = check_elem_size(p.dtype), rows = B * p.heads_q * p.seqlen_q;
+  if (err == CL_SUCCESS && t[3].elems)
+    err = clEnqueueFillBuffer(queue, t[3].buf, p.dtype == CLATTN_F32 ? (void *)&nan : &bits, es, 0,
+                              t[3].elems * es, 0, NULL, NULL);
+  cl_mem lse = NULL;
+  if (err == CL_SUCCESS)
+    lse = clCreateBuffer(cl, CL_MEM_READ_WRITE, (rows ? rows : 1) * sizeof(float), NULL, &err);
+  if (err == CL_SUCCESS && rows)
+    err = clEnqueueFillBuffer(queue, lse, &nan, sizeof nan, 0, rows * sizeof nan, 0, NULL, NULL);
+  check_extras ex = {0};
+  check_spec plain = *sp;
+  plain.seqlens_kv = 0; /* the cache has its own lengths */
+  if (err == CL_SUCCESS) err = check_make_extras(ctx, &plain, 0, &ex);
+  if (err == CL_SUCCESS) err = cache_make(ctx, sp, kv, &rng, &x);
+  size_t nd = B * cap * hkv;
+  float *kd = malloc((nd * d ? nd * d : 1) * sizeof(float));
+  float *vd = malloc((nd * dv ? nd * dv : 1) * sizeof(float));
+  float *lse_host = calloc(rows ? rows : 1, sizeof(float));
+  int *ref_lens = malloc((B ? B : 1) * sizeof(int));
+  clattn_status st = CLATTN_ERR_OPENCL;
+  if (err != CL_SUCCESS || !kd || !vd || !lse_host || !ref_lens) goto done;
+  if ((st = append_all(ctx, &p, kv, &x, &t[1], &t[2])) != CLATTN_OK) goto done;
+  st = CLATTN_ERR_OPENCL;
+  if (B && clEnqueueWriteBuffer(queue, x.c.seqlens, CL_TRUE, 0, B * sizeof(int), x.lens, 0, NULL,
+                                NULL) != CL_SUCCESS)
+    goto done;
+  if (read_back(ctx, &p, &x, 0, &t[1], kd, append_err) != CL_SUCCESS ||
+      read_back(ctx, &p, &x, 1, &t[2], vd, append_err) != CL_SUCCESS)
+    goto done;
+  clattn_args a = {0};
+  a.q = t[0].view, a.o = t[3].view, a.lse = lse, a.kv_cache = &x.c;
+  check_set_args(&a, &ex);
+  cl_event ran = NULL;
+  if ((st = clattn_forward_ex(ctx, &p, &a, 0, NULL, &ran)) != CLATTN_OK) goto done;
+  err = check_read(queue, t[3].buf, p.dtype, t[3].host, t[3].elems, ran ? 1 : 0, ran ? &ran : 0);
+  if (err == CL_SUCCESS && rows)
+    err =
+        clEnqueueReadBuffer(queue, lse, CL_TRUE, 0, rows * sizeof(float), lse_host, 0, NULL, NULL);
+  if (ran) clReleaseEvent(ran);
+  st = err == CL_SUCCESS ? CLATTN_OK : CLATTN_ERR_OPENCL;
+  if (st != CLATTN_OK) goto done;
+  /* The references read the cache as the kernels should: an entry whose pages are all outside
+   * the pool has no keys. */
+  for (size_t b = 0; b < B; b++)
+    ref_lens[b] = kv->bad_pages && kv->page_size && b == 1 ? 0 : x.lens[b];
+  ref_extras rx = check_ref_extras(&ex);
+  rx.seqlens_kv = ref_lens;
+  ref_view vk = {kd, 0, cap * hkv * d, hkv * d, d}, vv = {vd, 0, cap * hkv * dv, hkv * dv, dv};
+  check_forward_errors(&p, &rx, check_host_view(&t[0]), vk, vv, &t[3], lse_host, r);
+done:
+  free(kd), free(vd), free(lse_host), free(ref_lens);
+  cache_release(&x);
+  check_release_extras(&ex);
+  for (int i = 0; i < 4; i++) {
+    if (t[i].buf) clReleaseMemObject(t[i].buf);
+    free(t[i].host);
+  }
+  if (lse) clReleaseMemObject(lse);
+  r->status = st;
+  if (st != CLATTN_OK) r->pass = 0;
+  return st;
+}
