@@ -6,7 +6,7 @@
  * row p is query row i = p / group of query head kvh * group + p % group, so a group's heads
  * for a row are neighbours and a tile's rows span few query rows (the causal and window ranges
  * of a tile stay narrow). K and V tiles of BKV keys are staged in local memory as floats
- * (dequantised there from int8), the scores S [BQ][BKV] meet in local memory, each row's online
+ * (dequantised there from int8; K transposed), the scores S [BQ][BKV] meet in local memory, each row's online
  * softmax state (m, l) lives there too, and each work-item accumulates a slice of O [BQ][DV] in
  * registers.
  *
@@ -35,7 +35,7 @@
 #endif
 
 #define WG (BKV * TPR)
-#define KS (D + PAD)
+#define KT (BKV + PAD) /* K is staged transposed, [dim][key]: a work-item per key reads along */
 #define VS (DV + PAD)
 #define SS (BKV + PAD)
 #define NSR ((BQ + TPR - 1) / TPR) /* S rows per work-item */
@@ -95,7 +95,7 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
               uint kv_per_split, ulong o_split, ulong lse_off,
               ulong lse_split OUT_ARG VARIANT_ARGS CACHE_ARGS) {
   __local float Qs[BQ * D];
-  __local float Ks[BKV * KS];
+  __local float Ks[D * KT];
   __local float Vs[BKV * VS];
   __local float Ss[BQ * SS];
   __local float Ms[BQ], Ls[BQ], As[BQ];
@@ -186,7 +186,7 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
 #if KV8
       y *= ok ? k_scale[slot * sc_sb + (ulong)tok * heads_kv + kvh] : 0.0f;
 #endif
-      for (uint e = 0; e < VEC; e++) Ks[j * KS + c + e] = VGET(y, e);
+      for (uint e = 0; e < VEC; e++) Ks[(c + e) * KT + j] = VGET(y, e);
     }
     for (uint x = lid; x < nk * (DV / VEC); x += WG) {
       const uint j = x / (DV / VEC), c = (x % (DV / VEC)) * VEC;
@@ -212,9 +212,9 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
       const uint key = kv0 + kj;
       for (uint a = 0; a < NSR; a++) {
         const uint r = t + a * TPR;
-        if (r < BQ) {
+        if (p0 + r < pend) { /* rows past the last compute nothing */
           float s = 0.0f;
-          for (uint c = 0; c < D; c++) s = fma(Qs[r * D + c], Ks[kj * KS + c], s);
+          for (uint c = 0; c < D; c++) s = fma(Qs[r * D + c], Ks[c * KT + kj], s);
 #if SOFTCAP
           s = softcap * tanh(s);
 #endif
@@ -235,7 +235,7 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
     barrier(CLK_LOCAL_MEM_FENCE);
 
     /* Each row's online softmax: S becomes P in place, As the factor for the old sums. */
-    for (uint r = lid; r < BQ; r += WG) {
+    for (uint r = lid; p0 + r < pend; r += WG) {
       const float m = Ms[r];
       float mb = -INFINITY;
       for (uint j = 0; j < nk; j++) mb = fmax(mb, Ss[r * SS + j]);
@@ -261,7 +261,7 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
     if (lid < CW * RGS)
       for (uint a = 0; a < NROW; a++) {
         const uint r = lid / CW + a * RGS;
-        if (r < BQ) {
+        if (p0 + r < pend) {
           const float al = As[r];
           for (uint e = 0; e < NCOL; e++) acc[a][e] *= al;
           for (uint j = 0; j < nk; j++) {

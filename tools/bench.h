@@ -42,6 +42,8 @@ void bench_print_bandwidth(const bench_row *rows, size_t n, double copy_gbps, do
  * median of runs timed by OpenCL events; < 0 on failure (message on stderr). */
 struct clattn_context;
 double bench_copy_bandwidth(struct clattn_context *ctx, double *bytes);
+/* The same for a read-only streaming kernel over 1 GiB (decode's reference bandwidth). */
+double bench_read_bandwidth(struct clattn_context *ctx, double *bytes);
 void bench_print_csv(const bench_row *rows, size_t n);
 void bench_print_json(const bench_row *rows, size_t n, const char *device, const char *command);
 /* Draws time and modelled traffic against sequence length into png with gnuplot; returns 0, or

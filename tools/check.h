@@ -129,14 +129,21 @@ typedef struct check_kv {
   int hnd;            /* paged: [page][head][token][dim] instead of [page][token][head][dim] */
   size_t first;       /* the first append's rows (the second brings the rest up to capacity) */
   int bad_pages;      /* entry 1's block-table row out of the pool (read as no keys) */
+  /* Written by the run: the K/V bytes (and int8 scales) a forward must read, the keys some row
+   * of each entry sees (the whole length without a window); the cache's copies the timed calls
+   * rotated through, so that together they exceed twice the device's last-level cache. */
+  double bytes_read;
+  int copies;
 } check_kv;
 /* One run: random K and V written into the cache by two clattn_kv_append calls (at length 0,
  * then at kv->first: across pages), each entry's length then set (sp->lengths, else the
  * capacity, 2/3 of it + 1, 0, 1, -3 and capacity + 5 by b % 6: out of range is no keys), the
  * cache read back (dequantised) for the references, and a forward over it with O and LSE
  * starting NaN, checked under DESIGN.md's rule; appends' values are checked against the rows
- * they were given (exact, or int8 within half a quantum) in *append_err (0: right). */
-clattn_status check_kvcache_run(clattn_context *ctx, const check_spec *sp, const check_kv *kv,
+ * they were given (exact, or int8 within half a quantum) in *append_err (0: right). Then, with
+ * sp->repeat, sp->warmup and sp->repeat timed forwards (OpenCL events; not with skip_check:
+ * the check always runs), rotating through copies of the cache. */
+clattn_status check_kvcache_run(clattn_context *ctx, const check_spec *sp, check_kv *kv,
                                 check_result *r, double *append_err);
 
 #endif

@@ -174,6 +174,103 @@ static cl_int read_back(clattn_context *ctx, const clattn_problem *p, const cach
   return e;
 }
 
+/* Without the check: the cache filled with 0.5 (int8: 64 at scale 1/128) on the device. */
+static cl_int fill_plain(clattn_context *ctx, const cache *x) {
+  cl_command_queue q = clattn_context_queue(ctx);
+  clattn_dtype t = x->c.dtype;
+  float half_one = 0.5f, scale = 1.0f / 128;
+  uint16_t bits = t == CLATTN_F16 || t == CLATTN_BF16 ? ref_half_bits(t, 0.5f) : 0;
+  cl_char i8 = 64;
+  size_t es = t == CLATTN_I8 ? 1 : check_elem_size(t);
+  const void *pat = t == CLATTN_F32 ? (void *)&half_one : t == CLATTN_I8 ? (void *)&i8 : &bits;
+  cl_int e = CL_SUCCESS;
+  if (x->nk) e = clEnqueueFillBuffer(q, x->c.k.buffer, pat, es, 0, x->nk * es, 0, NULL, NULL);
+  if (e == CL_SUCCESS && x->nv)
+    e = clEnqueueFillBuffer(q, x->c.v.buffer, pat, es, 0, x->nv * es, 0, NULL, NULL);
+  for (int i = 0; i < 2 && e == CL_SUCCESS && x->c.k_scale && x->ns; i++)
+    e = clEnqueueFillBuffer(q, i ? x->c.v_scale : x->c.k_scale, &scale, sizeof scale, 0,
+                            x->ns * sizeof scale, 0, NULL, NULL);
+  return e;
+}
+
+static int cmp_ms(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The K/V bytes a forward reads: of each entry, the keys some row sees (all of its length, but
+ * for a window's left bound), in the cache's element type, with int8's two scales per token. */
+static double bytes_read(const clattn_problem *p, const check_kv *kv, const int *lens) {
+  size_t hkv = p->heads_kv ? p->heads_kv : p->heads_q, d = p->head_dim;
+  size_t dv = p->head_dim_v ? p->head_dim_v : d;
+  double per = kv->dtype == CLATTN_I8 ? (double)(d + dv) + 8.0
+                                      : (double)(d + dv) * check_elem_size(kv->dtype);
+  double keys = 0.0;
+  for (size_t b = 0; b < p->batch; b++) {
+    long long n = lens[b], lo = 0;
+    if (n < 0 || n > (long long)p->seqlen_kv) continue;
+    if ((p->flags & CLATTN_WINDOW) && p->window_left >= 0)
+      lo = n - (long long)p->seqlen_q - p->window_left;
+    keys += (double)(n - (lo > 0 ? lo : 0));
+  }
+  return keys * (double)hkv * per;
+}
+
+/* sp->warmup, then sp->repeat timed forwards, call i reading copy i % copies of the cache: a
+ * working set of at least twice the device's global-memory cache, so that the cache is read
+ * from memory as a serving engine's would be, not from a warm L2. */
+static clattn_status time_calls(clattn_context *ctx, const check_spec *sp, check_kv *kv,
+                                const cache *x, const clattn_args *a, check_result *r) {
+  cl_ulong l2 = 0;
+  clGetDeviceInfo(clattn_context_device(ctx), CL_DEVICE_GLOBAL_MEM_CACHE_SIZE, sizeof l2, &l2,
+                  NULL);
+  size_t es = x->c.dtype == CLATTN_I8 ? 1 : check_elem_size(x->c.dtype);
+  double bytes = (double)(x->nk + x->nv) * es + (x->c.k_scale ? 8.0 * x->ns : 0.0);
+  int copies = bytes > 0 ? (int)(2.0 * (double)l2 / bytes) + 1 : 1;
+  if (copies > 32) copies = 32;
+  cache *c = calloc((size_t)copies, sizeof *c);
+  cl_command_queue q = clattn_context_queue(ctx);
+  cl_context cl = clattn_context_cl_context(ctx);
+  cl_int err = c ? CL_SUCCESS : CL_OUT_OF_HOST_MEMORY;
+  for (int i = 0; i < copies && err == CL_SUCCESS; i++) {
+    c[i] = *x;
+    if (!i) continue;
+    cl_mem *m[4] = {&c[i].c.k.buffer, &c[i].c.v.buffer, &c[i].c.k_scale, &c[i].c.v_scale};
+    size_t n[4] = {x->nk * es, x->nv * es, x->ns * 4, x->ns * 4};
+    for (int j = 0; j < 4 && err == CL_SUCCESS; j++) {
+      cl_mem from = *m[j];
+      *m[j] = NULL;
+      if (!from || !n[j]) continue;
+      *m[j] = clCreateBuffer(cl, CL_MEM_READ_WRITE, n[j], NULL, &err);
+      if (err == CL_SUCCESS) err = clEnqueueCopyBuffer(q, from, *m[j], 0, 0, n[j], 0, NULL, NULL);
+    }
+  }
+  if (err == CL_SUCCESS) err = clFinish(q);
+  cl_command_queue_properties props = 0;
+  clGetCommandQueueInfo(q, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
+  r->timed_by_events = (props & CL_QUEUE_PROFILING_ENABLE) != 0;
+  double *ms = calloc((size_t)sp->repeat, sizeof *ms);
+  clattn_status st = err == CL_SUCCESS && ms ? CLATTN_OK : CLATTN_ERR_OPENCL;
+  for (int i = 0; i < sp->warmup + sp->repeat && st == CLATTN_OK; i++) {
+    clattn_args call = *a;
+    call.kv_cache = &c[i % copies].c;
+    double t = check_time_forward_ex(ctx, &sp->problem, &call, r->timed_by_events, &st);
+    if (i >= sp->warmup) ms[i - sp->warmup] = t;
+  }
+  if (st == CLATTN_OK) {
+    qsort(ms, (size_t)sp->repeat, sizeof *ms, cmp_ms);
+    r->median_ms = ms[sp->repeat / 2], r->min_ms = ms[0], r->max_ms = ms[sp->repeat - 1];
+  }
+  for (int i = 1; c && i < copies; i++) {
+    cl_mem m[4] = {c[i].c.k.buffer, c[i].c.v.buffer, c[i].c.k_scale, c[i].c.v_scale};
+    for (int j = 0; j < 4; j++)
+      if (m[j]) clReleaseMemObject(m[j]);
+  }
+  free(c), free(ms);
+  kv->copies = copies;
+  return st;
+}
+
 /* Two appends: rows [0, first) at length 0, then the rest up to the capacity at length first. */
 static clattn_status append_all(clattn_context *ctx, const clattn_problem *p, const check_kv *kv,
                                 cache *x, const check_tensor *k, const check_tensor *v) {
@@ -200,7 +297,7 @@ static clattn_status append_all(clattn_context *ctx, const clattn_problem *p, co
   return st;
 }
 
-clattn_status check_kvcache_run(clattn_context *ctx, const check_spec *sp, const check_kv *kv,
+clattn_status check_kvcache_run(clattn_context *ctx, const check_spec *sp, check_kv *kv,
                                 check_result *r, double *append_err) {
   memset(r, 0, sizeof *r);
   *append_err = 0.0;
@@ -214,8 +311,9 @@ clattn_status check_kvcache_run(clattn_context *ctx, const check_spec *sp, const
   cache x;
   memset(&x, 0, sizeof x);
   cl_int err = check_make_tensor(cl, &t[0], sp, p.seqlen_q, p.heads_q, d, &rng);
-  if (err == CL_SUCCESS) err = check_make_tensor(cl, &t[1], sp, cap, hkv, d, &rng);
-  if (err == CL_SUCCESS) err = check_make_tensor(cl, &t[2], sp, cap, hkv, dv, &rng);
+  int check = !sp->skip_check; /* timing alone: no host copies of the cache (it may be large) */
+  if (err == CL_SUCCESS && check) err = check_make_tensor(cl, &t[1], sp, cap, hkv, d, &rng);
+  if (err == CL_SUCCESS && check) err = check_make_tensor(cl, &t[2], sp, cap, hkv, dv, &rng);
   if (err == CL_SUCCESS) err = check_make_tensor(cl, &t[3], sp, p.seqlen_q, p.heads_q, dv, &rng);
   float nan = NAN;
   uint16_t bits = p.dtype == CLATTN_F32 ? 0 : ref_half_bits(p.dtype, NAN);
@@ -233,20 +331,21 @@ clattn_status check_kvcache_run(clattn_context *ctx, const check_spec *sp, const
   plain.seqlens_kv = 0; /* the cache has its own lengths */
   if (err == CL_SUCCESS) err = check_make_extras(ctx, &plain, 0, &ex);
   if (err == CL_SUCCESS) err = cache_make(ctx, sp, kv, &rng, &x);
-  size_t nd = B * cap * hkv;
+  size_t nd = check ? B * cap * hkv : 0;
   float *kd = malloc((nd * d ? nd * d : 1) * sizeof(float));
   float *vd = malloc((nd * dv ? nd * dv : 1) * sizeof(float));
   float *lse_host = calloc(rows ? rows : 1, sizeof(float));
   int *ref_lens = malloc((B ? B : 1) * sizeof(int));
   clattn_status st = CLATTN_ERR_OPENCL;
   if (err != CL_SUCCESS || !kd || !vd || !lse_host || !ref_lens) goto done;
-  if ((st = append_all(ctx, &p, kv, &x, &t[1], &t[2])) != CLATTN_OK) goto done;
+  if (!check && fill_plain(ctx, &x) != CL_SUCCESS) goto done;
+  if (check && (st = append_all(ctx, &p, kv, &x, &t[1], &t[2])) != CLATTN_OK) goto done;
   st = CLATTN_ERR_OPENCL;
   if (B && clEnqueueWriteBuffer(queue, x.c.seqlens, CL_TRUE, 0, B * sizeof(int), x.lens, 0, NULL,
                                 NULL) != CL_SUCCESS)
     goto done;
-  if (read_back(ctx, &p, &x, 0, &t[1], kd, append_err) != CL_SUCCESS ||
-      read_back(ctx, &p, &x, 1, &t[2], vd, append_err) != CL_SUCCESS)
+  if (check && (read_back(ctx, &p, &x, 0, &t[1], kd, append_err) != CL_SUCCESS ||
+                read_back(ctx, &p, &x, 1, &t[2], vd, append_err) != CL_SUCCESS))
     goto done;
   clattn_args a = {0};
   a.q = t[0].view, a.o = t[3].view, a.lse = lse, a.kv_cache = &x.c;
@@ -267,7 +366,12 @@ clattn_status check_kvcache_run(clattn_context *ctx, const check_spec *sp, const
   ref_extras rx = check_ref_extras(&ex);
   rx.seqlens_kv = ref_lens;
   ref_view vk = {kd, 0, cap * hkv * d, hkv * d, d}, vv = {vd, 0, cap * hkv * dv, hkv * dv, dv};
-  check_forward_errors(&p, &rx, check_host_view(&t[0]), vk, vv, &t[3], lse_host, r);
+  if (check)
+    check_forward_errors(&p, &rx, check_host_view(&t[0]), vk, vv, &t[3], lse_host, r);
+  else
+    r->pass = 1;
+  kv->bytes_read = bytes_read(&p, kv, ref_lens);
+  if (sp->repeat > 0) st = time_calls(ctx, sp, kv, &x, &a, r);
 done:
   free(kd), free(vd), free(lse_host), free(ref_lens);
   cache_release(&x);

@@ -35,6 +35,14 @@ static void usage(FILE *f) {
       "                     1 by 0; checked per sequence (with --backward, the gradients)\n"
       "  --lengths L,...    the batch entries' lengths for --seqlens-kv (keys) or --varlen\n"
       "                     (queries and keys), instead of the patterns\n"
+      "  --kv-cache contiguous|paged  a KV cache filled by clattn_kv_append (twice, across\n"
+      "                     pages) and read by the forward (decode: --seqlen-q 1), checked and\n"
+      "                     timed with its bandwidth beside a streaming read's; every sequence\n"
+      "                     full unless --lengths\n"
+      "  --context N        the cache's capacity per sequence (seqlen_kv)\n"
+      "  --page-size P      paged: tokens per page, a power of two 1..256 (16)\n"
+      "  --kv-layout nhd|hnd  paged: [page][token][head][dim] or [page][head][token][dim]\n"
+      "  --cache-dtype f32|f16|bf16|i8  the cache's elements (the problem's dtype)\n"
       "  --compare          also time what a context without the tuning database gets\n"
       "                     (built-in default, else heuristic), call by call in turn\n"
       "                     with this one, and print the ratio\n",
@@ -57,7 +65,12 @@ enum {
   OPT_SINKS,
   OPT_SEQLENS_KV,
   OPT_VARLEN,
-  OPT_LENGTHS
+  OPT_LENGTHS,
+  OPT_KV_CACHE,
+  OPT_CONTEXT,
+  OPT_PAGE_SIZE,
+  OPT_KV_LAYOUT,
+  OPT_CACHE_DTYPE
 };
 static const struct option run_options[] = {
     PROBLEM_OPTIONS,
@@ -77,11 +90,22 @@ static const struct option run_options[] = {
     {"seqlens-kv", no_argument, NULL, OPT_SEQLENS_KV},
     {"varlen", no_argument, NULL, OPT_VARLEN},
     {"lengths", required_argument, NULL, OPT_LENGTHS},
+    {"kv-cache", required_argument, NULL, OPT_KV_CACHE},
+    {"context", required_argument, NULL, OPT_CONTEXT},
+    {"page-size", required_argument, NULL, OPT_PAGE_SIZE},
+    {"kv-layout", required_argument, NULL, OPT_KV_LAYOUT},
+    {"cache-dtype", required_argument, NULL, OPT_CACHE_DTYPE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 static const char *const layouts[] = {"bshd", "bhsd"};
 
+static const char *const cache_kinds[] = {"contiguous", "paged"},
+                         *const kv_layouts[] = {"nhd", "hnd"},
+                         *const cache_types[] = {"f32", "f16", "bf16", "i8"};
+
 typedef struct {
+  int kv_cache, cache_kind, cache_dtype; /* cache_dtype -1: the problem's */
+  check_kv kv;
   int compare, force, backward, varlen;
   size_list lengths;
   clattn_config forced;
@@ -134,6 +158,21 @@ static int parse(int argc, char **argv, check_spec *sp, run_opts *o) {
       size_list_free(&o->lengths);
       ok = args_size_list(&a, 0, INT32_MAX, &o->lengths);
       break;
+    case OPT_KV_CACHE:
+      ok = args_choice(&a, cache_kinds, 2, &o->cache_kind), o->kv_cache = 1;
+      break;
+    case OPT_CONTEXT:
+      ok = args_size(&a, 1, INT32_MAX, &sp->problem.seqlen_kv);
+      break;
+    case OPT_PAGE_SIZE:
+      if ((ok = args_size(&a, 1, 256, &n))) o->kv.page_size = n;
+      break;
+    case OPT_KV_LAYOUT:
+      ok = args_choice(&a, kv_layouts, 2, &o->kv.hnd);
+      break;
+    case OPT_CACHE_DTYPE:
+      ok = args_choice(&a, cache_types, 4, &o->cache_dtype);
+      break;
     case OPT_CONFIG:
       ok = o->force = args_config(&a, &o->forced);
       break;
@@ -166,11 +205,18 @@ int cmd_run(int argc, char **argv) {
   p->batch = 1, p->heads_q = 8, p->seqlen_q = p->seqlen_kv = 1024, p->head_dim = 64;
   sp.warmup = 3, sp.repeat = 10, sp.seed = 1;
   run_opts o = {0};
+  o.cache_dtype = -1;
   int parsed = parse(argc, argv, &sp, &o);
-  if (!parsed && o.lengths.n && (o.lengths.n != p->batch || !(o.varlen || sp.seqlens_kv))) {
+  if (!parsed && o.kv_cache && (o.varlen || sp.seqlens_kv || o.backward || o.compare)) {
+    fprintf(stderr, "clattn run: --kv-cache takes none of --varlen, --seqlens-kv, --backward, "
+                    "--compare\n");
+    parsed = -1;
+  }
+  if (!parsed && o.lengths.n &&
+      (o.lengths.n != p->batch || !(o.varlen || sp.seqlens_kv || o.kv_cache))) {
     fprintf(stderr,
-            "clattn run: --lengths: one per batch entry (%zu), with --seqlens-kv or "
-            "--varlen\n",
+            "clattn run: --lengths: one per batch entry (%zu), with --seqlens-kv, --varlen or "
+            "--kv-cache\n",
             p->batch);
     parsed = -1;
   }
@@ -200,6 +246,19 @@ int cmd_run(int argc, char **argv) {
                                              : ", ALiBi",
          sp.sinks ? ", sinks" : "", sp.seqlens_kv ? ", padded keys (seqlens_kv)" : "",
          sp.bhsd ? "bhsd" : "bshd", sp.offset ? ", offset" : "");
+  if (o.kv_cache) { /* its plan is the decode family's: explain has no cache to plan for */
+    o.kv.dtype = o.cache_dtype < 0 ? p->dtype : (clattn_dtype)o.cache_dtype;
+    if (o.cache_kind == 1 && !o.kv.page_size) o.kv.page_size = 16;
+    if (o.cache_kind == 0) o.kv.page_size = 0;
+    o.kv.first = p->seqlen_kv / 2 + 1;
+    /* An override of the problem's class serves its cache calls (plan/config.c). */
+    if (force && clattn_override_config(ctx, p, &forced) != CLATTN_OK) {
+      fprintf(stderr, "clattn: %s\n", clattn_last_error(ctx));
+      goto out;
+    }
+    rc = cmd_run_kv(ctx, &sp, &o.kv);
+    goto out;
+  }
   clattn_plan_info info;
   if (force && clattn_override_config(ctx, p, &forced) != CLATTN_OK) {
     fprintf(stderr, "clattn: %s\n", clattn_last_error(ctx));

@@ -8,5 +8,10 @@ int cmd_run(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
 int cmd_explain(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+/* `clattn run --kv-cache` (cmd_run_kv.c): its check, time and bandwidth; a CLI_* status. */
+struct clattn_context;
+struct check_spec;
+struct check_kv;
+int cmd_run_kv(struct clattn_context *ctx, struct check_spec *sp, struct check_kv *kv);
 
 #endif

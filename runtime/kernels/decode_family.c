@@ -12,7 +12,7 @@ static unsigned wg_of(const clattn__config *c) {
 
 size_t clattn__decode_local(const clattn__device *dev, const clattn__class *k,
                             const clattn__config *c) {
-  size_t floats = (size_t)c->bq * k->d + (size_t)c->bkv * (k->d + c->pad) +
+  size_t floats = (size_t)c->bq * k->d + (size_t)k->d * (c->bkv + c->pad) +
                   (size_t)c->bkv * (k->dv + c->pad) + (size_t)c->bq * (c->bkv + c->pad) +
                   3 * (size_t)c->bq;
   size_t ints = k->variants & CLATTN__VAR_PAGED ? c->bkv : 0;

@@ -108,4 +108,8 @@ expect(2 "unexpected argument 'extra'" run extra --help)
 expect(2 "unexpected argument 'extra'" devices extra)
 expect(2 "--tokens and --hidden go together" bench --tokens 16384)
 expect(2 "--seqlens-kv and --varlen are two layouts" bench --seqlens-kv --varlen)
+expect(2 "--kv-cache 'dense'" run --kv-cache dense --help)
+expect(2 "--page-size '512'" run --page-size 512 --help)
+expect(2 "--cache-dtype 'i4'" run --cache-dtype i4 --help)
+expect(2 "--kv-cache takes none of" run --kv-cache paged --backward)
 

@@ -75,6 +75,15 @@ expect(0 "variants: sinks, packed sequences (varlen);standard: no varlen on this
        --head-dim 8 --batch 3 --heads 2 --repeat 1 --varlen --sinks --backward)
 expect(3 "the standard column failed: variable-length sequences" bench --seqlen 64 --head-dim 8
        --batch 2 --heads 1 --repeat 1 --varlen --columns fused,standard)
+# A KV cache: appended, checked and timed beside a streaming read; paged int8 with lengths, and
+# an override of the problem's class reaching the cache's calls.
+expect(0 "appends exact;-> PASS;of a streaming read's" run --kv-cache paged --page-size 8
+       --kv-layout hnd --batch 3 --heads 4 --heads-kv 2 --seqlen-q 2 --context 50 --head-dim 16
+       --dtype f16 --cache-dtype i8 --lengths 50,7,0 --causal --repeat 2)
+expect(0 "contiguous, f32;-> PASS" run --kv-cache contiguous --batch 2 --heads 2 --seqlen-q 1
+       --context 40 --head-dim 8 --repeat 1 --config decode/4/16/1/1/1/1/1)
+expect(3 "forward_rows does not compute a KV cache" run --kv-cache contiguous --batch 2 --heads 2 --seqlen-q 1
+       --context 40 --head-dim 8 --repeat 1 --config forward_rows/4/16/1/1/1/1/1)
 expect(0 "traffic:" explain --head-dim 16 --seqlen 100 --causal)
 expect(0 "x the fused plan" explain --head-dim 16 --seqlen 100)
 expect(0 "at once (backward: " explain --head-dim 16 --seqlen 100)
