@@ -134,6 +134,7 @@ typedef struct check_kv {
    * rotated through, so that together they exceed twice the device's last-level cache. */
   double bytes_read;
   int copies;
+  double host_us; /* median wall-clock time of clattn_forward_ex's return, not waited for */
 } check_kv;
 /* One run: random K and V written into the cache by two clattn_kv_append calls (at length 0,
  * then at kv->first: across pages), each entry's length then set (sp->lengths, else the

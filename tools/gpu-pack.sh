@@ -10,7 +10,8 @@ rm -rf .gpu && mkdir -p .gpu
 cp "$build"/tools/clattn "$build"/libclattn.so* .gpu/
 # Shared libraries the build links that the device machine lacks (its OpenCL loader is there).
 for lib in $(ldd "$build"/libclattn.so | awk '/libcjson|libclblast/ {print $3}'); do cp -L "$lib" .gpu/; done
-cp ../shared/gpu/nvidia-env.sh ../shared/peers/torch_sdpa.py tools/torch_padded.py .gpu/
+cp ../shared/gpu/nvidia-env.sh ../shared/peers/torch_sdpa.py tools/torch_padded.py \
+  tools/torch_decode.py tools/gpu-decode-table.py .gpu/
 git rev-parse --short HEAD > .gpu/commit
 if [ -n "${BASE_BUILD_DIR:-}" ]; then
   mkdir -p .gpu/base

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# On the device machine: decode over a KV cache (issue 18).
+# check: caches checked through `clattn run --kv-cache` on the plans there (the decode family):
+#   contiguous and paged (16, 64; NHD and HND), fp32, fp16, bf16 and int8, 1 and 4 query rows,
+#   causal, window, softcap, sinks, mixed lengths (decode_check.txt).
+# time: the Goal's shapes (heads 32 / KV heads 8, d = 128, fp16 cache; batch 1, 8, 64; contexts
+#   4k, 32k, 128k; 1 and 4 query rows; contiguous, paged 16 and 64; int8 at 32k) with their
+#   bandwidth against a streaming read, the model's time and the host's cost per call
+#   (decode_time.txt), then PyTorch's SDPA backends on the contiguous shapes in the same call
+#   (decode_torch.json), and one table of both (decode_table.md, tools/gpu-decode-table.py).
+# Usage: tools/gpu-decode.sh DIR [check] [time] (DIR from tools/gpu-pack.sh). Writes to $OUT.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/gpu-env.sh" "${1:-.gpu}"
+shift
+steps=${*:-check time}
+gpu_env_header | tee -a "$out/env.txt"
+if [[ " $steps " == *" check "* ]]; then
+  n=0 bad=0
+  for c in "contiguous" "paged --page-size 16" "paged --page-size 64 --kv-layout hnd"; do
+    for dt in "f32" "f16" "bf16" "f16 --cache-dtype i8"; do
+      for v in "--seqlen-q 1" "--seqlen-q 4 --causal" "--seqlen-q 4 --causal --window 300,0 --sinks" \
+        "--seqlen-q 1 --softcap 30 --alibi"; do
+        args=(--kv-cache $c --dtype $dt $v --batch 5 --heads 32 --heads-kv 8 --head-dim 128
+          --context 2000 --lengths 2000,1,0,1333,777 --repeat 0 --warmup 0)
+        n=$((n + 1))
+        if ! timeout 120 "$cl" run "${args[@]}" >"$out/run.tmp" 2>&1; then bad=$((bad + 1)); fi
+        echo "$(grep -q 'PASS' "$out/run.tmp" && echo PASS || echo FAIL) ${args[*]} |" \
+          "$(grep -E 'check|clattn:' "$out/run.tmp" | tr '\n' ' ' | cut -c1-300)" >>"$out/decode_check.txt"
+      done
+    done
+  done
+  rm -f "$out/run.tmp"
+  echo "decode check: $((n - bad)) of $n passed" | tee -a "$out/env.txt"
+fi
+if [[ " $steps " == *" time "* ]]; then
+  run() { # kind b ctx nq cache-dtype [args...]: one timed line into decode_time.txt
+    local kind=$1 b=$2 ctx=$3 nq=$4 cdt=$5
+    shift 5
+    local args=(--kv-cache ${kind%%/*} --dtype f16 --cache-dtype $cdt --batch $b --heads 32
+      --heads-kv 8 --head-dim 128 --seqlen-q $nq --context $ctx --no-check --warmup 5 --repeat 30)
+    [ "$kind" != contiguous ] && args+=(--page-size ${kind##*/})
+    timeout 300 "$cl" run "${args[@]}" "$@" >"$out/run.tmp" 2>&1
+    echo "$kind $cdt $b $ctx $nq | $(grep -E 'time:|host:|traffic:|clattn:' "$out/run.tmp" |
+      tr '\n' ' ')" >>"$out/decode_time.txt"
+  }
+  for b in 1 8 64; do
+    for ctx in 4096 32768 131072; do
+      for nq in 1 4; do
+        for kind in contiguous paged/16 paged/64; do run $kind $b $ctx $nq f16; done
+      done
+    done
+  done
+  for kind in contiguous paged/16; do run $kind 8 32768 1 i8; done
+  rm -f "$out/run.tmp"
+  python3 "$dir/torch_decode.py" --json "$out/decode_torch.json" >"$out/decode_torch.txt" 2>&1
+  python3 "$dir/gpu-decode-table.py" "$out/decode_time.txt" "$out/decode_torch.json" \
+    >"$out/decode_table.md" 2>&1
+  cat "$out/decode_table.md"
+fi
