@@ -1,6 +1,7 @@
 /* `clattn bench`'s options, parsed by getopt_long with strict values (args.c). */
 #include "bench_args.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,11 @@ static void usage(FILE *f) {
              "  --varlen           packed sequences (CLATTN_VARLEN) of those lengths, queries and\n"
              "                     keys; no standard column unless named (it has no varlen)\n"
              "                     (FLOPs and traffic count N: the lengths live on the device)\n"
+             "  --kv-cache contiguous|paged  decode over a KV cache instead: --seqlen is the\n"
+             "                     context, every sequence full; K/V bandwidth beside a\n"
+             "                     streaming read's, the model's time, the host's cost\n"
+             "  --seqlen-q R (1)  --heads-kv H (--heads)  --page-size P (16)\n"
+             "  --kv-layout nhd|hnd  --cache-dtype f32|f16|bf16|i8 (--dtype's)\n"
              "  --backward         time forward + backward (FLOPs 3.5x the forward's; the host\n"
              "                     column and the traffic columns stay forward-only)\n"
              "  --bandwidth        also check the traffic model: a copy kernel's bandwidth beside\n"
@@ -54,35 +60,49 @@ enum {
   OPT_ALIBI,
   OPT_SINKS,
   OPT_SEQLENS_KV,
-  OPT_VARLEN
+  OPT_VARLEN,
+  OPT_KV_CACHE,
+  OPT_PAGE_SIZE,
+  OPT_KV_LAYOUT,
+  OPT_CACHE_DTYPE
 };
-static const struct option bench_options[] = {{"seqlen", required_argument, NULL, OPT_SEQLEN},
-                                              {"head-dim", required_argument, NULL, OPT_HEAD_DIM},
-                                              {"batch", required_argument, NULL, OPT_BATCH},
-                                              {"heads", required_argument, NULL, OPT_HEADS},
-                                              {"causal", required_argument, NULL, OPT_CAUSAL},
-                                              {"device", required_argument, NULL, OPT_DEVICE},
-                                              {"tokens", required_argument, NULL, OPT_TOKENS},
-                                              {"hidden", required_argument, NULL, OPT_HIDDEN},
-                                              {"warmup", required_argument, NULL, OPT_WARMUP},
-                                              {"repeat", required_argument, NULL, OPT_REPEAT},
-                                              {"columns", required_argument, NULL, OPT_COLUMNS},
-                                              {"csv", no_argument, NULL, OPT_CSV},
-                                              {"json", no_argument, NULL, OPT_JSON},
-                                              {"config", required_argument, NULL, OPT_CONFIG},
-                                              {"backward", no_argument, NULL, OPT_BACKWARD},
-                                              {"bandwidth", no_argument, NULL, OPT_BANDWIDTH},
-                                              {"plot", required_argument, NULL, OPT_PLOT},
-                                              {"dtype", required_argument, NULL, OPT_DTYPE},
-                                              {"window", required_argument, NULL, OPT_WINDOW},
-                                              {"softcap", required_argument, NULL, OPT_SOFTCAP},
-                                              {"alibi", no_argument, NULL, OPT_ALIBI},
-                                              {"sinks", no_argument, NULL, OPT_SINKS},
-                                              {"seqlens-kv", no_argument, NULL, OPT_SEQLENS_KV},
-                                              {"varlen", no_argument, NULL, OPT_VARLEN},
-                                              {"help", no_argument, NULL, 'h'},
-                                              {NULL, 0, NULL, 0}};
+static const struct option bench_options[] = {
+    {"seqlen", required_argument, NULL, OPT_SEQLEN},
+    {"head-dim", required_argument, NULL, OPT_HEAD_DIM},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"heads", required_argument, NULL, OPT_HEADS},
+    {"causal", required_argument, NULL, OPT_CAUSAL},
+    {"device", required_argument, NULL, OPT_DEVICE},
+    {"tokens", required_argument, NULL, OPT_TOKENS},
+    {"hidden", required_argument, NULL, OPT_HIDDEN},
+    {"warmup", required_argument, NULL, OPT_WARMUP},
+    {"repeat", required_argument, NULL, OPT_REPEAT},
+    {"columns", required_argument, NULL, OPT_COLUMNS},
+    {"csv", no_argument, NULL, OPT_CSV},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"config", required_argument, NULL, OPT_CONFIG},
+    {"backward", no_argument, NULL, OPT_BACKWARD},
+    {"bandwidth", no_argument, NULL, OPT_BANDWIDTH},
+    {"plot", required_argument, NULL, OPT_PLOT},
+    {"dtype", required_argument, NULL, OPT_DTYPE},
+    {"window", required_argument, NULL, OPT_WINDOW},
+    {"softcap", required_argument, NULL, OPT_SOFTCAP},
+    {"alibi", no_argument, NULL, OPT_ALIBI},
+    {"sinks", no_argument, NULL, OPT_SINKS},
+    {"seqlens-kv", no_argument, NULL, OPT_SEQLENS_KV},
+    {"varlen", no_argument, NULL, OPT_VARLEN},
+    {"kv-cache", required_argument, NULL, OPT_KV_CACHE},
+    {"page-size", required_argument, NULL, OPT_PAGE_SIZE},
+    {"kv-layout", required_argument, NULL, OPT_KV_LAYOUT},
+    {"cache-dtype", required_argument, NULL, OPT_CACHE_DTYPE},
+    {"seqlen-q", required_argument, NULL, OPT_SEQLEN_Q},
+    {"heads-kv", required_argument, NULL, OPT_HEADS_KV},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0}};
 static const char *const causal_names[] = {"off", "on", "both"};
+static const char *const cache_kinds[] = {"contiguous", "paged"},
+                         *const kv_layouts[] = {"nhd", "hnd"},
+                         *const cache_types[] = {"f32", "f16", "bf16", "i8"};
 static const size_t def_seq[] = {512, 1024, 2048, 4096}, def_dim[] = {64}, def_batch[] = {1},
                     def_heads[] = {8};
 
@@ -94,6 +114,7 @@ void bench_opts_free(bench_opts *o) {
 int bench_parse(int argc, char **argv, bench_opts *o) {
   memset(o, 0, sizeof *o);
   o->causal[0] = 0, o->ncausal = 1, o->warmup = 2, o->repeat = 10;
+  o->cache_dtype = -1, o->rows = 1;
   for (int c = 0; c < COLS; c++) o->want[c] = 1;
   int state = 0, id, k;
   if (!size_list_set(&o->seqlens, def_seq, 4) || !size_list_set(&o->dims, def_dim, 1) ||
@@ -184,6 +205,24 @@ int bench_parse(int argc, char **argv, bench_opts *o) {
     case OPT_VARLEN:
       o->varlen = 1;
       break;
+    case OPT_KV_CACHE:
+      if ((ok = args_choice(&a, cache_kinds, 2, &k))) o->kv_cache = 1 + k;
+      break;
+    case OPT_PAGE_SIZE:
+      ok = args_size(&a, 1, 256, &o->page_size);
+      break;
+    case OPT_KV_LAYOUT:
+      ok = args_choice(&a, kv_layouts, 2, &o->hnd);
+      break;
+    case OPT_CACHE_DTYPE:
+      ok = args_choice(&a, cache_types, 4, &o->cache_dtype);
+      break;
+    case OPT_SEQLEN_Q:
+      ok = args_size(&a, 1, INT32_MAX, &o->rows);
+      break;
+    case OPT_HEADS_KV:
+      ok = args_size(&a, 1, SIZE_MAX, &o->heads_kv);
+      break;
     default:
       ok = 0;
       break;
@@ -192,6 +231,24 @@ int bench_parse(int argc, char **argv, bench_opts *o) {
   }
   if (!state && (o->tokens != 0) != (o->hidden != 0)) {
     fprintf(stderr, "clattn bench: --tokens and --hidden go together\n");
+    state = -1;
+  }
+  if (!state && o->kv_cache &&
+      (o->padded || o->varlen || o->backward || o->ncausal > 1 || o->alibi || o->sinks ||
+       o->tokens || o->force)) {
+    fprintf(stderr, "clattn bench: --kv-cache takes none of --seqlens-kv, --varlen, --backward, "
+                    "--causal both, --alibi, --sinks, --tokens, --config\n");
+    state = -1;
+  }
+  if (!state && o->kv_cache == 1 && o->page_size) {
+    fprintf(stderr, "clattn bench: --page-size goes with --kv-cache paged\n");
+    state = -1;
+  }
+  if (o->kv_cache == 2 && !o->page_size) o->page_size = 16;
+  if (!state && !o->kv_cache &&
+      (o->page_size || o->hnd || o->cache_dtype >= 0 || o->rows != 1 || o->heads_kv)) {
+    fprintf(stderr, "clattn bench: --page-size, --kv-layout, --cache-dtype, --seqlen-q and "
+                    "--heads-kv go with --kv-cache\n");
     state = -1;
   }
   if (!state && o->padded && o->varlen) {

@@ -135,6 +135,9 @@ typedef struct check_kv {
   double bytes_read;
   int copies;
   double host_us; /* median wall-clock time of clattn_forward_ex's return, not waited for */
+  /* int8, checked: O against the exact result on the rows before quantisation, max |diff| /
+   * max |ref| and mean |diff| / mean |ref|. */
+  double q8_max_rel, q8_mean_rel;
 } check_kv;
 /* One run: random K and V written into the cache by two clattn_kv_append calls (at length 0,
  * then at kv->first: across pages), each entry's length then set (sp->lengths, else the

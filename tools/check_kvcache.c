@@ -175,6 +175,33 @@ static cl_int read_back(clattn_context *ctx, const clattn_problem *p, const cach
   return e;
 }
 
+/* An int8 cache's cost in accuracy: the device's O against the double reference on the rows
+ * before quantisation (the unquantised cache's exact result), max |diff| / max |ref| and
+ * mean |diff| / mean |ref| over every element. */
+static void quantisation_error(const clattn_problem *p, const ref_extras *rx, ref_view vq,
+                               ref_view vk, ref_view vv, const check_tensor *o, check_kv *kv) {
+  size_t dv = p->head_dim_v ? p->head_dim_v : p->head_dim, n = p->batch * p->heads_q * p->seqlen_q;
+  double *ref = malloc((n * dv ? n * dv : 1) * sizeof *ref);
+  double *lse = malloc((n ? n : 1) * sizeof *lse);
+  double dmax = 0, rmax = 0, dsum = 0, rsum = 0;
+  if (ref && lse) {
+    ref_forward_ex_f64(p, rx, vq, vk, vv, ref, lse);
+    size_t idx = 0;
+    for (size_t b = 0; b < p->batch; b++)
+      for (size_t h = 0; h < p->heads_q; h++)
+        for (size_t i = 0; i < p->seqlen_q; i++)
+          for (size_t c = 0; c < dv; c++, idx++) {
+            double got = o->host[o->view.offset + b * o->view.stride_batch +
+                                 i * o->view.stride_seq + h * o->view.stride_head + c];
+            double e = fabs(got - ref[idx]), a = fabs(ref[idx]);
+            dmax = fmax(dmax, e), rmax = fmax(rmax, a), dsum += e, rsum += a;
+          }
+  }
+  kv->q8_max_rel = rmax > 0 ? dmax / rmax : 0.0;
+  kv->q8_mean_rel = rsum > 0 ? dsum / rsum : 0.0;
+  free(ref), free(lse);
+}
+
 /* Without the check: the cache filled with 0.5 (int8: 64 at scale 1/128) on the device. */
 static cl_int fill_plain(clattn_context *ctx, const cache *x) {
   cl_command_queue q = clattn_context_queue(ctx);
@@ -383,8 +410,10 @@ clattn_status check_kvcache_run(clattn_context *ctx, const check_spec *sp, check
   ref_extras rx = check_ref_extras(&ex);
   rx.seqlens_kv = ref_lens;
   ref_view vk = {kd, 0, cap * hkv * d, hkv * d, d}, vv = {vd, 0, cap * hkv * dv, hkv * dv, dv};
-  if (check)
-    check_forward_errors(&p, &rx, check_host_view(&t[0]), vk, vv, &t[3], lse_host, r);
+  if (check) check_forward_errors(&p, &rx, check_host_view(&t[0]), vk, vv, &t[3], lse_host, r);
+  if (check && kv->dtype == CLATTN_I8)
+    quantisation_error(&p, &rx, check_host_view(&t[0]), check_host_view(&t[1]),
+                       check_host_view(&t[2]), &t[3], kv);
   else
     r->pass = 1;
   kv->bytes_read = bytes_read(&p, kv, ref_lens);

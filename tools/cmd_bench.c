@@ -386,6 +386,12 @@ int cmd_bench(int argc, char **argv) {
     fprintf(stderr, "clattn: %s\n", clattn_last_error(NULL));
     rc = CLI_ERROR;
   }
+  if (!parsed && ctx && o.kv_cache) {
+    rc = bench_kv(ctx, &o);
+    clattn_context_destroy(ctx);
+    bench_opts_free(&o);
+    return rc;
+  }
   /* Rows: every combination of the lists (any length), counted without overflow. */
   size_t cap = 1, n = 0,
          dims[5] = {o.seqlens.n, o.dims.n, (size_t)o.ncausal, o.tokens ? 1 : o.batches.n,

@@ -37,6 +37,10 @@ int cmd_run_kv(clattn_context *ctx, check_spec *sp, check_kv *kv) {
     return CLI_ERROR;
   }
   int pass = r.pass && append_err == 0.0;
+  if (!sp->skip_check && kv->dtype == CLATTN_I8)
+    printf("int8:    O against the unquantised cache's exact result: max |diff| / max |O| = "
+           "%.3g, mean |diff| / mean |O| = %.3g\n",
+           kv->q8_max_rel, kv->q8_mean_rel);
   if (!sp->skip_check) {
     printf("check:   appends %s; max|o - ref| = %.3g (tolerance %.3g), max|lse - ref| = %.3g "
            "(%.3g) -> %s\n",
