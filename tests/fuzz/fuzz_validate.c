@@ -4,7 +4,8 @@
  * are made once per process, and each input chooses among them.
  *
  * Input, read in order (fuzz_input.h: a missing byte is 0; "size" is fuzz_size's tagged form):
- *   mode byte        bit 0: backward; bit 1: pass an lse buffer, chosen by the byte's upper bits
+ *   mode byte        bit 0: backward; bit 1: pass an lse buffer, chosen by bits 2..6; bit 7: a KV
+ *                    cache call instead (below)
  *   7 sizes          batch, heads_q, heads_kv, seqlen_q, seqlen_kv, head_dim, head_dim_v
  *   dtype, flags, algorithm   one byte each (signed for dtype and algorithm)
  *   scale            a tag byte: 0 default, 1 four raw bytes, 2 NaN, 3 infinity, else (t-128)/16
@@ -12,6 +13,16 @@
  *                    (BUFFERS of them, then a NULL buffer, then a NULL tensor), a layout byte
  *                    (0 bshd, 1 bhsd, else raw) and an offset size, then three stride sizes
  *                    (batch, seq, head) for a raw layout
+ * A KV cache call (mode bit 7; clattn__check_cache_forward, or with bit 0 clattn_kv_append's
+ * clattn__check_kv_cache): after the scale, tensors q and o (append: k_new and v_new), then the
+ * cache: its dtype byte (signed), page_size, num_pages and max_pages sizes, its k and v tensors
+ * (seq: the page size, or seqlen_kv when contiguous), and a buffer byte each for block_table,
+ * seqlens, k_scale and v_scale (BUFFERS and above: NULL). An accepted cache has a dtype that is
+ * the problem's or CLATTN_I8 (with both scales, and none otherwise), a page size of 0 (no pages,
+ * no table) or a power of two up to 256 with a table, 1..2^31-1 pages and max_pages * page_size
+ * >= seqlen_kv, lengths, every view and array (table, lengths, scales) inside its buffer, and no
+ * output (o and lse; appended: the cache's k, v and scales) overlapping itself or anything
+ * else of the call.
  *
  * Checked, on top of "no crash, no undefined behaviour": a failure has a fresh message; an
  * accepted problem is one the kernels can run (head dims, divisible heads, finite scale); every
@@ -32,7 +43,7 @@ static cl_context other_cl; /* a second OpenCL context: its buffer must be refus
 static cl_mem buffers[BUFFERS];
 /* Scratch for the self-overlap check: a bit per float of the largest root buffer. */
 #define ROOT_BYTES ((size_t)256 << 10)
-static uint8_t seen[ROOT_BYTES / 2 / 8]; /* a bit per element of the smallest type (half) */
+static uint8_t seen[ROOT_BYTES / 8]; /* a bit per element of the smallest type (int8) */
 /* Bytes per element of the input's problem (fp32 4, half 2): set per input, before the checks. */
 static size_t elem_bytes = sizeof(float);
 
@@ -138,7 +149,12 @@ typedef struct {
   int output;
   cl_mem root;
   u128 lo, hi; /* empty when lo == hi */
+  size_t elem; /* bytes per element; 0: the problem's (elem_bytes) */
 } view;
+
+static size_t elem_of(const view *w) {
+  return w->elem ? w->elem : elem_bytes;
+}
 
 static size_t mem_info(cl_mem m, cl_mem_info what) {
   size_t v = 0;
@@ -169,12 +185,12 @@ static void check_in_bounds(view *w) {
     u128 last = (u128)t->offset + (u128)(w->n[0] - 1) * t->stride_batch +
                 (u128)(w->n[1] - 1) * t->stride_seq + (u128)(w->n[2] - 1) * t->stride_head +
                 (w->n[3] - 1);
-    u128 end = (last + 1) * elem_bytes;
+    u128 end = (last + 1) * elem_of(w);
     size_t size = mem_info(t->buffer, CL_MEM_SIZE), origin;
     FUZZ_CHECK(end <= size, "%s: the view ends at byte %llu of a %zu-byte buffer", w->name,
                (unsigned long long)end, size);
     w->root = root_of(t->buffer, &origin);
-    w->lo = origin + (u128)t->offset * elem_bytes;
+    w->lo = origin + (u128)t->offset * elem_of(w);
     w->hi = origin + end;
   }
 }
@@ -190,7 +206,7 @@ static int next_index(size_t *i, const size_t *n) {
  * of at most ROOT_BYTES, so a collision shows within ROOT_BYTES / elem_bytes + 1 elements: the
  * walk is bounded. */
 static void check_no_self_overlap(const view *w) {
-  size_t origin_elems = (size_t)(w->lo / elem_bytes) - w->t->offset;
+  size_t origin_elems = (size_t)(w->lo / elem_of(w)) - w->t->offset;
   memset(seen, 0, sizeof seen);
   size_t i[4] = {0, 0, 0, 0};
   const clattn_tensor *t = w->t;
@@ -226,7 +242,7 @@ static void check_accepted(const clattn__shape *s, int backward, view *views, in
   FUZZ_CHECK(s->empty == (s->batch == 0 || s->heads_q == 0 || s->seqlen_q == 0), "empty %d",
              s->empty);
   for (int i = 0; i < nviews; i++) check_in_bounds(&views[i]);
-  view l = {"lse", NULL, {0}, 0, NULL, 0, 0};
+  view l = {"lse", NULL, {0}, 0, NULL, 0, 0, 0};
   if (!s->empty && (lse || backward)) {
     FUZZ_CHECK(lse != NULL, "the backward was accepted without lse");
     /* [batch][heads_q][seqlen_q], or with CLATTN_VARLEN [heads_q][total_q] */
@@ -263,16 +279,136 @@ static void check_call(const clattn__shape *s, int backward, const clattn_tensor
   size_t nq = s->empty ? 0 : all_q, nkv = s->empty ? 0 : all_kv;
   size_t hq = s->heads_q, bk = s->heads_q ? s->heads_kv : 0;
   view views[8] = {
-      {"q", q, {b, nq, hq, s->d}, 0, NULL, 0, 0},
-      {"k", k, {b, nkv, s->heads_kv, s->d}, 0, NULL, 0, 0},
-      {"v", v, {b, nkv, s->heads_kv, s->dv}, 0, NULL, 0, 0},
-      {"o", o, {b, nq, hq, s->dv}, !backward, NULL, 0, 0},
-      {"d_o", d_o, {b, nq, hq, s->dv}, 0, NULL, 0, 0},
-      {"dq", dq, {b, nq, hq, s->d}, 1, NULL, 0, 0},
-      {"dk", dk, {b, all_kv, bk, s->d}, 1, NULL, 0, 0},
-      {"dv", dvt, {b, all_kv, bk, s->dv}, 1, NULL, 0, 0},
+      {"q", q, {b, nq, hq, s->d}, 0, NULL, 0, 0, 0},
+      {"k", k, {b, nkv, s->heads_kv, s->d}, 0, NULL, 0, 0, 0},
+      {"v", v, {b, nkv, s->heads_kv, s->dv}, 0, NULL, 0, 0, 0},
+      {"o", o, {b, nq, hq, s->dv}, !backward, NULL, 0, 0, 0},
+      {"d_o", d_o, {b, nq, hq, s->dv}, 0, NULL, 0, 0, 0},
+      {"dq", dq, {b, nq, hq, s->d}, 1, NULL, 0, 0, 0},
+      {"dk", dk, {b, all_kv, bk, s->d}, 1, NULL, 0, 0, 0},
+      {"dv", dvt, {b, all_kv, bk, s->dv}, 1, NULL, 0, 0, 0},
   };
   check_accepted(s, backward, views, backward ? 8 : 4, lse);
+}
+
+/* ---- KV caches ---- */
+
+/* An array of bytes bytes in buffer m (NULL: absent), in bounds when accepted: a view for the
+ * overlap checks. */
+static view array_view(const char *name, cl_mem m, u128 bytes) {
+  view w = {name, NULL, {0}, 0, NULL, 0, 0, 1};
+  if (!m || !bytes) return w;
+  size_t size = mem_info(m, CL_MEM_SIZE), origin;
+  FUZZ_CHECK(bytes <= size, "%s: needs %llu bytes of %zu", name, (unsigned long long)bytes, size);
+  w.root = root_of(m, &origin);
+  w.lo = origin, w.hi = origin + bytes;
+  return w;
+}
+
+static cl_mem decode_buffer(fuzz_input *in) {
+  unsigned choice = fuzz_u8(in) % CHOICES;
+  return choice < BUFFERS ? buffers[choice] : NULL;
+}
+
+/* An accepted cache call: the rules above. */
+static void check_cache_call(const clattn__shape *s, int append, const clattn_kv_cache *c,
+                             const clattn_tensor *a, const clattn_tensor *b, cl_mem lse) {
+  elem_bytes = s->elem;
+  FUZZ_CHECK(c->dtype == s->dtype || c->dtype == CLATTN_I8, "cache dtype %d for a problem's %d",
+             (int)c->dtype, (int)s->dtype);
+  FUZZ_CHECK(c->seqlens, "no lengths");
+  FUZZ_CHECK((c->dtype == CLATTN_I8) == (c->k_scale && c->v_scale) &&
+                 (c->dtype == CLATTN_I8 || (!c->k_scale && !c->v_scale)),
+             "scales and dtype %d disagree", (int)c->dtype);
+  if (!c->page_size) {
+    FUZZ_CHECK(!c->num_pages && !c->max_pages && !c->block_table, "pages without a page size");
+  } else {
+    FUZZ_CHECK(c->page_size <= 256 && !(c->page_size & (c->page_size - 1)), "page size %zu",
+               c->page_size);
+    FUZZ_CHECK(c->block_table && c->num_pages >= 1 && c->num_pages <= INT32_MAX,
+               "table %p, %zu pages", (void *)c->block_table, c->num_pages);
+    FUZZ_CHECK((u128)c->max_pages * c->page_size >= s->seqlen_kv, "%zu pages of %zu < %zu",
+               c->max_pages, c->page_size, s->seqlen_kv);
+  }
+  size_t hkv = s->heads_q ? s->heads_kv : 0, slots = c->page_size ? c->num_pages : s->batch;
+  size_t per = c->page_size ? c->page_size : s->seqlen_kv, e = c->dtype == CLATTN_I8 ? 1 : s->elem;
+  /* An append's new rows are ops/kvcache.c's to check, after these: not seen here. */
+  size_t nq = s->empty || append ? 0 : s->seqlen_q, hq = s->heads_q;
+  u128 scales = (u128)slots * per * hkv * 4;
+  view v[10] = {
+      {"kv_cache.k", &c->k, {slots, per, hkv, s->d}, append, NULL, 0, 0, e},
+      {"kv_cache.v", &c->v, {slots, per, hkv, s->dv}, append, NULL, 0, 0, e},
+      array_view("kv_cache.k_scale", c->k_scale, scales),
+      array_view("kv_cache.v_scale", c->v_scale, scales),
+      array_view("kv_cache.block_table", c->block_table, (u128)s->batch * c->max_pages * 4),
+      array_view("kv_cache.seqlens", c->seqlens, (u128)s->batch * 4),
+      {append ? "k_new" : "q",
+       a,
+       {s->batch, nq, append ? s->heads_kv : hq, s->d},
+       0,
+       NULL,
+       0,
+       0,
+       0},
+      {append ? "v_new" : "o",
+       b,
+       {s->batch, nq, append ? s->heads_kv : hq, s->dv},
+       !append,
+       NULL,
+       0,
+       0,
+       0},
+      array_view("lse", append ? NULL : lse, nq ? (u128)s->lse_rows * 4 : 0),
+  };
+  v[2].output = v[3].output = append, v[8].output = !append;
+  int n = 9;
+  for (int i = 0; i < 2; i++) check_in_bounds(&v[i]);
+  for (int i = 6; i < 8; i++) check_in_bounds(&v[i]);
+  for (int i = 0; i < n; i++) {
+    if (!v[i].output) continue;
+    if (v[i].root && v[i].t) check_no_self_overlap(&v[i]);
+    for (int j = 0; j < n; j++)
+      FUZZ_CHECK(j == i || !overlap(&v[i], &v[j]), "%s overlaps %s", v[i].name, v[j].name);
+  }
+}
+
+/* The cache call's decoding and checks. */
+static void cache_call(fuzz_input *in, const clattn_problem *p, int append, cl_mem lse) {
+  size_t hkv = p->heads_kv ? p->heads_kv : p->heads_q,
+         dv = p->head_dim_v ? p->head_dim_v : p->head_dim;
+  clattn_tensor t[4];
+  const clattn_tensor *a =
+      decode_tensor(in, &t[0], p->seqlen_q, append ? hkv : p->heads_q, p->head_dim);
+  const clattn_tensor *b = decode_tensor(in, &t[1], p->seqlen_q, append ? hkv : p->heads_q, dv);
+  clattn_kv_cache c;
+  memset(&c, 0, sizeof c);
+  c.dtype = (clattn_dtype)(int8_t)fuzz_u8(in);
+  c.page_size = fuzz_size(in), c.num_pages = fuzz_size(in), c.max_pages = fuzz_size(in);
+  size_t per = c.page_size ? c.page_size : p->seqlen_kv;
+  const clattn_tensor *k = decode_tensor(in, &t[2], per, hkv, p->head_dim);
+  const clattn_tensor *v = decode_tensor(in, &t[3], per, hkv, dv);
+  if (k) c.k = *k;
+  if (v) c.v = *v;
+  c.block_table = decode_buffer(in), c.seqlens = decode_buffer(in);
+  c.k_scale = decode_buffer(in), c.v_scale = decode_buffer(in);
+  clattn__shape s;
+  clattn_status st = clattn__shape_from_problem(ctx, p, &s);
+  clattn_args args;
+  memset(&args, 0, sizeof args);
+  if (a) args.q = *a;
+  if (b) args.o = *b;
+  args.lse = lse, args.kv_cache = &c;
+  clattn__region r[6];
+  if (st == CLATTN_OK)
+    st = append ? clattn__check_kv_cache(ctx, &s, &c, 1, r)
+                : clattn__check_cache_forward(ctx, &s, &args);
+  if (st != CLATTN_OK) {
+    FUZZ_CHECK(st == CLATTN_ERR_INVALID_ARGUMENT || st == CLATTN_ERR_UNSUPPORTED, "status %d",
+               (int)st);
+    FUZZ_CHECK(clattn_last_error(ctx)[0] != 0, "status %d without a message", (int)st);
+  } else {
+    check_cache_call(&s, append, &c, a, b, lse);
+  }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -291,6 +427,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (p.flags & CLATTN_VARLEN) p.total_q = p.seqlen_q, p.total_kv = p.seqlen_kv;
   p.algorithm = (clattn_algorithm)(int8_t)fuzz_u8(&in);
   p.scale = decode_scale(&in);
+  if (mode & 0x80) {
+    clattn__fail(ctx, CLATTN_OK, "%s", "");
+    cache_call(&in, &p, backward, lse);
+    return 0;
+  }
   size_t hkv = p.heads_kv ? p.heads_kv : p.heads_q, dv = p.head_dim_v ? p.head_dim_v : p.head_dim;
   clattn_tensor t[8];
   const clattn_tensor *q = decode_tensor(&in, &t[0], p.seqlen_q, p.heads_q, p.head_dim);

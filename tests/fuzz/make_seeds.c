@@ -258,6 +258,27 @@ static void validate_seeds(const char *dir) {
   packed(&s, 7, 0), packed(&s, 7, 0), packed(&s, 7, 0), packed(&s, 7, 0);
   packed(&s, 7, 0), packed(&s, 7, 0), packed(&s, 7, 0), packed(&s, 7, 0);
   save_seed(dir, "backward_empty", &s);
+  /* KV caches (mode bit 7): a paged fp32 decode over pages in the root buffer, with its table in
+   * a sub-buffer and its lengths in the one-float buffer; an int8 contiguous append (bit 0),
+   * its scales in the page buffer and a sub-buffer; and a page size of 24. */
+  problem(&s, 0x80, 1, 4, 2, 1, 32, 8, 8, 0, 0, 0);
+  packed(&s, 1, 0), packed(&s, 2, 0);
+  u8(&s, 0), size_field(&s, 8), size_field(&s, 8), size_field(&s, 4);
+  packed(&s, 3, 4096), packed(&s, 3, 8192);
+  u8(&s, 5), u8(&s, 0), u8(&s, 7), u8(&s, 7);
+  save_seed(dir, "cache_paged_forward", &s);
+  problem(&s, 0x81, 1, 4, 2, 1, 16, 8, 8, 0, 0, 0);
+  packed(&s, 3, 16384), packed(&s, 3, 16448);
+  u8(&s, 3), size_field(&s, 0), size_field(&s, 0), size_field(&s, 0);
+  packed(&s, 2, 0), packed(&s, 2, 1024);
+  u8(&s, 7), u8(&s, 0), u8(&s, 1), u8(&s, 4);
+  save_seed(dir, "cache_i8_append", &s);
+  problem(&s, 0x80, 1, 4, 2, 1, 32, 8, 8, 0, 0, 0);
+  packed(&s, 1, 0), packed(&s, 2, 0);
+  u8(&s, 0), size_field(&s, 24), size_field(&s, 8), size_field(&s, 4);
+  packed(&s, 3, 4096), packed(&s, 3, 8192);
+  u8(&s, 5), u8(&s, 0), u8(&s, 7), u8(&s, 7);
+  save_seed(dir, "cache_page_size_24", &s);
 }
 
 int main(int argc, char **argv) {
