@@ -185,7 +185,7 @@ void test_forward_check_spec(clattn_context *ctx, const check_spec *spec, int wi
 }
 
 static const char *const kernel_files[] = {
-    "forward.cl",  "forward_tiles.cl", "forward_mma.cl",      "forward_mma_half.cl",
+    "forward.cl",  "forward_tiles.cl", "forward_mma.cl",       "forward_mma_half.cl",
     "backward.cl", "backward_mma.cl",  "backward_mma_half.cl", "decode.cl"};
 enum { KERNEL_FILES = sizeof kernel_files / sizeof kernel_files[0] };
 
@@ -246,10 +246,13 @@ void test_forward_shape_spec(const check_spec *spec, int with_lse, const clattn_
     cr_assert_str_eq(info.kernel, cfg->kernel);
     cr_assert_str_eq(info.origin, "override");
     cr_assert_eq(info.vector_width, cfg->vector_width ? cfg->vector_width : 1);
+    size_t rm = cfg->rows_per_item ? cfg->rows_per_item : 1;
     cr_assert_eq(info.work_group_size,
-                 strncmp(cfg->kernel, "forward_mma", 11) /* and forward_mma_half */
-                     ? (size_t)(cfg->block_q / cfg->rows_per_item) * cfg->threads_per_row
-                     : (size_t)cfg->block_q * 2 /* a warp of 32 per 16 rows */);
+                 !strcmp(cfg->kernel, "decode") /* a work-item per key of a tile, per row group */
+                     ? (size_t)cfg->block_kv * cfg->threads_per_row
+                     : strncmp(cfg->kernel, "forward_mma", 11) /* and forward_mma_half */
+                           ? (size_t)(cfg->block_q / rm) * cfg->threads_per_row
+                           : (size_t)cfg->block_q * 2 /* a warp of 32 per 16 rows */);
   }
   check_spec sp = *spec;
   sp.seed = (unsigned)(p->seqlen_q * 31 + p->head_dim);

@@ -114,3 +114,20 @@ Test(kvcache, split_keys_long_context) {
 Test(kvcache, split_keys_i8_f16) {
   run(&(kcase){F16, I8, 1, 8, 1, 2, 600, 32, 0, 0, 100, .flags = C});
 }
+
+/* The decode family on ordinary K and V (no cache), forced by an override: GQA decode, a few
+ * causal rows, a window, MHA with odd lengths, half storage. */
+static void dense(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d, clattn_dtype t,
+                  unsigned flags, unsigned bq, unsigned bkv) {
+  clattn_problem p = {b, hq, hkv, nq, nkv, d, 0, t, 0.0f, flags};
+  if (flags & W) p.window_left = 20, p.window_right = 0;
+  clattn_config c = {.kernel = "decode", .block_q = bq, .block_kv = bkv, .threads_per_row = 2};
+  c.stage_kv = 1, c.pad = 1, c.vector_width = 2;
+  test_forward_shape(&p, 0, 0, 1, &c);
+}
+Test(kvcache, dense_decode_forced) {
+  dense(3, 8, 2, 1, 300, 64, F32, 0, 8, 32);
+  dense(2, 4, 1, 5, 77, 32, F32, C, 16, 16);
+  dense(2, 4, 2, 33, 90, 16, F16, C | W, 16, 64);
+  dense(1, 3, 3, 17, 17, 24, BF16, 0, 4, 16);
+}

@@ -43,16 +43,17 @@ static unsigned udiff(unsigned a, unsigned b) {
   return a > b ? a - b : b - a;
 }
 
-/* Ranked only for a cache (the other families read none); elsewhere it runs as an override.
- * 16 packed rows fit a GQA group of 4 to 16 heads times 1 to 4 query rows; GPUs: a work-group
- * of about 128 and at most 32 accumulators per work-item; CPUs: 64-key tiles, one row group.
- * Unmeasured: the tuner and the H200's figures are to set these. */
+/* The one family of a cache class. For plain classes it ranks after every other family (the
+ * heuristic never picks it; the tuner reaches it last, and may find it faster for a few query
+ * rows against many keys with GQA). 16 packed rows fit a GQA group of 4 to 16 heads times 1 to
+ * 4 query rows; GPUs: a work-group of about 128 and at most 32 accumulators per work-item; CPUs:
+ * 64-key tiles, one row group. Unmeasured: the tuner and the H200's figures are to set these. */
 unsigned clattn__decode_cost(const clattn__family *f, const clattn__device *dev,
                              const clattn__class *k, const clattn__config *c) {
-  if (!(k->variants & CLATTN__VAR_KVCACHE)) return CLATTN__UNRANKED;
   unsigned wg = wg_of(c), cw = wg < k->dv ? wg : k->dv, rgs = wg / cw;
   unsigned acc = ((c->bq + rgs - 1) / rgs) * ((k->dv + cw - 1) / cw);
   unsigned s = 10 * udiff(ilog2(c->bq), 4) + (c->pad ? 0 : 1) + (c->vec > 1 ? 0 : 2);
+  if (!(k->variants & CLATTN__VAR_KVCACHE)) s += 100000; /* after the measured families */
   if (clattn__fam_is_cpu(dev)) return s + 4 * udiff(ilog2(c->bkv), 6) + 8 * ilog2(c->tpr);
   s += 6 * udiff(ilog2(wg), 7) + 2 * udiff(ilog2(c->bkv), 6);
   if (acc > 32) s += 10 * (acc / 32);
