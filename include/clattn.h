@@ -325,6 +325,9 @@ CLATTN_API clattn_status clattn_forward_ex(clattn_context *ctx, const clattn_pro
  *   FlashInfer's NHD ([page][token][head][dim]) and HND ([page][head][token][dim]) layouts are
  *   views; block_table (int32 [batch][max_pages]) lists each sequence's pages in order, and
  *   seqlen_kv may not exceed max_pages * page_size.
+ *   Sequences may share pages for reading (a common prefix); an append's target rows must be
+ *   each one sequence's own, or the writes race. K and V may interleave in one buffer (FlashInfer's
+ *   [page][2][token][head][dim]) as long as no element is both.
  * - seqlens (int32 [batch], required): the tokens each sequence holds. Causal masks, windows and
  *   ALiBi align to each sequence's own length (bottom-right: query row i of seqlen_q sees keys up
  *   to i + seqlens[b] - seqlen_q). A length below 0 or above seqlen_kv, and a page number outside

@@ -131,3 +131,25 @@ Test(kvcache, dense_decode_forced) {
   dense(2, 4, 2, 33, 90, 16, F16, C | W, 16, 64);
   dense(1, 3, 3, 17, 17, 24, BF16, 0, 4, 16);
 }
+
+/* The harness's own check: decode kernels whose O is 1% off must fail it (r.pass, which
+ * `clattn run --kv-cache` reports), in an fp16 cache as in int8. */
+Test(kvcache, wrong_output_rejected) {
+  char dir[64];
+  test_kernel_dir(dir, sizeof dir, "if (c < DV) STO(o, obase + c, acc[a][e] * inv);",
+                  "          if (c < DV) STO(o, obase + c, acc[a][e] * inv * 1.01f);\n", 1);
+  clattn_context *ctx = test_context(dir);
+  clattn_dtype caches[2] = {F16, I8};
+  for (int i = 0; i < 2; i++) {
+    check_spec sp = {{2, 4, 2, 1, 50, 16, 0, F16}};
+    sp.seed = 3;
+    check_kv kv = {caches[i], 8, 0, 20, 0};
+    check_result r;
+    double append_err;
+    cr_assert_eq(check_kvcache_run(ctx, &sp, &kv, &r, &append_err), CLATTN_OK, "%s",
+                 clattn_last_error(ctx));
+    cr_expect_not(r.pass, "a 1%% error passed (O error %g, tolerance %g)", r.err_o, r.tol_o);
+  }
+  clattn_context_destroy(ctx);
+  test_kernel_dir_remove(dir);
+}

@@ -160,3 +160,39 @@ Test(kvcache_errors, append_overlaps_rejected) {
   test_context_still_works(f.ctx);
   done_with(&f);
 }
+
+/* K and V interleaved in one buffer, FlashInfer's [page][2][token][head][dim]: no element is
+ * both, so an append takes it, writing the K rows and the V rows of its pages and nothing else.
+ * A stride that lets them share elements is refused. */
+Test(kvcache_errors, interleaved_kv_appended) {
+  fixture f = make();
+  enum { ROW = PS * HKV * D, ALL = PAGES * 2 * ROW };
+  cl_mem both = test_buffer(f.ctx, ALL, NAN);
+  int table[B * (CAP / PS)];
+  for (int i = 0; i < B * (CAP / PS); i++) table[i] = (i * 3) % PAGES; /* a permutation */
+  cr_assert_eq(clEnqueueWriteBuffer(clattn_context_queue(f.ctx), f.table, CL_TRUE, 0, sizeof table,
+                                    table, 0, NULL, NULL),
+               CL_SUCCESS);
+  clattn_tensor kv = {both, 0, 2 * ROW, HKV * D, D};
+  f.c.k = kv, kv.offset = ROW, f.c.v = kv;
+  clattn_tensor kn = {f.kn, 0, NQ * HKV * D, HKV * D, D}, vn = {f.vn, 0, NQ * HKV * D, HKV * D, D};
+  cr_assert_eq(clattn_kv_append(f.ctx, &f.p, &f.c, &kn, &vn, 0, NULL, NULL), CLATTN_OK, "%s",
+               clattn_last_error(f.ctx));
+  float *host = malloc(ALL * sizeof(float));
+  cr_assert_eq(clEnqueueReadBuffer(clattn_context_queue(f.ctx), both, CL_TRUE, 0,
+                                   ALL * sizeof(float), host, 0, NULL, NULL),
+               CL_SUCCESS);
+  /* Lengths 0: each entry's token 0, on its first page, gets k_new (1) and v_new (2). */
+  for (size_t i = 0; i < ALL; i++) {
+    size_t page = i / (2 * ROW), in = i % (2 * ROW), tok = in % ROW / (HKV * D);
+    int first = (page == (size_t)table[0] || page == (size_t)table[CAP / PS]) && tok == 0;
+    float want = first ? (in < ROW ? 1.0f : 2.0f) : NAN;
+    cr_assert(first ? host[i] == want : isnan(host[i]), "element %zu: %g, want %g", i, host[i],
+              want);
+  }
+  free(host);
+  f.c.v.offset = ROW / 2; /* V's rows now start inside K's */
+  expect_refused(&f, 1, CLATTN_ERR_INVALID_ARGUMENT, "kv_cache.k overlaps kv_cache.v");
+  clReleaseMemObject(both);
+  done_with(&f);
+}

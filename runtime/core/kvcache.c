@@ -4,6 +4,7 @@
  * (cl/decode.cl, cl/kv_append.cl). */
 #include "core.h"
 
+#include <stdint.h>
 #include <stdio.h>
 
 /* The cache's members. */
@@ -51,12 +52,34 @@ static clattn_status check_layout(clattn_context *ctx, const clattn__shape *s,
                         "kv_cache.num_pages %zu: 1 to 2^31 - 1 (block_table holds int32 pages)",
                         c->num_pages);
   size_t most;
+  if (c->max_pages > UINT32_MAX) /* the kernels index the table's rows in 32 bits */
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                        "kv_cache.max_pages %zu: at most 2^32 - 1 pages per sequence",
+                        c->max_pages);
   if (!c->max_pages || __builtin_mul_overflow(c->max_pages, c->page_size, &most) ||
       most < s->seqlen_kv)
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
                         "kv_cache.max_pages %zu of %zu tokens hold fewer than seqlen_kv %zu",
                         c->max_pages, c->page_size, s->seqlen_kv);
   return CLATTN_OK;
+}
+
+/* Whether k and v interleave without sharing an element: one buffer, the same strides, and in
+ * every slot each one's block (its elements' span) clear of the other's and of the next slot.
+ * A sufficient test, exact for the usual layouts; anything else counts as overlapping. */
+static int interleaved(const clattn_kv_cache *c, size_t slots, size_t per, size_t hkv, size_t d,
+                       size_t dv) {
+  const clattn_tensor *k = &c->k, *v = &c->v;
+  if (k->buffer != v->buffer || k->stride_batch != v->stride_batch ||
+      k->stride_seq != v->stride_seq || k->stride_head != v->stride_head || slots < 1)
+    return 0;
+  size_t span, tail, most = d > dv ? d : dv; /* a slot's elements from its first: [0, span) */
+  if (__builtin_mul_overflow(per - 1, k->stride_seq, &span) ||
+      __builtin_mul_overflow(hkv - 1, k->stride_head, &tail) ||
+      __builtin_add_overflow(span, tail, &span) || __builtin_add_overflow(span, most, &span))
+    return 0;
+  size_t lo = k->offset < v->offset ? k->offset : v->offset, gap = k->offset + v->offset - 2 * lo;
+  return gap >= span && (slots == 1 || gap + span <= k->stride_batch);
 }
 
 clattn_status clattn__check_kv_cache(clattn_context *ctx, clattn__shape *s,
@@ -70,7 +93,7 @@ clattn_status clattn__check_kv_cache(clattn_context *ctx, clattn__shape *s,
   size_t slots = paged ? c->num_pages : s->batch, per = paged ? c->page_size : s->seqlen_kv;
   size_t elem = c->dtype == CLATTN_I8 ? 1 : s->elem, hkv = s->heads_q ? s->heads_kv : 0;
   size_t scales, table;
-  if (__builtin_mul_overflow(slots * per, hkv, &scales) ||
+  if (__builtin_mul_overflow(slots, per, &scales) || __builtin_mul_overflow(scales, hkv, &scales) ||
       __builtin_mul_overflow(s->batch, c->max_pages, &table))
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "kv_cache: its size overflows");
   clattn__region r[R_COUNT];
@@ -83,10 +106,13 @@ clattn_status clattn__check_kv_cache(clattn_context *ctx, clattn__shape *s,
       (st = clattn__array_region(ctx, names[R_TABLE], c->block_table, table, &r[R_TABLE])) ||
       (st = clattn__array_region(ctx, names[R_LENS], c->seqlens, s->batch, &r[R_LENS])))
     return st;
-  /* Written, k, v and the scales are outputs: none may overlap another member. */
+  /* Written, k, v and the scales are outputs: none may overlap another member; K and V may
+   * interleave in one buffer (FlashInfer's [page][2][token][head][dim]) without sharing an
+   * element. */
   for (int i = 0; written && i < R_TABLE; i++)
     for (int j = i + 1; j < R_COUNT; j++)
-      if (clattn__regions_overlap(&r[i], &r[j]))
+      if (clattn__regions_overlap(&r[i], &r[j]) &&
+          !(i == R_K && j == R_V && interleaved(c, slots, per, hkv, s->d, s->dv)))
         return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "%s overlaps %s in the same buffer",
                             names[i], names[j]);
   if (regions)
@@ -114,6 +140,14 @@ clattn_status clattn__check_cache_forward(clattn_context *ctx, clattn__shape *s,
     return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
                         "CLATTN_VARLEN with a kv_cache: the sequences of a cache are its batch "
                         "entries (padded queries, kv_cache.seqlens)");
+  /* The decode kernels count a KV group's packed rows (query rows times the group's heads) in
+   * 32 bits. */
+  size_t group = s->heads_kv ? s->heads_q / s->heads_kv : 1, packed;
+  if (__builtin_mul_overflow(s->seqlen_q, group, &packed) || packed >= ((size_t)1 << 31))
+    return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
+                        "seqlen_q %zu times %zu query heads per KV head: a cache call packs at "
+                        "most 2^31 - 1 rows per KV head",
+                        s->seqlen_q, group);
   /* q, o, lse and the variants' arrays as a call without keys would have them. */
   size_t vkv = s->vkv;
   s->vkv = 0;
