@@ -478,6 +478,12 @@ typedef struct clattn_plan_info {
  * Thread safe. */
 CLATTN_API clattn_status clattn_explain(clattn_context *ctx, const clattn_problem *problem,
                                         clattn_plan_info *out);
+/* The plan clattn_forward_ex(ctx, problem, args) would run: args are checked as that call checks
+ * them, and the call's own variants (ALiBi, sinks, seqlens_kv, cu_seqlens, a KV cache: the
+ * decode kernels) reach the plan, which clattn_explain's problem alone cannot name. A cache
+ * call's backward fields are empty (backward_origin "none"). Thread safe. */
+CLATTN_API clattn_status clattn_explain_ex(clattn_context *ctx, const clattn_problem *problem,
+                                           const clattn_args *args, clattn_plan_info *out);
 
 /* Device time of each step of the last clattn_forward on ctx that ran the standard path, from
  * OpenCL profiling (markers around each step, summed over its launches over batch*heads). */

@@ -196,3 +196,31 @@ Test(kvcache_errors, interleaved_kv_appended) {
   clReleaseMemObject(both);
   done_with(&f);
 }
+
+/* clattn_explain_ex sees the call's cache: the decode kernels, no backward; without a cache it
+ * is clattn_explain; bad args are refused as clattn_forward_ex refuses them. */
+Test(kvcache_errors, explain_ex_names_decode) {
+  fixture f = make();
+  f.a.kv_cache = &f.c;
+  clattn_plan_info info;
+  cr_assert_eq(clattn_explain_ex(f.ctx, &f.p, &f.a, &info), CLATTN_OK, "%s",
+               clattn_last_error(f.ctx));
+  cr_assert_str_eq(info.kernel, "decode");
+  cr_assert_str_eq(info.origin, "heuristic");
+  cr_assert_str_eq(info.backward_origin, "none");
+  cr_assert_eq(info.work_group_size, (size_t)info.block_kv * info.threads_per_row);
+  clattn_plan_info plain, dense;
+  clattn_args a = {0};
+  a.q = f.a.q, a.o = f.a.o, a.k = clattn_bshd(f.k, CAP, HKV, D),
+  a.v = clattn_bshd(f.v, CAP, HKV, D);
+  cr_assert_eq(clattn_explain_ex(f.ctx, &f.p, &a, &dense), CLATTN_OK, "%s",
+               clattn_last_error(f.ctx));
+  cr_assert_eq(clattn_explain(f.ctx, &f.p, &plain), CLATTN_OK);
+  cr_assert_str_eq(dense.kernel, plain.kernel);
+  cr_assert_str_neq(dense.kernel, "decode");
+  cr_assert_eq(clattn_explain_ex(f.ctx, &f.p, NULL, &dense), CLATTN_ERR_INVALID_ARGUMENT);
+  f.c.page_size = 3;
+  cr_assert_eq(clattn_explain_ex(f.ctx, &f.p, &f.a, &dense), CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(f.ctx), "page_size 3"));
+  done_with(&f);
+}

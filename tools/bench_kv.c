@@ -22,8 +22,9 @@ int bench_kv(clattn_context *ctx, const bench_opts *o) {
   printf("streaming read: %.1f GB/s over %.0f MB (median of 15, OpenCL events); time: median of "
          "%d after %d\n\n",
          stream, bytes / 1e6, o->repeat, o->warmup);
-  printf("%8s %4s %4s %4s %4s | %10s %7s | %10s %9s %7s | %10s %7s | %8s\n", "context", "d", "B",
-         "H", "Hkv", "ms", "spread", "K/V MB", "GB/s", "%read", "model ms", "ratio", "host us");
+  printf("%8s %4s %4s %4s %4s | %10s %7s | %10s %9s %7s | %10s %7s | %8s | %s\n", "context", "d",
+         "B", "H", "Hkv", "ms", "spread", "K/V MB", "GB/s", "%read", "model ms", "ratio", "host us",
+         "plan (BQ/BKV/TPR), key ranges");
   int rc = CLI_OK;
   for (size_t di = 0; di < o->dims.n; di++)
     for (size_t bi = 0; bi < o->batches.n; bi++)
@@ -57,9 +58,12 @@ int bench_kv(clattn_context *ctx, const bench_opts *o) {
             continue;
           }
           double gbps = kv.bytes_read / (r.median_ms * 1e6), model = kv.bytes_read / (stream * 1e6);
-          printf(" %10.4f %6.1f%% | %10.4g %9.1f %6.0f%% | %10.4f %7.2f | %8.1f\n", r.median_ms,
-                 50.0 * (r.max_ms - r.min_ms) / r.median_ms, kv.bytes_read / 1e6, gbps,
-                 100.0 * gbps / stream, model, r.median_ms / model, kv.host_us);
+          printf(" %10.4f %6.1f%% | %10.4g %9.1f %6.0f%% | %10.4f %7.2f | %8.1f | %s %u/%u/%u "
+                 "vec %u, %u range%s\n",
+                 r.median_ms, 50.0 * (r.max_ms - r.min_ms) / r.median_ms, kv.bytes_read / 1e6, gbps,
+                 100.0 * gbps / stream, model, r.median_ms / model, kv.host_us, kv.plan.kernel,
+                 kv.plan.block_q, kv.plan.block_kv, kv.plan.threads_per_row, kv.plan.vector_width,
+                 kv.plan.kv_splits, kv.plan.kv_splits == 1 ? "" : "s");
         }
   return rc;
 }

@@ -138,6 +138,7 @@ typedef struct check_kv {
   /* int8, checked: O against the exact result on the rows before quantisation, max |diff| /
    * max |ref| and mean |diff| / mean |ref|. */
   double q8_max_rel, q8_mean_rel;
+  clattn_plan_info plan; /* clattn_explain_ex of the forward call */
 } check_kv;
 /* One run: random K and V written into the cache by two clattn_kv_append calls (at length 0,
  * then at kv->first: across pages), each entry's length then set (sp->lengths, else the

@@ -395,6 +395,7 @@ clattn_status check_kvcache_run(clattn_context *ctx, const check_spec *sp, check
   a.q = t[0].view, a.o = t[3].view, a.lse = lse, a.kv_cache = &x.c;
   check_set_args(&a, &ex);
   cl_event ran = NULL;
+  if ((st = clattn_explain_ex(ctx, &p, &a, &kv->plan)) != CLATTN_OK) goto done;
   if ((st = clattn_forward_ex(ctx, &p, &a, 0, NULL, &ran)) != CLATTN_OK) goto done;
   err = check_read(queue, t[3].buf, p.dtype, t[3].host, t[3].elems, ran ? 1 : 0, ran ? &ran : 0);
   if (err == CL_SUCCESS && rows)

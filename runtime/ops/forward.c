@@ -104,13 +104,22 @@ static void describe_plan(const clattn_context *ctx, const clattn__plan *p, cons
   out->fused_write_bytes = fused.write;
 }
 
-clattn_status clattn_explain(clattn_context *ctx, const clattn_problem *problem,
-                             clattn_plan_info *out) {
+/* Both explain calls: args (clattn_explain_ex's, NULL from clattn_explain) are checked as
+ * clattn_forward_ex checks them, so that their variants (a cache, ALiBi, sinks, lengths) reach
+ * the class. */
+static clattn_status explain_call(clattn_context *ctx, const clattn_problem *problem,
+                                  const clattn_args *args, clattn_plan_info *out) {
   if (!ctx) return clattn__fail(NULL, CLATTN_ERR_INVALID_ARGUMENT, "context is NULL");
   pthread_mutex_lock(&ctx->lock);
   clattn__shape s;
   clattn_status st = clattn__shape_from_problem(ctx, problem, &s);
   if (st == CLATTN_OK && !out) st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "out is NULL");
+  if (st == CLATTN_OK && args && args->kv_cache) {
+    st = clattn__check_cache_forward(ctx, &s, args);
+  } else if (st == CLATTN_OK && args) {
+    st = clattn__check_forward_tensors(ctx, &s, &args->q, &args->k, &args->v, &args->o, args->lse);
+    if (st == CLATTN_OK) st = clattn__check_variant_args(ctx, &s, args, 0);
+  }
   const clattn__plan *p = NULL;
   /* The fused plan is described whenever the fused kernels can run the problem, so both plans'
    * traffic can be compared even when the call asks for the standard one. */
@@ -123,8 +132,12 @@ clattn_status clattn_explain(clattn_context *ctx, const clattn_problem *problem,
       clattn__class cls = p->cls;
       clattn__config bc;
       cls.pass = CLATTN__BACKWARD;
-      clattn__plan_choice(ctx, &cls, &bc, out->backward_origin);
-      clattn__config_to_public(&bc, &out->backward);
+      /* A cache call has no backward (clattn_backward_ex refuses one). */
+      if (s.kv_cache)
+        snprintf(out->backward_origin, sizeof out->backward_origin, "none");
+      else
+        clattn__plan_choice(ctx, &cls, &bc, out->backward_origin);
+      if (!s.kv_cache) clattn__config_to_public(&bc, &out->backward);
     }
     unsigned per_split;
     out->kv_splits = p ? clattn__split_count(ctx, &s, p, &per_split) : 1;
@@ -157,4 +170,15 @@ clattn_status clattn_explain(clattn_context *ctx, const clattn_problem *problem,
   }
   pthread_mutex_unlock(&ctx->lock);
   return st;
+}
+
+clattn_status clattn_explain(clattn_context *ctx, const clattn_problem *problem,
+                             clattn_plan_info *out) {
+  return explain_call(ctx, problem, NULL, out);
+}
+
+clattn_status clattn_explain_ex(clattn_context *ctx, const clattn_problem *problem,
+                                const clattn_args *args, clattn_plan_info *out) {
+  if (ctx && !args) return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "args is NULL");
+  return explain_call(ctx, problem, args, out);
 }
