@@ -14,8 +14,8 @@ try:
 except (OSError, ValueError) as ex:
     print(f"(no PyTorch rows: {ex})")
 print("| cache | dtype | batch | context | rows | ms | K/V GB/s | % of stream | measured / model "
-      "| host µs | PyTorch best ms (backend) | clattn speed vs PyTorch |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+      "| host µs | PyTorch best ms (backend) | clattn speed vs PyTorch | plan, key ranges |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for line in open(sys.argv[1]):
     head, _, rest = line.partition("|")
     kind, cdt, b, ctx, nq = head.split()
@@ -24,8 +24,10 @@ for line in open(sys.argv[1]):
     g = re.search(r"read: ([0-9.]+) GB/s = ([0-9]+)%", rest)
     mo = re.search(r"measured / model ([0-9.]+)", rest)
     h = re.search(r"host: +([0-9.]+) us", rest)
+    pl = re.search(r"plan: +\S+ BQ=(\d+) BKV=(\d+) TPR=(\d+).*?; (\d+) key range", rest)
+    plan = f"{pl.group(1)}/{pl.group(2)}/{pl.group(3)}, {pl.group(4)}" if pl else "-"
     if not m:
-        print(f"| {kind} | {cdt} | {b} | {ctx} | {nq} | failed: {rest.strip()[:80]} |||||||")
+        print(f"| {kind} | {cdt} | {b} | {ctx} | {nq} | failed: {rest.strip()[:80]} ||||||||")
         continue
     ms = float(m.group(1))
     t = torch.get((b, ctx, nq))
@@ -33,4 +35,4 @@ for line in open(sys.argv[1]):
     ratio = f"{t[0] / ms:.2f}x" if t else "-"
     print(f"| {kind} | {cdt} | {b} | {ctx} | {nq} | {ms:.4f} | {g.group(1) if g else '-'} | "
           f"{g.group(2) + '%' if g else '-'} | {mo.group(1) if mo else '-'} | "
-          f"{h.group(1) if h else '-'} | {peer} | {ratio} |")
+          f"{h.group(1) if h else '-'} | {peer} | {ratio} | {plan} |")

@@ -8,7 +8,13 @@
 #   bandwidth against a streaming read, the model's time and the host's cost per call
 #   (decode_time.txt), then PyTorch's SDPA backends on the contiguous shapes in the same call
 #   (decode_torch.json), and one table of both (decode_table.md, tools/gpu-decode-table.py).
-# Usage: tools/gpu-decode.sh DIR [check] [time] (DIR from tools/gpu-pack.sh). Writes to $OUT.
+#   The clattn part stops starting runs after TIME_BUDGET seconds (420), so that PyTorch's and
+#   the table fit the device's 10-minute call.
+# sweep: decode's configs forced (an override: no key splits, so at batch 64 where none are
+#   needed) at batch 64, context 32k, one row, fp16 contiguous: the data for its defaults
+#   (decode_sweep.txt).
+# Usage: tools/gpu-decode.sh DIR [check] [time] [sweep] (DIR from tools/gpu-pack.sh). Writes to
+# $OUT.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/gpu-env.sh" "${1:-.gpu}"
@@ -34,14 +40,19 @@ if [[ " $steps " == *" check "* ]]; then
   echo "decode check: $((n - bad)) of $n passed" | tee -a "$out/env.txt"
 fi
 if [[ " $steps " == *" time "* ]]; then
+  start=$SECONDS
   run() { # kind b ctx nq cache-dtype [args...]: one timed line into decode_time.txt
     local kind=$1 b=$2 ctx=$3 nq=$4 cdt=$5
+    if ((SECONDS - start > ${TIME_BUDGET:-420})); then
+      echo "$kind $cdt $b $ctx $nq | skipped: the time budget was spent" >>"$out/decode_time.txt"
+      return
+    fi
     shift 5
     local args=(--kv-cache ${kind%%/*} --dtype f16 --cache-dtype $cdt --batch $b --heads 32
       --heads-kv 8 --head-dim 128 --seqlen-q $nq --context $ctx --no-check --warmup 5 --repeat 30)
     [ "$kind" != contiguous ] && args+=(--page-size ${kind##*/})
     timeout 300 "$cl" run "${args[@]}" "$@" >"$out/run.tmp" 2>&1
-    echo "$kind $cdt $b $ctx $nq | $(grep -E 'time:|host:|traffic:|clattn:' "$out/run.tmp" |
+    echo "$kind $cdt $b $ctx $nq | $(grep -E 'plan:|time:|host:|traffic:|clattn:' "$out/run.tmp" |
       tr '\n' ' ')" >>"$out/decode_time.txt"
   }
   for b in 1 8 64; do
@@ -57,4 +68,19 @@ if [[ " $steps " == *" time "* ]]; then
   python3 "$dir/gpu-decode-table.py" "$out/decode_time.txt" "$out/decode_torch.json" \
     >"$out/decode_table.md" 2>&1
   cat "$out/decode_table.md"
+fi
+if [[ " $steps " == *" sweep "* ]]; then
+  for bq in 4 8 16 32; do
+    for bkv in 16 32 64; do
+      for tpr in 1 2 4; do
+        c=decode/$bq/$bkv/$tpr/1/1/1/4
+        timeout 120 "$cl" run --kv-cache contiguous --dtype f16 --batch 64 --heads 32 --heads-kv 8 \
+          --head-dim 128 --seqlen-q 1 --context 32768 --no-check --warmup 3 --repeat 10 \
+          --config $c >"$out/run.tmp" 2>&1
+        echo "$c | $(grep -E 'time:|traffic:|clattn:' "$out/run.tmp" | tr '\n' ' ')" \
+          >>"$out/decode_sweep.txt"
+      done
+    done
+  done
+  rm -f "$out/run.tmp"
 fi
