@@ -527,6 +527,11 @@ typedef struct clattn_tune_options {
                    query rows, block_kv keys per work-group) for the problem's class instead of
                    the forward's; candidates are checked against the double reference gradients
                    on a small problem of the same class */
+  /* Not NULL: tune the decode kernels of forward calls over caches like this one (only its dtype
+   * and page_size are read: the tuner lays out its own cache of the problem's sizes, every
+   * sequence full); the result is stored as that cache class's entry, apart from the plain
+   * class's. */
+  const struct clattn_kv_cache *kv_cache;
 } clattn_tune_options;
 
 typedef struct clattn_tune_result {

@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -325,5 +326,65 @@ Test(tune, half_classes) {
   cr_assert(r.saved);
   cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
   cr_assert_str_eq(info.backward_origin, "tuned");
+  clattn_context_destroy(ctx);
+}
+
+/* KV cache classes (options.kv_cache): the decode kernels tuned on the tuner's own cache (paged
+ * int8: quantised rows, the reference on their dequantised values; contiguous fp32), every
+ * candidate correct; the winner is the cache class's entry, which a cache call's plan takes
+ * ("tuned") while the plain class's is untouched; bad options are refused by name. */
+Test(tune, kv_cache_classes_tuned_apart) {
+  clattn_context *ctx = test_context(NULL);
+  clattn_problem p = {2, 4, 2, 1, 100, 16};
+  clattn_kv_cache like = {0};
+  like.dtype = CLATTN_I8, like.page_size = 16;
+  clattn_tune_options opt = {0};
+  opt.budget_seconds = 60, opt.max_candidates = 3, opt.kv_cache = &like;
+  clattn_tune_result r;
+  cr_assert_eq(clattn_tune(ctx, &p, &opt, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_str_eq(r.best.kernel, "decode");
+  cr_assert_eq(r.disqualified, 0, "%u candidates wrong", r.disqualified);
+  cr_assert(r.saved);
+  /* A paged int8 cache call of the problem: 7 pages of 16 tokens per sequence. */
+  enum { PAGES = 14, PS = 16, HKV = 2, D = 16 };
+  cl_mem q = test_buffer(ctx, 2 * 4 * D, 0.5f), o = test_buffer(ctx, 2 * 4 * D, NAN);
+  cl_mem k = test_buffer(ctx, PAGES * PS * HKV * D / 4, 0.0f);
+  cl_mem v = test_buffer(ctx, PAGES * PS * HKV * D / 4, 0.0f);
+  cl_mem sk = test_buffer(ctx, PAGES * PS * HKV, 1.0f),
+         sv = test_buffer(ctx, PAGES * PS * HKV, 1.0f);
+  cl_mem table = test_buffer(ctx, 2 * 7, 0.0f), lens = test_buffer(ctx, 2, 0.0f);
+  clattn_kv_cache c = like;
+  c.num_pages = PAGES, c.max_pages = 7, c.block_table = table, c.seqlens = lens;
+  c.k = clattn_bshd(k, PS, HKV, D), c.v = clattn_bshd(v, PS, HKV, D), c.k_scale = sk,
+  c.v_scale = sv;
+  clattn_args a = {0};
+  a.q = clattn_bshd(q, 1, 4, D), a.o = clattn_bshd(o, 1, 4, D), a.kv_cache = &c;
+  clattn_plan_info cached, plain;
+  cr_assert_eq(clattn_explain_ex(ctx, &p, &a, &cached), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_str_eq(cached.kernel, "decode");
+  cr_assert_str_eq(cached.origin, "tuned");
+  cr_assert_eq(cached.block_q, r.best.block_q);
+  cr_assert_eq(cached.block_kv, r.best.block_kv);
+  cr_assert_eq(clattn_explain(ctx, &p, &plain), CLATTN_OK);
+  cr_assert_str_neq(plain.origin, "tuned", "the plain class took the cache class's entry");
+  cr_assert_eq(clattn_forward_ex(ctx, &p, &a, 0, NULL, NULL), CLATTN_OK, "%s",
+               clattn_last_error(ctx));
+  /* A contiguous fp32 cache, measured only. */
+  like.dtype = CLATTN_F32, like.page_size = 0, opt.dry_run = 1;
+  cr_assert_eq(clattn_tune(ctx, &p, &opt, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_eq(r.disqualified, 0, "%u candidates wrong", r.disqualified);
+  /* Refused: a backward, a page size, a dtype. */
+  opt.backward = 1;
+  cr_assert_eq(clattn_tune(ctx, &p, &opt, &r), CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(ctx), "a cache has no backward"));
+  opt.backward = 0, like.page_size = 24;
+  cr_assert_eq(clattn_tune(ctx, &p, &opt, &r), CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(ctx), "page_size 24"));
+  like.page_size = 0, like.dtype = CLATTN_F16;
+  cr_assert_eq(clattn_tune(ctx, &p, &opt, &r), CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(ctx), "CLATTN_F32"));
+  clFinish(clattn_context_queue(ctx));
+  cl_mem m[] = {q, o, k, v, sk, sv, table, lens};
+  for (int i = 0; i < 8; i++) clReleaseMemObject(m[i]);
   clattn_context_destroy(ctx);
 }

@@ -230,3 +230,47 @@ Test(tunedb_files, tune_saves_as_the_database_allows) {
   test_context_still_works(ctx);
   clattn_context_destroy(ctx);
 }
+
+/* A KV cache class's entry ("kv_cache" in its class) survives a save and a load, apart from the
+ * plain class's of the same sizes (a lookup of either finds its own), and a kv_cache the format
+ * does not know skips the entry. */
+Test(tunedb_files, kv_cache_classes_kept_apart) {
+  clattn_context *ctx = context_with_db();
+  clattn__db_entry e[2] = {entry_for(ctx), entry_for(ctx)};
+  e[1].cls.variants = CLATTN__VAR_KVCACHE | CLATTN__VAR_PAGED | CLATTN__VAR_KV8;
+  e[1].cfg.bq = 4; /* told apart by their configs */
+  e[1].cfg.kernel = e[0].cfg.kernel;
+  char why[512] = "";
+  cr_assert_eq(clattn__db_save_merged(db_path, e, 2, why, sizeof why), CLATTN_OK, "%s", why);
+  char text[8192];
+  read_file(db_path, text, sizeof text);
+  cr_assert(count(text, "\"kv_cache\"") == 1 && count(text, "\"paged_i8\"") == 1, "%s", text);
+  clattn__db db = {0};
+  size_t skipped = 0;
+  cr_assert_eq(clattn__db_load(db_path, &db, &skipped, why, sizeof why), CLATTN_OK, "%s", why);
+  cr_assert_eq(db.count, 2);
+  cr_assert_eq(skipped, 0);
+  uint64_t hash[CLATTN__MAX_FAMILIES];
+  for (int i = 0; i < CLATTN__MAX_FAMILIES; i++) hash[i] = e[0].source_hash;
+  clattn__match level;
+  clattn__class cache = e[1].cls, plain = e[0].cls;
+  cache.variants |= CLATTN__VAR_KVLENS; /* a call's class has its lengths too */
+  const clattn__db_entry *got = clattn__db_lookup(&db, &ctx->device, hash, &cache, &level);
+  cr_assert(got && got->cfg.bq == 4, "the cache class's entry");
+  got = clattn__db_lookup(&db, &ctx->device, hash, &plain, &level);
+  cr_assert(got && got->cfg.bq == e[0].cfg.bq, "the plain class's entry");
+  clattn__class contiguous = cache;
+  contiguous.variants &= ~(unsigned)CLATTN__VAR_PAGED;
+  cr_assert_null(clattn__db_lookup(&db, &ctx->device, hash, &contiguous, &level));
+  clattn__db_free(&db);
+  /* An unknown kv_cache: that entry is skipped, the other kept. */
+  char *at = strstr(text, "paged_i8");
+  memcpy(at, "paged_i9", 8);
+  write_file(db_path, text);
+  cr_assert_eq(clattn__db_load(db_path, &db, &skipped, why, sizeof why), CLATTN_OK, "%s", why);
+  cr_assert_eq(db.count, 1);
+  cr_assert_eq(skipped, 1);
+  cr_assert(strstr(why, "kv_cache"), "%s", why);
+  clattn__db_free(&db);
+  clattn_context_destroy(ctx);
+}

@@ -12,9 +12,9 @@ clattn__class clattn__class_of(const clattn__shape *s, clattn__pass pass) {
   unsigned variants =
       (s->mask ? CLATTN__VAR_MASK : 0u) | (s->softcap > 0.0f ? CLATTN__VAR_SOFTCAP : 0u) |
       (s->alibi ? CLATTN__VAR_ALIBI : 0u) | (s->sinks ? CLATTN__VAR_SINKS : 0u) |
-      (s->seqlens_kv ? CLATTN__VAR_KVLENS : 0u) | (s->varlen ? CLATTN__VAR_VARLEN : 0u) |
-      (s->kv_cache ? CLATTN__VAR_KVCACHE : 0u) | (s->kv_paged ? CLATTN__VAR_PAGED : 0u) |
-      (s->kv_i8 ? CLATTN__VAR_KV8 : 0u);
+      (s->seqlens_kv || s->kv_cache ? CLATTN__VAR_KVLENS : 0u) |
+      (s->varlen ? CLATTN__VAR_VARLEN : 0u) | (s->kv_cache ? CLATTN__VAR_KVCACHE : 0u) |
+      (s->kv_paged ? CLATTN__VAR_PAGED : 0u) | (s->kv_i8 ? CLATTN__VAR_KV8 : 0u);
   clattn__class c = {
       (unsigned)s->d, (unsigned)s->dv,    s->causal, clattn__seqlen_bucket(s->seqlen_q),
       (unsigned)pass, (unsigned)s->dtype, variants};

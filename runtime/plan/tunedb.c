@@ -93,6 +93,19 @@ static int is_pow2_in(unsigned long long v, unsigned long long lo, unsigned long
 }
 
 /* One entry; 0 and why when a field is missing, of the wrong type or out of range. */
+/* A KV cache class (issue 18) as the file names it: "kv_cache" in an entry's class, absent for
+ * the plain classes (whose entries a cache class never takes, nor the other way round). */
+static const char *const cache_names[4] = {"contiguous", "paged", "contiguous_i8", "paged_i8"};
+
+static unsigned cache_bits(int i) {
+  return CLATTN__VAR_KVCACHE | (i % 2 ? CLATTN__VAR_PAGED : 0u) | (i >= 2 ? CLATTN__VAR_KV8 : 0u);
+}
+
+static int cache_index(unsigned variants) {
+  if (!(variants & CLATTN__VAR_KVCACHE)) return -1;
+  return (variants & CLATTN__VAR_PAGED ? 1 : 0) + (variants & CLATTN__VAR_KV8 ? 2 : 0);
+}
+
 /* The class's storage type as the file names it (clattn_dtype's order). */
 static const char *const dtype_names[3] = {"f32", "f16", "bf16"};
 
@@ -156,6 +169,18 @@ static int parse_entry(const cJSON *e, clattn__db_entry *out, char *why, size_t 
     return 0;
   }
   out->cls.pass = !strcmp(pass, "backward") ? CLATTN__BACKWARD : CLATTN__FORWARD;
+  char kv[24] = "";
+  if (cJSON_GetObjectItemCaseSensitive(cls, "kv_cache")) {
+    int known = get_str(cls, "kv_cache", kv, sizeof kv);
+    for (int i = 0; known && i < 4; i++)
+      if (!strcmp(kv, cache_names[i])) out->cls.variants = cache_bits(i);
+    if (!out->cls.variants || out->cls.pass != CLATTN__FORWARD) {
+      snprintf(why, why_len,
+               "an entry's class has a kv_cache other than contiguous, paged, contiguous_i8 or "
+               "paged_i8, or a backward one");
+      return 0;
+    }
+  }
   /* The config in the public form, read as the API reads one (clattn__config_from_public): the
    * family's own defaults apply, and a field it cannot take rejects the entry. */
   clattn_config pub;
@@ -346,6 +371,8 @@ static cJSON *entry_json(const clattn__db_entry *e) {
   cJSON_AddNumberToObject(c, "seqlen_bucket", e->cls.bucket);
   if (e->cls.pass != CLATTN__FORWARD)
     cJSON_AddStringToObject(c, "pass", clattn__pass_name((clattn__pass)e->cls.pass));
+  if (cache_index(e->cls.variants) >= 0)
+    cJSON_AddStringToObject(c, "kv_cache", cache_names[cache_index(e->cls.variants)]);
   clattn_config pub;
   clattn__config_to_public(&e->cfg, &pub);
   cJSON *g = cJSON_AddObjectToObject(o, "config");

@@ -33,7 +33,10 @@ const clattn__db_entry *clattn__db_lookup(const clattn__db *db, const clattn__de
     const clattn__db_entry *e = &db->entries[i];
     if (e->cls.pass != cls->pass || e->cls.dtype != cls->dtype ||
         e->cfg.kernel >= CLATTN__MAX_FAMILIES || e->source_hash != source_hash[e->cfg.kernel] ||
-        e->cls.d != cls->d || e->cls.dv != cls->dv || e->cls.causal != cls->causal)
+        e->cls.d != cls->d || e->cls.dv != cls->dv || e->cls.causal != cls->causal ||
+        /* a cache class and a plain one never share an entry (the decode kernels' tiles are
+         * not the plain families') */
+        (e->cls.variants & CLATTN__VAR_CACHE) != (cls->variants & CLATTN__VAR_CACHE))
       continue;
     clattn__match m = match_level(&e->dev, &me);
     unsigned dist = bucket_distance(e->cls.bucket, cls->bucket);

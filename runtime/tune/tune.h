@@ -32,6 +32,20 @@ clattn_status clattn__tune_upload(clattn_context *ctx, clattn_dtype t, float *ho
 /* n elements of storage t read back (blocking) as floats. */
 cl_int clattn__tune_read(cl_command_queue queue, cl_mem buf, clattn_dtype t, float *out, size_t n);
 
+/* ---- a KV cache class's problems (tune_kv.c) ---- */
+
+/* The rows per sequence the bench lays out for a cache shape: seqlen_kv, padded to whole pages
+ * when paged. */
+size_t clattn__tune_kv_rows(const clattn__shape *s);
+/* K (which 0) or V (1): n elements of host ([batch][rows][heads_kv][dim]) on the device as the
+ * cache stores them; int8: quantised, with *scales, and host dequantised in place. */
+clattn_status clattn__tune_kv_upload(clattn_context *ctx, const clattn__shape *s, int which,
+                                     float *host, size_t n, cl_mem *data, cl_mem *scales);
+/* The rest of the cache (lengths all seqlen_kv, an identity block table), into extra[0..1] and
+ * the shape, whose scales are extra[2..3]; k and v become the pool's page views when paged. */
+clattn_status clattn__tune_kv_attach(clattn_context *ctx, clattn__shape *s, clattn_tensor *k,
+                                     clattn_tensor *v, cl_mem extra[4]);
+
 /* ---- the forward's (tune_fwd.c) ---- */
 
 typedef struct clattn__fwd_bench clattn__fwd_bench;

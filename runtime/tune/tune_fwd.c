@@ -17,7 +17,9 @@ struct clattn__fwd_bench {
   cl_command_queue queue; /* the tuner's, in order, with profiling */
   clattn__shape s;
   cl_mem buf[5]; /* q k v o lse */
+  cl_mem kv[4];  /* a cache class's: lengths, block table, K and V scales */
   clattn_tensor t[4];
+  ref_view hv[3]; /* the host copies' views (a paged cache's device views differ) */
   float *host[3];
   size_t o_elems, rows;
   float *o_out, *lse_out;
@@ -96,8 +98,7 @@ cl_int clattn__tune_read(cl_command_queue queue, cl_mem buf, clattn_dtype t, flo
 }
 
 static ref_view view_of(const clattn__fwd_bench *b, int i) {
-  ref_view v = {b->host[i], 0, b->t[i].stride_batch, b->t[i].stride_seq, b->t[i].stride_head};
-  return v;
+  return b->hv[i];
 }
 
 /* Every row, or the first and last rows of the first and last heads (the causal edges, the
@@ -143,7 +144,9 @@ static clattn_status reference(clattn__fwd_bench *b) {
 static clattn_status alloc(clattn__fwd_bench *b) {
   const clattn__shape *s = &b->s;
   size_t n[4], dims[4] = {s->d, s->d, s->dv, s->dv};
-  size_t seq[4] = {s->seqlen_q, s->seqlen_kv, s->seqlen_kv, s->seqlen_q};
+  /* A cache class lays its K and V rows out as a cache (tune_kv.c): [batch][rows][heads][dim]. */
+  size_t kv_rows = s->kv_cache ? clattn__tune_kv_rows(s) : s->seqlen_kv;
+  size_t seq[4] = {s->seqlen_q, kv_rows, kv_rows, s->seqlen_q};
   size_t heads[4] = {s->heads_q, s->heads_kv, s->heads_kv, s->heads_q};
   uint64_t rng = 0x243F6A8885A308D3ull;
   clattn_status st = CLATTN_OK;
@@ -155,8 +158,10 @@ static clattn_status alloc(clattn__fwd_bench *b) {
       st = clattn__fail(b->ctx, CLATTN_ERR_INVALID_ARGUMENT, "tuning problem too large");
       break;
     }
-    b->t[i] = clattn_bhsd(NULL, seq[i], heads[i], dims[i]);
-    size_t bytes = (n[i] ? n[i] : 1) * (i < 4 ? s->elem : sizeof(float));
+    int cached = s->kv_cache && (i == 1 || i == 2);
+    b->t[i] = cached ? clattn_bshd(NULL, seq[i], heads[i], dims[i])
+                     : clattn_bhsd(NULL, seq[i], heads[i], dims[i]);
+    size_t bytes = (n[i] ? n[i] : 1) * (cached && s->kv_i8 ? 1 : s->elem);
     /* A tensor no buffer of the device can hold fails here, before its host copy is asked of
      * malloc (petabytes for an impossible class: a sanitizer's allocator aborts on those). */
     if (bytes > b->ctx->device.max_alloc) {
@@ -170,14 +175,22 @@ static clattn_status alloc(clattn__fwd_bench *b) {
     if (i < 3 && (b->host[i] = malloc(floats)) != NULL) ref_fill_normal(b->host[i], n[i], &rng);
     if (i < 3 && !b->host[i])
       st = clattn__fail(b->ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
-    if (st == CLATTN_OK && i < 3)
+    if (st == CLATTN_OK && cached)
+      st = clattn__tune_kv_upload(b->ctx, s, i - 1, b->host[i], n[i], &b->buf[i], &b->kv[i + 1]);
+    else if (st == CLATTN_OK && i < 3)
       st = clattn__tune_upload(b->ctx, s->dtype, b->host[i], n[i], &b->buf[i]);
     else if (st == CLATTN_OK)
       b->buf[i] = clCreateBuffer(b->ctx->cl, CL_MEM_READ_WRITE, bytes, NULL, &err);
     if (st == CLATTN_OK && err != CL_SUCCESS)
       st = clattn__fail_cl(b->ctx, err, "clCreateBuffer (tuning data)");
     b->t[i].buffer = b->buf[i];
+    if (i < 3) {
+      ref_view hv = {b->host[i], 0, b->t[i].stride_batch, b->t[i].stride_seq, b->t[i].stride_head};
+      b->hv[i] = hv;
+    }
   }
+  if (st == CLATTN_OK && s->kv_cache)
+    st = clattn__tune_kv_attach(b->ctx, &b->s, &b->t[1], &b->t[2], b->kv);
   b->o_elems = st == CLATTN_OK ? n[3] : 0;
   b->rows = s->batch * s->heads_q * s->seqlen_q;
   size_t row_bytes = (b->rows ? b->rows : 1) * sizeof(float);
@@ -296,6 +309,8 @@ void clattn__fwd_bench_free(clattn__fwd_bench *b) {
   if (!b) return;
   for (int i = 0; i < 5; i++)
     if (b->buf[i]) clReleaseMemObject(b->buf[i]);
+  for (int i = 0; i < 4; i++)
+    if (b->kv[i]) clReleaseMemObject(b->kv[i]);
   for (int i = 0; i < 3; i++) free(b->host[i]);
   free(b->o_out), free(b->lse_out), free(b->checked), free(b->ref_o), free(b->ref_lse);
   free(b);
