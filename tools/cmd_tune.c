@@ -28,6 +28,10 @@ static void tune_usage(FILE *f) {
              "  --device SPEC      like CLATTN_DEVICE\n"
              "  --backward         tune clattn_backward's fused kernels (backward_rows blocks)\n"
              "                     instead of the forward's\n"
+             "  --kv-cache contiguous|paged  tune the decode kernels of calls over such a KV\n"
+             "                     cache: --seqlens are its contexts, --seqlen-q R the query\n"
+             "                     rows per sequence (1), --heads-kv its heads (--heads),\n"
+             "                     --page-size P (16), --cache-dtype f32|f16|bf16|i8 (--dtype's)\n"
              "  --dry-run          measure, write nothing\n"
              "  --force            tune classes the database already has for this device (by\n"
              "                     default a rerun skips them, so an interrupted run resumes)\n"
@@ -51,8 +55,9 @@ static void config_text(const clattn_config *c, char *out, size_t len) {
   else if (!strcmp(c->kernel, "forward_tiles"))
     snprintf(out, len, "tiles BQ=%u BKV=%u TX=%u RM=%u pad=%u vec=%u", c->block_q, c->block_kv,
              c->threads_per_row, c->rows_per_item, c->pad, c->vector_width);
-  else
-    snprintf(out, len, "rows BQ=%u BKV=%u TPR=%u stage=%u pad=%u vec=%u", c->block_q, c->block_kv,
+  else /* forward_rows, forward_mma, forward_mma_half, decode: by name, less "forward_" */
+    snprintf(out, len, "%s BQ=%u BKV=%u TPR=%u stage=%u pad=%u vec=%u",
+             c->kernel + (strncmp(c->kernel, "forward_", 8) ? 0 : 8), c->block_q, c->block_kv,
              c->threads_per_row, c->stage_kv, c->pad, c->vector_width);
 }
 
@@ -97,10 +102,20 @@ enum {
   OPT_JSON,
   OPT_QUIET,
   OPT_FORCE,
-  OPT_VERBOSE
+  OPT_VERBOSE,
+  OPT_KV_CACHE,
+  OPT_PAGE_SIZE,
+  OPT_CACHE_DTYPE,
+  OPT_ROWS,
+  OPT_HEADS_KV_
 };
 static const struct option tune_options[] = {
     {"head-dims", required_argument, NULL, OPT_HEAD_DIMS},
+    {"kv-cache", required_argument, NULL, OPT_KV_CACHE},
+    {"page-size", required_argument, NULL, OPT_PAGE_SIZE},
+    {"cache-dtype", required_argument, NULL, OPT_CACHE_DTYPE},
+    {"seqlen-q", required_argument, NULL, OPT_ROWS},
+    {"heads-kv", required_argument, NULL, OPT_HEADS_KV_},
     {"causal-list", required_argument, NULL, OPT_CAUSAL_LIST},
     {"seqlens", required_argument, NULL, OPT_SEQLENS},
     {"batch", required_argument, NULL, OPT_BATCH},
@@ -120,6 +135,8 @@ static const struct option tune_options[] = {
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 static const size_t def_dims[] = {64, 128}, def_causal[] = {0, 1}, def_seqs[] = {1024};
+static const char *const kv_kinds[] = {"contiguous", "paged"}, *const kv_types[] = {"f32", "f16",
+                                                                                    "bf16", "i8"};
 
 typedef struct {
   size_list dims, causal, seqs;
@@ -128,6 +145,11 @@ typedef struct {
   const char *db;
   int json, force;
   clattn_dtype dtype; /* --dtype: every class's storage */
+  /* --kv-cache (1 contiguous, 2 paged): the decode classes of such a cache; like's dtype (-1:
+   * --dtype's) and page size; rows, heads_kv of the problem. */
+  int kv, cache_dtype;
+  size_t page_size, rows, heads_kv;
+  clattn_kv_cache like;
 } tune_opts;
 
 /* 0: tune; 1: --help was printed; -1: a usage error (a message was printed). */
@@ -145,6 +167,21 @@ static int parse(int argc, char **argv, tune_opts *o, clattn_tune_options *opt,
     case 'h':
       tune_usage(stdout);
       state = 1;
+      break;
+    case OPT_KV_CACHE:
+      if ((ok = args_choice(&a, kv_kinds, 2, &k))) o->kv = 1 + k;
+      break;
+    case OPT_PAGE_SIZE:
+      ok = args_size(&a, 1, 256, &o->page_size);
+      break;
+    case OPT_CACHE_DTYPE:
+      ok = args_choice(&a, kv_types, 4, &o->cache_dtype);
+      break;
+    case OPT_ROWS:
+      ok = args_size(&a, 1, INT32_MAX, &o->rows);
+      break;
+    case OPT_HEADS_KV_:
+      ok = args_size(&a, 1, SIZE_MAX, &o->heads_kv);
       break;
     case OPT_HEAD_DIMS:
       ok = args_size_list(&a, 1, SIZE_MAX, &o->dims);
@@ -307,14 +344,16 @@ static int tune_class(tune_run *t, size_t d, int causal, size_t n) {
   t->ps->cls++;
   clattn_problem p = {0};
   p.batch = o->batch, p.heads_q = o->heads, p.seqlen_q = p.seqlen_kv = n;
+  if (o->kv) p.seqlen_q = o->rows, p.heads_kv = o->heads_kv;
   p.head_dim = d, p.head_dim_v = o->dv, p.flags = causal ? CLATTN_CAUSAL : 0;
   p.dtype = o->dtype;
   char cls[80];
-  snprintf(cls, sizeof cls, "d=%zu %s N=%zu%s%s%s", d, causal ? "causal" : "full", n,
+  snprintf(cls, sizeof cls, "d=%zu %s N=%zu%s%s%s%s", d, causal ? "causal" : "full", n,
            o->dtype ? " " : "", o->dtype ? args_dtypes[o->dtype] : "",
-           opt->backward ? " backward" : "");
+           opt->backward ? " backward" : "", o->kv ? " kv-cache" : "");
   clattn_plan_info have;
-  if (!o->force && clattn_explain(t->ctx, &p, &have) == CLATTN_OK &&
+  /* A cache class's plan needs a call's cache to explain: it is tuned again. */
+  if (!o->force && !o->kv && clattn_explain(t->ctx, &p, &have) == CLATTN_OK &&
       !strcmp(opt->backward ? have.backward_origin : have.origin, "tuned")) {
     /* A rerun after an interruption resumes: finished classes are kept. */
     fprintf(stderr, "clattn tune: %s already tuned (--force tunes it again)\n", cls);
@@ -354,7 +393,7 @@ static int tune_class(tune_run *t, size_t d, int causal, size_t n) {
 
 int cmd_tune(int argc, char **argv) {
   tune_opts o = {0};
-  o.batch = 1, o.heads = 8, o.budget = 120;
+  o.batch = 1, o.heads = 8, o.budget = 120, o.cache_dtype = -1, o.rows = 1;
   clattn_tune_options opt = {0};
   progress_state ps = {0};
   int rc = CLI_OK;
@@ -364,6 +403,20 @@ int cmd_tune(int argc, char **argv) {
     rc = CLI_ERROR;
   }
   int parsed = rc == CLI_OK ? parse(argc, argv, &o, &opt, &ps) : 0;
+  if (!parsed && !o.kv && (o.page_size || o.cache_dtype >= 0 || o.rows != 1 || o.heads_kv)) {
+    fprintf(stderr, "clattn tune: --page-size, --cache-dtype, --seqlen-q and --heads-kv go with "
+                    "--kv-cache\n");
+    parsed = -1;
+  }
+  if (!parsed && o.kv == 1 && o.page_size) {
+    fprintf(stderr, "clattn tune: --page-size goes with --kv-cache paged\n");
+    parsed = -1;
+  }
+  if (!parsed && o.kv) { /* the cache the decode classes are tuned for (its kind only) */
+    o.like.dtype = o.cache_dtype < 0 ? o.dtype : (clattn_dtype)o.cache_dtype;
+    o.like.page_size = o.kv == 2 ? (o.page_size ? o.page_size : 16) : 0;
+    opt.kv_cache = &o.like;
+  }
   if (parsed) rc = parsed > 0 ? CLI_OK : CLI_USAGE;
   clattn_options copt = {0};
   copt.tuning_db = o.db;

@@ -84,6 +84,9 @@ expect(0 "contiguous, f32;-> PASS" run --kv-cache contiguous --batch 2 --heads 2
        --context 40 --head-dim 8 --repeat 1 --config decode/4/16/1/1/1/1/1)
 expect(0 "streaming read:;K/V MB" bench --kv-cache paged --page-size 4 --seqlen 40,70 --head-dim 8
        --batch 2 --heads 4 --heads-kv 2 --seqlen-q 2 --cache-dtype i8 --repeat 2)
+expect(0 "decode BQ=;3/0/" tune --kv-cache paged --page-size 8 --cache-dtype i8 --head-dims 16
+       --causal-list 1 --seqlens 100 --seqlen-q 2 --heads 4 --heads-kv 2 --batch 2 --budget 30
+       --max-candidates 3 --dry-run --quiet)
 expect(3 "forward_rows does not compute a KV cache" run --kv-cache contiguous --batch 2 --heads 2 --seqlen-q 1
        --context 40 --head-dim 8 --repeat 1 --config forward_rows/4/16/1/1/1/1/1)
 expect(0 "traffic:" explain --head-dim 16 --seqlen 100 --causal)
