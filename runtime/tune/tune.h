@@ -37,10 +37,10 @@ cl_int clattn__tune_read(cl_command_queue queue, cl_mem buf, clattn_dtype t, flo
 /* The rows per sequence the bench lays out for a cache shape: seqlen_kv, padded to whole pages
  * when paged. */
 size_t clattn__tune_kv_rows(const clattn__shape *s);
-/* K (which 0) or V (1): n elements of host ([batch][rows][heads_kv][dim]) on the device as the
- * cache stores them; int8: quantised, with *scales, and host dequantised in place. */
-clattn_status clattn__tune_kv_upload(clattn_context *ctx, const clattn__shape *s, int which,
-                                     float *host, size_t n, cl_mem *data, cl_mem *scales);
+/* An int8 cache's K or V: rows of dim values of host quantised onto the device with their
+ * scales, and host dequantised in place (the other element types upload as any tensor). */
+clattn_status clattn__tune_kv_upload_i8(clattn_context *ctx, float *host, size_t rows, size_t dim,
+                                        cl_mem *data, cl_mem *scales);
 /* The rest of the cache (lengths all seqlen_kv, an identity block table), into extra[0..1] and
  * the shape, whose scales are extra[2..3]; k and v become the pool's page views when paged. */
 clattn_status clattn__tune_kv_attach(clattn_context *ctx, clattn__shape *s, clattn_tensor *k,

@@ -175,8 +175,9 @@ static clattn_status alloc(clattn__fwd_bench *b) {
     if (i < 3 && (b->host[i] = malloc(floats)) != NULL) ref_fill_normal(b->host[i], n[i], &rng);
     if (i < 3 && !b->host[i])
       st = clattn__fail(b->ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
-    if (st == CLATTN_OK && cached)
-      st = clattn__tune_kv_upload(b->ctx, s, i - 1, b->host[i], n[i], &b->buf[i], &b->kv[i + 1]);
+    if (st == CLATTN_OK && cached && s->kv_i8)
+      st = clattn__tune_kv_upload_i8(b->ctx, b->host[i], n[i] / dims[i], dims[i], &b->buf[i],
+                                     &b->kv[i + 1]);
     else if (st == CLATTN_OK && i < 3)
       st = clattn__tune_upload(b->ctx, s->dtype, b->host[i], n[i], &b->buf[i]);
     else if (st == CLATTN_OK)

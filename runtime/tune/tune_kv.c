@@ -16,9 +16,8 @@ size_t clattn__tune_kv_rows(const clattn__shape *s) {
   return (pages ? pages : 1) * s->page_size;
 }
 
-/* int8 rows and their scales from host (dequantised in place): n rows of dim values. */
-static clattn_status upload_i8(clattn_context *ctx, float *host, size_t rows, size_t dim,
-                               cl_mem *data, cl_mem *scales) {
+clattn_status clattn__tune_kv_upload_i8(clattn_context *ctx, float *host, size_t rows, size_t dim,
+                                        cl_mem *data, cl_mem *scales) {
   size_t n = rows * dim;
   signed char *q = malloc(n ? n : 1);
   float *sc = malloc((rows ? rows : 1) * sizeof(float));
@@ -35,21 +34,12 @@ static clattn_status upload_i8(clattn_context *ctx, float *host, size_t rows, si
     }
   }
   if (err == CL_SUCCESS)
-    *data = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
-                           n ? n : 1, q, &err);
+    *data = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n ? n : 1, q, &err);
   if (err == CL_SUCCESS)
     *scales = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
                              (rows ? rows : 1) * sizeof(float), sc, &err);
   free(q), free(sc);
   return err == CL_SUCCESS ? CLATTN_OK : clattn__fail_cl(ctx, err, "clCreateBuffer (tuning cache)");
-}
-
-clattn_status clattn__tune_kv_upload(clattn_context *ctx, const clattn__shape *s, int which,
-                                     float *host, size_t n, cl_mem *data, cl_mem *scales) {
-  size_t dim = which ? s->dv : s->d;
-  if (s->kv_i8) return upload_i8(ctx, host, n / dim, dim, data, scales);
-  *scales = NULL;
-  return clattn__tune_upload(ctx, s->dtype, host, n, data);
 }
 
 clattn_status clattn__tune_kv_attach(clattn_context *ctx, clattn__shape *s, clattn_tensor *k,
