@@ -49,3 +49,20 @@ void clattn__arg_variants(clattn__args *a, const clattn__shape *s, double unit) 
     clattn__arg(a, sizeof align, &align);
   }
 }
+
+void clattn__arg_cache(clattn__args *a, const clattn__shape *s) {
+  if (s->kv_paged) {
+    cl_uint cols = (cl_uint)s->max_pages, pages = (cl_uint)s->num_pages, shift = 0;
+    while (((size_t)1 << shift) < s->page_size) shift++;
+    clattn__arg(a, sizeof(cl_mem), &s->block_table);
+    clattn__arg(a, sizeof cols, &cols);
+    clattn__arg(a, sizeof pages, &pages);
+    clattn__arg(a, sizeof shift, &shift);
+  }
+  if (s->kv_i8) {
+    cl_ulong sc_sb = s->sc_sb;
+    clattn__arg(a, sizeof(cl_mem), &s->k_scale);
+    clattn__arg(a, sizeof(cl_mem), &s->v_scale);
+    clattn__arg(a, sizeof sc_sb, &sc_sb);
+  }
+}

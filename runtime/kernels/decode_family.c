@@ -99,20 +99,7 @@ unsigned clattn__decode_bind(const clattn__family *f, const clattn__config *c,
   const clattn__shape *s = b->s;
   size_t tiles = tiles_of(c, s);
   clattn__args a = clattn__forward_args(b, kernels[0], (cl_uint)tiles, &out[0].base_arg);
-  if (s->kv_paged) {
-    cl_uint cols = (cl_uint)s->max_pages, pages = (cl_uint)s->num_pages, shift = 0;
-    while ((1u << shift) < s->page_size) shift++;
-    clattn__arg(&a, sizeof(cl_mem), &s->block_table);
-    clattn__arg(&a, sizeof cols, &cols);
-    clattn__arg(&a, sizeof pages, &pages);
-    clattn__arg(&a, sizeof shift, &shift);
-  }
-  if (s->kv_i8) {
-    cl_ulong sc_sb = s->sc_sb;
-    clattn__arg(&a, sizeof(cl_mem), &s->k_scale);
-    clattn__arg(&a, sizeof(cl_mem), &s->v_scale);
-    clattn__arg(&a, sizeof sc_sb, &sc_sb);
-  }
+  clattn__arg_cache(&a, s);
   *err = a.err;
   out[0].kernel = kernels[0];
   out[0].groups = tiles * (b->split ? b->split->count : 1) * s->heads_kv * s->batch;

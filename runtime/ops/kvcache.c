@@ -71,20 +71,7 @@ static clattn_status append_enqueue(clattn_context *ctx, const clattn__shape *s,
   clattn__launch l = {kernel, a.next, rows, 0};
   cl_ulong base = 0;
   clattn__arg(&a, sizeof base, &base);
-  if (s->kv_paged) {
-    cl_uint cols = (cl_uint)s->max_pages, pages = (cl_uint)s->num_pages, shift = 0;
-    while (((size_t)1 << shift) < s->page_size) shift++;
-    clattn__arg(&a, sizeof(cl_mem), &s->block_table);
-    clattn__arg(&a, sizeof cols, &cols);
-    clattn__arg(&a, sizeof pages, &pages);
-    clattn__arg(&a, sizeof shift, &shift);
-  }
-  if (s->kv_i8) {
-    cl_ulong sc_sb = s->sc_sb;
-    clattn__arg(&a, sizeof(cl_mem), &s->k_scale);
-    clattn__arg(&a, sizeof(cl_mem), &s->v_scale);
-    clattn__arg(&a, sizeof sc_sb, &sc_sb);
-  }
+  clattn__arg_cache(&a, s);
   if (a.err != CL_SUCCESS) st = clattn__fail_cl(ctx, a.err, "clSetKernelArg(kv_append)");
   if (st == CLATTN_OK)
     st = clattn__launch_grid(ctx, ctx->queue, ctx->queue_in_order, &l, 0, num_wait, wait, NULL,
