@@ -25,8 +25,9 @@ typedef struct clattn__class {
 
 /* The variants a class asks for (issue 17): a family computes those in its `variants`. The
  * tuning database and the built-in defaults are looked up without them (a variant's kernel is
- * the plain one with a mask or a cap), and an entry whose family does not compute them is
- * passed over without a warning. */
+ * the plain one with a mask or a cap), but for a KV cache's kind (the decode kernels' entries
+ * are their own: plan/tunedb.c), and an entry whose family does not compute them is passed over
+ * without a warning. */
 enum {
   CLATTN__VAR_MASK = 1u << 0,    /* a key range per row: window, top-left causal (MASK) */
   CLATTN__VAR_SOFTCAP = 1u << 1, /* scores capped by tanh (SOFTCAP) */
