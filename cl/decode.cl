@@ -1,20 +1,30 @@
 /* Attention over a KV cache (issue 18): the `decode` family. A few query rows per sequence
- * against many keys is memory-bound, so the query heads of one KV group are computed together
- * and each K/V element is read once per group, not once per query head.
+ * against many keys is memory-bound, so the kernel is built to keep the device's loads in
+ * flight: the query heads of one KV group are computed together (each K/V byte is read once per
+ * group), every load is 16 bytes wide where the views allow it, and a block of keys costs two
+ * or three barriers.
  *
  * One work-group owns BQ packed rows of one (batch entry, KV head) and one key split: packed
- * row p is query row i = p / group of query head kvh * group + p % group, so a group's heads
- * for a row are neighbours and a tile's rows span few query rows (the causal and window ranges
- * of a tile stay narrow). K and V tiles of BKV keys are staged in local memory as floats
- * (dequantised there from int8; K transposed), the scores S [BQ][BKV] meet in local memory, each row's online
- * softmax state (m, l) lives there too, and each work-item accumulates a slice of O [BQ][DV] in
- * registers.
+ * row p is query row i = p / group of query head kvh * group + p % group. It walks its keys in
+ * blocks of BKV:
+ *   scores: TPR work-items per key, each loading every TPR-th 16-byte chunk of the key's K row
+ *     straight from global memory into registers (the row's chunks side by side across the
+ *     TPR work-items, so a warp's loads cover whole sectors) and dotting it with the tile's
+ *     rows of Q (local memory, pre-scaled); TPR > 1 adds the partial sums in a second step,
+ *     which also applies the masks and the variants;
+ *   P V: a work-item owns a chunk of CC output columns of RM rows and every nsub-th key of
+ *     the block; it keeps its own online softmax (m, l) for those keys and rows, loading the V
+ *     chunks it needs straight from global memory.
+ * After the last block the nsub partial states of each (rows, chunk) are merged in local memory
+ * by halves, and the first writes O (or its split's partial O) and the LSE.
  *
- * Work-items: WG = BKV * TPR. For S, work-item lid computes key lid % BKV for rows lid / BKV,
- * + TPR, ...; for P V, it owns columns lid % CW, + CW, ... of rows lid / CW, + RGS, ...
+ * CC, the elements of one load: 16 bytes at VEC = 4 (fp32 4, fp16/bf16 8, int8 16), half or a
+ * quarter of that at VEC = 2 or 1. Views whose offsets and strides are multiples of CC elements
+ * load through aligned vectors; others, and a head dim's last partial chunk, element by element.
  *
- * Parameters (-D): D, DV; BQ, BKV, TPR, PAD, VEC as the other forward families; CAUSAL and the
- * variants of cl/common.cl (MASK, SOFTCAP, ALIBI, SINKS, KVLENS); and the cache's:
+ * Parameters (-D): D, DV; BQ (packed rows per tile), BKV (keys per block), TPR (work-items per
+ * key), RM (rows per work-item in P V), VEC; CAUSAL and the variants of cl/common.cl (MASK,
+ * SOFTCAP, ALIBI, SINKS, KVLENS); and the cache's:
  *   KVCACHE  1: k and v are a cache's (the lengths come as KVLENS's seqlens_kv);
  *   PAGED    1: keys are found through block_table (page_shift = log2 page_size), pages
  *               outside [0, num_pages) read as no keys;
@@ -35,28 +45,36 @@
 #endif
 
 #define WG (BKV * TPR)
-#define KT (BKV + PAD) /* K is staged transposed, [dim][key]: a work-item per key reads along */
-#define VS (DV + PAD)
-#define SS (BKV + PAD)
-#define NSR ((BQ + TPR - 1) / TPR) /* S rows per work-item */
-#define CW (WG < DV ? WG : DV)     /* P V: work-items along the columns */
-#define RGS (WG / CW)              /* P V: row groups */
-#define NCOL ((DV + CW - 1) / CW)
-#define NROW ((BQ + RGS - 1) / RGS)
+#if KV8
+#define CC (4 * VEC)
+#elif DTYPE != 0
+#define CC (2 * VEC)
+#else
+#define CC VEC
+#endif
+#define NCHK ((D + CC - 1) / CC)     /* chunks of a K row */
+#define NCHV ((DV + CC - 1) / CC)    /* chunks of a V row */
+#define CPK ((NCHK + TPR - 1) / TPR) /* K chunks per work-item */
+/* P V's chunks, a power of two (the merge halves work-items); its work-groups hold NCHP * (BQ /
+ * RM) work-items at least (decode_family.c's check). */
+#define NCHP                                                                                       \
+  (NCHV <= 1    ? 1                                                                                \
+   : NCHV <= 2  ? 2                                                                                \
+   : NCHV <= 4  ? 4                                                                                \
+   : NCHV <= 8  ? 8                                                                                \
+   : NCHV <= 16 ? 16                                                                               \
+   : NCHV <= 32 ? 32                                                                               \
+   : NCHV <= 64 ? 64                                                                               \
+                : 128)
+#define SPART (TPR * BQ * BKV)          /* the score partials (S itself when TPR = 1) */
+#define SMERGE (WG / 2 * RM * (CC + 2)) /* the merge: half the key lanes' states */
+#define SU (SPART > SMERGE ? SPART : SMERGE)
 
 #if KV8
 typedef char kv_t;
-#if VEC == 4
-#define KVLOAD(p) convert_float4(vload4(0, p))
-#elif VEC == 2
-#define KVLOAD(p) convert_float2(vload2(0, p))
-#else
-#define KVLOAD(p) ((float)*(p))
-#endif
 #define SCALE_ARGS , __global const float *k_scale, __global const float *v_scale, ulong sc_sb
 #else
 typedef stor_t kv_t;
-#define KVLOAD(p) VLOAD(p)
 #define SCALE_ARGS
 #endif
 #if PAGED
@@ -65,6 +83,63 @@ typedef stor_t kv_t;
 #define PAGE_ARGS
 #endif
 #define CACHE_ARGS PAGE_ARGS SCALE_ARGS
+
+/* Elements [0, n) of a chunk (n <= CC) at p into x; al: p is aligned to the whole chunk and
+ * n == CC. */
+static inline void load_chunk(__global const kv_t *p, uint n, int al, float *x) {
+  if (al) {
+#if KV8
+#if VEC == 4
+    const float16 y = convert_float16(as_char16(*(__global const uint4 *)p));
+    for (uint e = 0; e < 16; e++) x[e] = y[e];
+#elif VEC == 2
+    const float8 y = convert_float8(as_char8(*(__global const uint2 *)p));
+    for (uint e = 0; e < 8; e++) x[e] = y[e];
+#else
+    const float4 y = convert_float4(as_char4(*(__global const uint *)p));
+    for (uint e = 0; e < 4; e++) x[e] = y[e];
+#endif
+#elif DTYPE == 1
+#if VEC == 4
+    const float8 y = vloada_half8(0, p);
+#elif VEC == 2
+    const float4 y = vloada_half4(0, p);
+#else
+    const float2 y = vloada_half2(0, p);
+#endif
+    for (uint e = 0; e < CC; e++) x[e] = y[e];
+#elif DTYPE == 2
+#if VEC == 4
+    const uint4 u = *(__global const uint4 *)p;
+    const uint w[4] = {u.s0, u.s1, u.s2, u.s3};
+#elif VEC == 2
+    const uint2 u = *(__global const uint2 *)p;
+    const uint w[2] = {u.s0, u.s1};
+#else
+    const uint w[1] = {*(__global const uint *)p};
+#endif
+    for (uint e = 0; e < VEC; e++)
+      x[2 * e] = as_float(w[e] << 16), x[2 * e + 1] = as_float(w[e] & 0xffff0000u);
+#else
+#if VEC == 4
+    const float4 y = *(__global const float4 *)p;
+    x[0] = y.s0, x[1] = y.s1, x[2] = y.s2, x[3] = y.s3;
+#elif VEC == 2
+    const float2 y = *(__global const float2 *)p;
+    x[0] = y.s0, x[1] = y.s1;
+#else
+    x[0] = *p;
+#endif
+#endif
+  } else {
+    for (uint e = 0; e < CC; e++)
+#if KV8
+      x[e] = e < n ? (float)p[e] : 0.0f;
+#else
+      x[e] = e < n ? LDS(p + e) : 0.0f;
+#endif
+  }
+}
 
 /* Where key `key` of entry b lives: its slot (the page, or the entry) and its row in the slot;
  * 0 when its page is outside the pool. */
@@ -85,23 +160,32 @@ static inline int kv_where(ulong b, uint key PAGE_ARGS, ulong *slot, uint *tok) 
 #define PAGE_PASS
 #endif
 
+/* Merges online-softmax state (m2, l2, a2) into (m, l, a). */
+static inline void merge_state(float *m, float *l, float *a, float m2, float l2,
+                               __local const float *a2) {
+  const float mn = fmax(*m, m2);
+  if (mn == -INFINITY) return; /* neither has seen a key */
+  const float f1 = exp2(*m - mn), f2 = exp2(m2 - mn);
+  *l = *l * f1 + l2 * f2;
+  for (uint e = 0; e < CC; e++) a[e] = a[e] * f1 + a2[e] * f2;
+  *m = mn;
+}
+
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
 clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const kv_t *v,
               __global stor_t *o, __global float *lse, ulong q_off, ulong q_sb, ulong q_ss,
               ulong q_sh, ulong k_off, ulong k_sb, ulong k_ss, ulong k_sh, ulong v_off, ulong v_sb,
-              ulong v_ss, ulong v_sh, ulong o_off, ulong o_sb, ulong o_ss, ulong o_sh,
-              uint heads_q, uint group, uint seqlen_q, uint seqlen_kv, uint num_tiles,
-              ulong group_base, float scale_log2, int write_lse, uint num_splits,
-              uint kv_per_split, ulong o_split, ulong lse_off,
-              ulong lse_split OUT_ARG VARIANT_ARGS CACHE_ARGS) {
+              ulong v_ss, ulong v_sh, ulong o_off, ulong o_sb, ulong o_ss, ulong o_sh, uint heads_q,
+              uint group, uint seqlen_q, uint seqlen_kv, uint num_tiles, ulong group_base,
+              float scale_log2, int write_lse, uint num_splits, uint kv_per_split, ulong o_split,
+              ulong lse_off, ulong lse_split OUT_ARG VARIANT_ARGS CACHE_ARGS) {
   __local float Qs[BQ * D];
-  __local float Ks[D * KT];
-  __local float Vs[BKV * VS];
-  __local float Ss[BQ * SS];
-  __local float Ms[BQ], Ls[BQ], As[BQ];
-#if PAGED
-  __local int Kok[BKV];
+  __local float U[SU];           /* the scores of a block, then the merge's states */
+  __local long Ko[BKV], Vo[BKV]; /* a block's K and V rows (element offsets), -1: no key */
+#if KV8
+  __local float Ksc[BKV], Vsc[BKV];
 #endif
+  __local float Rm[BQ]; /* ALiBi's slope of each row */
   const uint lid = get_local_id(0);
   const ulong g = group_base + get_group_id(0);
   const uint tile = (uint)(g % num_tiles);
@@ -120,176 +204,195 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
 #define mask_hi mask_hi_b
 #endif
   const uint rows = seqlen_q * group, p0 = tile * BQ, pend = min(p0 + BQ, rows);
-  const uint i_first = p0 / group, i_last = (pend - 1) / group;
+  const uint nr = pend > p0 ? pend - p0 : 0u; /* this tile's rows */
+  const uint i_first = p0 / group, i_last = nr ? (pend - 1) / group : i_first;
   const ulong kbase = k_off + kvh * k_sh, vbase = v_off + kvh * v_sh;
+  /* 16-byte loads need every row to start on a whole chunk. */
+  const int kal = ((k_off | k_sb | k_ss | k_sh) % CC) == 0;
+  const int val = ((v_off | v_sb | v_ss | v_sh) % CC) == 0;
 
-  for (uint x = lid; x < BQ * (D / VEC); x += WG) {
-    const uint r = x / (D / VEC), c = (x % (D / VEC)) * VEC, p = p0 + r;
-    const ulong at = q_off + b * q_sb + (ulong)(kvh * group + p % group) * q_sh +
-                     (ulong)(p / group) * q_ss + c;
-    const floatv y = p < rows ? VLOAD(q + at) : 0.0f;
-    for (uint e = 0; e < VEC; e++) Qs[r * D + c + e] = VGET(y, e) * scale_log2;
+  for (uint x = lid; x < BQ * D; x += WG) {
+    const uint r = x / D, c = x % D, p = p0 + r;
+    const ulong at =
+        q_off + b * q_sb + (ulong)(kvh * group + p % group) * q_sh + (ulong)(p / group) * q_ss + c;
+    Qs[x] = r < nr ? LDS(q + at) * scale_log2 : 0.0f;
   }
-  for (uint r = lid; r < BQ; r += WG) {
-    Ms[r] = SINK_M(kvh * group + (p0 + r) % group, split);
-    Ls[r] = SINK_L(split);
-  }
+#if ALIBI
+  for (uint r = lid; r < BQ; r += WG)
+    Rm[r] = ALIBI_SLOPE(b * heads_q + kvh * group + (p0 + r) % group);
+#endif
 
   /* The keys some row of the tile sees, within this split: [kv_lo, kv_end). */
-  uint kv_end = seqlen_kv;
+  uint kv_end = nr ? seqlen_kv : 0u;
 #if CAUSAL
   const long shift = (long)seqlen_kv - (long)seqlen_q;
   const long tile_end = (long)i_last + 1 + shift;
-  kv_end = tile_end <= 0 ? 0u : (uint)min(tile_end, (long)seqlen_kv);
+  kv_end = tile_end <= 0 ? 0u : (uint)min(tile_end, (long)kv_end);
 #endif
 #if MASK
   uint kv_lo;
   mask_split_keys(i_first, i_last + 1, seqlen_kv, mask_lo, mask_hi, split * kv_per_split,
                   kv_per_split, &kv_lo, &kv_end);
+  if (!nr) kv_end = kv_lo;
 #else
   const uint kv_lo = min(split * kv_per_split, kv_end);
   kv_end = min(kv_end, kv_lo + kv_per_split);
 #endif
 
-  /* This work-item's S rows: their query row, head and visible keys. */
-  const uint kj = lid % BKV, t = lid / BKV;
-  uint qi[NSR];
-#if ALIBI
-  float slope[NSR];
-#endif
-#if MASK
-  uint first[NSR], end[NSR];
-#endif
-  for (uint a = 0; a < NSR; a++) {
-    const uint p = p0 + t + a * TPR;
-    qi[a] = p / group;
-#if ALIBI
-    slope[a] = ALIBI_SLOPE(b * heads_q + kvh * group + p % group);
-#endif
-#if MASK
-    first[a] = mask_key(qi[a], mask_lo, seqlen_kv), end[a] = mask_key(qi[a], mask_hi, seqlen_kv);
-#endif
+  /* P V's mapping: RG row groups of RM rows (as many as the tile's rows need, a power of two),
+   * NCHP chunks, nsub key lanes. */
+  const uint need = (nr + RM - 1) / RM;
+  const uint rg_n = need <= 1 ? 1u : need <= 2 ? 2u : need <= 4 ? 4u : need <= 8 ? 8u : 16u;
+  const uint nsub = WG / (NCHP * rg_n);
+  const uint ch = lid % NCHP, rg = (lid / NCHP) % rg_n, sub = lid / (NCHP * rg_n);
+  const uint c0 = ch * CC, ncol = ch < NCHV ? min((uint)CC, DV - c0) : 0u;
+  float m[RM], l[RM], acc[RM][CC];
+  for (uint i = 0; i < RM; i++) {
+    const uint r = rg * RM + i;
+    m[i] = sub == 0 && r < nr ? SINK_M(kvh * group + (p0 + r) % group, split) : -INFINITY;
+    l[i] = sub == 0 && r < nr ? SINK_L(split) : 0.0f;
+    for (uint e = 0; e < CC; e++) acc[i][e] = 0.0f;
   }
-  float acc[NROW][NCOL];
-  for (uint a = 0; a < NROW; a++)
-    for (uint e = 0; e < NCOL; e++) acc[a][e] = 0.0f;
 
+  /* The scores' mapping: key kj of the block, chunks kt, kt + TPR, ... */
+  const uint kj = lid / TPR, kt = lid % TPR;
   for (uint kv0 = kv_lo; kv0 < kv_end; kv0 += BKV) {
     const uint nk = min((uint)BKV, kv_end - kv0);
-    barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is consumed; also publishes Qs, Ms, Ls */
-    for (uint x = lid; x < nk * (D / VEC); x += WG) {
-      const uint j = x / (D / VEC), c = (x % (D / VEC)) * VEC;
+    barrier(CLK_LOCAL_MEM_FENCE); /* the previous block is consumed; publishes Qs and Rm */
+    long ko = -1;
+    if (kj < nk) {
       ulong slot;
       uint tok;
-      const int ok = kv_where(b, kv0 + j PAGE_PASS, &slot, &tok);
-      floatv y = ok ? KVLOAD(k + kbase + slot * k_sb + (ulong)tok * k_ss + c) : 0.0f;
+      if (kv_where(b, kv0 + kj PAGE_PASS, &slot, &tok)) {
+        ko = (long)(kbase + slot * k_sb + (ulong)tok * k_ss);
+        if (kt == 0) {
+          Vo[kj] = (long)(vbase + slot * v_sb + (ulong)tok * v_ss);
 #if KV8
-      y *= ok ? k_scale[slot * sc_sb + (ulong)tok * heads_kv + kvh] : 0.0f;
+          const ulong si = slot * sc_sb + (ulong)tok * heads_kv + kvh;
+          Ksc[kj] = k_scale[si], Vsc[kj] = v_scale[si];
 #endif
-      for (uint e = 0; e < VEC; e++) Ks[(c + e) * KT + j] = VGET(y, e);
+        }
+      } else if (kt == 0) {
+        Vo[kj] = -1;
+      }
     }
-    for (uint x = lid; x < nk * (DV / VEC); x += WG) {
-      const uint j = x / (DV / VEC), c = (x % (DV / VEC)) * VEC;
-      ulong slot;
-      uint tok;
-      const int ok = kv_where(b, kv0 + j PAGE_PASS, &slot, &tok);
-      floatv y = ok ? KVLOAD(v + vbase + slot * v_sb + (ulong)tok * v_ss + c) : 0.0f;
+    if (kj < BKV && kt == 0) Ko[kj] = ko;
+    float s[BQ];
+    for (uint r = 0; r < BQ; r++) s[r] = 0.0f;
+    if (ko >= 0) {
+      float x[CPK][CC];
+      for (uint u = 0; u < CPK; u++) { /* every load first, then the arithmetic */
+        const uint c = (kt + u * TPR) * CC;
+        if (c < D) load_chunk(k + ko + c, min((uint)CC, D - c), kal && c + CC <= D, x[u]);
+      }
+      for (uint u = 0; u < CPK; u++) {
+        const uint c = (kt + u * TPR) * CC;
+        if (c < D)
+          for (uint r = 0; r < BQ; r++)
+            if (r < nr)
+              for (uint e = 0; e < CC; e++)
+#if D % CC
+                if (c + e < D)
+#endif
+                  s[r] = fma(Qs[r * D + c + e], x[u][e], s[r]);
+      }
 #if KV8
-      y *= ok ? v_scale[slot * sc_sb + (ulong)tok * heads_kv + kvh] : 0.0f;
+      for (uint r = 0; r < BQ; r++) s[r] *= Ksc[kj];
 #endif
-      for (uint e = 0; e < VEC; e++) Vs[j * VS + c + e] = VGET(y, e);
     }
-#if PAGED
-    for (uint j = lid; j < nk; j += WG) {
-      ulong slot;
-      uint tok;
-      Kok[j] = kv_where(b, kv0 + j PAGE_PASS, &slot, &tok);
-    }
-#endif
+    if (kj < BKV)
+      for (uint r = 0; r < BQ; r++) U[(kt * BQ + r) * BKV + kj] = s[r];
     barrier(CLK_LOCAL_MEM_FENCE);
 
-    if (kj < nk) {
-      const uint key = kv0 + kj;
-      for (uint a = 0; a < NSR; a++) {
-        const uint r = t + a * TPR;
-        if (p0 + r < pend) { /* rows past the last compute nothing */
-          float s = 0.0f;
-          for (uint c = 0; c < D; c++) s = fma(Qs[r * D + c], Ks[c * KT + kj], s);
+    /* The scores summed (TPR > 1) and masked: U[r * BKV + j] is row r's score of key j. */
+    for (uint x = lid; x < BQ * BKV; x += WG) {
+      const uint r = x / BKV, j = x % BKV, key = kv0 + j, p = p0 + r, qi = p / group;
+      float t = U[x];
+      for (uint w = 1; w < TPR; w++) t += U[(w * BQ + r) * BKV + j];
 #if SOFTCAP
-          s = softcap * tanh(s);
+      t = softcap * tanh(t);
 #endif
-          ALIBI_ADD(s, slope[a], qi[a], key);
+      ALIBI_ADD(t, Rm[r], qi, key);
+      int seen = j < nk && r < nr && Ko[j] >= 0;
 #if CAUSAL
-          if ((long)key > (long)qi[a] + shift) s = -INFINITY;
+      seen = seen && (long)key <= (long)qi + shift;
 #endif
 #if MASK
-          if (key < first[a] || key >= end[a]) s = -INFINITY;
+      seen =
+          seen && key >= mask_key(qi, mask_lo, seqlen_kv) && key < mask_key(qi, mask_hi, seqlen_kv);
 #endif
-#if PAGED
-          if (!Kok[kj]) s = -INFINITY;
-#endif
-          Ss[r * SS + kj] = s;
-        }
-      }
+      U[x] = seen ? t : -INFINITY;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 
-    /* Each row's online softmax: S becomes P in place, As the factor for the old sums. */
-    for (uint r = lid; p0 + r < pend; r += WG) {
-      const float m = Ms[r];
-      float mb = -INFINITY;
-      for (uint j = 0; j < nk; j++) mb = fmax(mb, Ss[r * SS + j]);
-      const float mn = fmax(m, mb);
-      float alpha = 1.0f;
-      if (mn == -INFINITY) { /* nothing seen yet: never exp2(-inf - -inf) */
-        for (uint j = 0; j < nk; j++) Ss[r * SS + j] = 0.0f;
-      } else {
-        alpha = exp2(m - mn);
-        float sum = 0.0f;
-        for (uint j = 0; j < nk; j++) {
-          const float pj = exp2(Ss[r * SS + j] - mn);
-          Ss[r * SS + j] = pj;
-          sum += pj;
-        }
-        Ls[r] = Ls[r] * alpha + sum;
-        Ms[r] = mn;
-      }
-      As[r] = alpha;
+    /* P V: this work-item's keys sub, sub + nsub, ... of the block, rows rg * RM + i. */
+    float mb[RM];
+    for (uint i = 0; i < RM; i++) mb[i] = -INFINITY;
+    for (uint j = sub; j < nk; j += nsub)
+      for (uint i = 0; i < RM; i++)
+        if (rg * RM + i < nr) mb[i] = fmax(mb[i], U[(rg * RM + i) * BKV + j]);
+    for (uint i = 0; i < RM; i++) {
+      const float mn = fmax(m[i], mb[i]);
+      const float al = mn == -INFINITY ? 1.0f : exp2(m[i] - mn);
+      l[i] *= al;
+      for (uint e = 0; e < CC; e++) acc[i][e] *= al;
+      m[i] = mn;
     }
-    barrier(CLK_LOCAL_MEM_FENCE);
-
-    if (lid < CW * RGS)
-      for (uint a = 0; a < NROW; a++) {
-        const uint r = lid / CW + a * RGS;
-        if (p0 + r < pend) {
-          const float al = As[r];
-          for (uint e = 0; e < NCOL; e++) acc[a][e] *= al;
-          for (uint j = 0; j < nk; j++) {
-            const float pj = Ss[r * SS + j];
-            for (uint e = 0; e < NCOL; e++) {
-              const uint c = lid % CW + e * CW;
-              if (c < DV) acc[a][e] = fma(pj, Vs[j * VS + c], acc[a][e]);
-            }
+    if (ncol)
+      for (uint j = sub; j < nk; j += nsub) {
+        const long vo = Vo[j];
+        if (vo < 0) continue;
+        float y[CC];
+        load_chunk(v + vo + c0, ncol, val && ncol == CC, y);
+#if KV8
+        const float vs = Vsc[j];
+#else
+        const float vs = 1.0f;
+#endif
+        for (uint i = 0; i < RM; i++) {
+          const uint r = rg * RM + i;
+          if (r < nr && m[i] != -INFINITY) {
+            const float pj = exp2(U[r * BKV + j] - m[i]);
+            l[i] += pj;
+            const float pv = pj * vs;
+            for (uint e = 0; e < CC; e++) acc[i][e] = fma(pv, y[e], acc[i][e]);
           }
         }
       }
   }
-  barrier(CLK_LOCAL_MEM_FENCE); /* Ms and Ls final (and published when no tile ran) */
 
-  if (lid < CW * RGS)
-    for (uint a = 0; a < NROW; a++) {
-      const uint r = lid / CW + a * RGS, p = p0 + r;
-      if (r < BQ && p < rows) {
-        const uint i = p / group, h = kvh * group + p % group;
-        const float l = Ls[r], inv = l > 0.0f ? 1.0f / l : 0.0f;
-        const ulong obase = o_off + split * o_split + b * o_sb + h * o_sh + (ulong)i * o_ss;
-        for (uint e = 0; e < NCOL; e++) {
-          const uint c = lid % CW + e * CW;
-          if (c < DV) STO(o, obase + c, acc[a][e] * inv);
-        }
-        if (write_lse && lid % CW == 0)
-          lse[lse_off + split * lse_split + LSE_ROW(b, h) + i] =
-              l > 0.0f ? (Ms[r] + log2(l)) * M_LN2_F : -INFINITY;
+  /* The key lanes' states merged by halves: lanes [h, 2h) hand theirs to [0, h). */
+  for (uint h = nsub; h > 1;) {
+    h /= 2;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (sub >= h && sub < 2 * h)
+      for (uint i = 0; i < RM; i++) {
+        __local float *st =
+            U + (((sub - h) * rg_n + rg) * RM + i) * (NCHP * (CC + 2)) + ch * (CC + 2);
+        st[0] = m[i], st[1] = l[i];
+        for (uint e = 0; e < CC; e++) st[2 + e] = acc[i][e];
+      }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (sub < h)
+      for (uint i = 0; i < RM; i++) {
+        __local const float *st =
+            U + ((sub * rg_n + rg) * RM + i) * (NCHP * (CC + 2)) + ch * (CC + 2);
+        merge_state(&m[i], &l[i], acc[i], st[0], st[1], st + 2);
+      }
+  }
+
+  if (sub == 0)
+    for (uint i = 0; i < RM; i++) {
+      const uint r = rg * RM + i, p = p0 + r;
+      if (r < nr) {
+        const uint qi = p / group, h = kvh * group + p % group;
+        const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+        const ulong obase = o_off + split * o_split + b * o_sb + h * o_sh + (ulong)qi * o_ss + c0;
+        for (uint e = 0; e < CC; e++)
+          if (e < ncol) STO(o, obase + e, acc[i][e] * inv);
+        if (write_lse && ch == 0)
+          lse[lse_off + split * lse_split + LSE_ROW(b, h) + qi] =
+              l[i] > 0.0f ? (m[i] + log2(l[i])) * M_LN2_F : -INFINITY;
       }
     }
 }

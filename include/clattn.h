@@ -401,7 +401,8 @@ typedef struct clattn_config {
 } clattn_config;
 
 /* Use cfg, instead of the tuning database or the heuristic, for problems of this problem's
- * class (head dims, causal, the variants it has, sequence-length bucket of seqlen_q) on ctx: a
+ * class (head dims, causal, the variants it has, sequence-length bucket of seqlen_q; calls over a
+ * KV cache of this problem included, whatever their context) on ctx: a
  * forward kernel's config for clattn_forward, a "backward_rows" config (block_q, block_kv: powers
  * of two up to 256) for clattn_backward's fused kernels; cfg NULL removes both overrides of the
  * class. For experiments and tuning by hand. Errors: INVALID_ARGUMENT (an unknown kernel, or a
@@ -442,7 +443,7 @@ typedef struct clattn_plan_info {
                       this device with another driver or bucket, or another device of the same
                       vendor and type), "built-in" (defaults shipped with the library),
                       "heuristic" (local-memory model) */
-  unsigned seqlen_bucket; /* of the problem class */
+  unsigned seqlen_bucket; /* of the problem class: seqlen_q's, a KV cache call's seqlen_kv's */
   double flops;           /* FlashAttention convention; visible pairs only when causal */
   char reason[320];       /* why these tiles, in words */
 
@@ -541,11 +542,11 @@ typedef struct clattn_tune_result {
   double runner_up_ms, margin;              /* margin = runner_up_ms / best_ms - 1; 0: none */
   size_t local_mem_bytes, local_mem_available, private_mem_bytes; /* of the best */
   unsigned space;                                                 /* configs in the search space */
-  unsigned pruned;       /* of those, illegal on this device before any compile */
-  unsigned tried;        /* compiled and run */
-  unsigned disqualified; /* wrong results (NaN/Inf or outside the tolerance) */
-  unsigned did_not_fit;  /* built kernel exceeded a work-group or local-memory limit */
-  unsigned seqlen_bucket;
+  unsigned pruned;        /* of those, illegal on this device before any compile */
+  unsigned tried;         /* compiled and run */
+  unsigned disqualified;  /* wrong results (NaN/Inf or outside the tolerance) */
+  unsigned did_not_fit;   /* built kernel exceeded a work-group or local-memory limit */
+  unsigned seqlen_bucket; /* seqlen_q's; with options.kv_cache seqlen_kv's (the context) */
   double elapsed_s;
   int saved;         /* 1: written to the tuning database */
   char report[1024]; /* disqualified candidates and why, one per line (truncated) */

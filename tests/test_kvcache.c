@@ -116,28 +116,30 @@ Test(kvcache, split_keys_i8_f16) {
 }
 
 /* The decode family on ordinary K and V (no cache), forced by an override: GQA decode, a few
- * causal rows, a window, MHA with odd lengths, half storage. */
+ * causal rows, a window, MHA with odd lengths, half storage; rows per work-item from one to the
+ * whole tile, K rows loaded in aligned vectors (16-wide fp16) and element by element (20-wide
+ * bf16 in 8-element chunks, the last partial). */
 static void dense(size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d, clattn_dtype t,
-                  unsigned flags, unsigned bq, unsigned bkv) {
+                  unsigned flags, unsigned bq, unsigned bkv, unsigned rm, unsigned vec) {
   clattn_problem p = {b, hq, hkv, nq, nkv, d, 0, t, 0.0f, flags};
   if (flags & W) p.window_left = 20, p.window_right = 0;
   clattn_config c = {.kernel = "decode", .block_q = bq, .block_kv = bkv, .threads_per_row = 2};
-  c.stage_kv = 1, c.pad = 1, c.vector_width = 2;
+  c.stage_kv = 1, c.rows_per_item = rm, c.vector_width = vec;
   test_forward_shape(&p, 0, 0, 1, &c);
 }
 Test(kvcache, dense_decode_forced) {
-  dense(3, 8, 2, 1, 300, 64, F32, 0, 8, 32);
-  dense(2, 4, 1, 5, 77, 32, F32, C, 16, 16);
-  dense(2, 4, 2, 33, 90, 16, F16, C | W, 16, 64);
-  dense(1, 3, 3, 17, 17, 24, BF16, 0, 4, 16);
+  dense(3, 8, 2, 1, 300, 64, F32, 0, 8, 32, 4, 2);
+  dense(2, 4, 1, 5, 77, 32, F32, C, 16, 16, 16, 2);
+  dense(2, 4, 2, 33, 90, 16, F16, C | W, 16, 64, 1, 2);
+  dense(1, 3, 3, 17, 17, 20, BF16, 0, 4, 16, 2, 4);
 }
 
 /* The harness's own check: decode kernels whose O is 1% off must fail it (r.pass, which
  * `clattn run --kv-cache` reports), in an fp16 cache as in int8. */
 Test(kvcache, wrong_output_rejected) {
   char dir[64];
-  test_kernel_dir(dir, sizeof dir, "if (c < DV) STO(o, obase + c, acc[a][e] * inv);",
-                  "          if (c < DV) STO(o, obase + c, acc[a][e] * inv * 1.01f);\n", 1);
+  test_kernel_dir(dir, sizeof dir, "if (e < ncol) STO(o, obase + e, acc[i][e] * inv);",
+                  "          if (e < ncol) STO(o, obase + e, acc[i][e] * inv * 1.01f);\n", 1);
   clattn_context *ctx = test_context(dir);
   clattn_dtype caches[2] = {F16, I8};
   for (int i = 0; i < 2; i++) {

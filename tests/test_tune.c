@@ -365,6 +365,17 @@ Test(tune, kv_cache_classes_tuned_apart) {
   cr_assert_str_eq(cached.origin, "tuned");
   cr_assert_eq(cached.block_q, r.best.block_q);
   cr_assert_eq(cached.block_kv, r.best.block_kv);
+  /* The bucket is the context's (100 keys: 256), not seqlen_q's (64); an override set from the
+   * problem, keyed by seqlen_q's, still reaches the cache call, and removing it gives the entry
+   * back. */
+  cr_assert_eq(r.seqlen_bucket, 256);
+  cr_assert_eq(cached.seqlen_bucket, 256);
+  cr_assert_eq(clattn_override_config(ctx, &p, &r.best), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_eq(clattn_explain_ex(ctx, &p, &a, &cached), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_str_eq(cached.origin, "override");
+  cr_assert_eq(clattn_override_config(ctx, &p, NULL), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_eq(clattn_explain_ex(ctx, &p, &a, &cached), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_str_eq(cached.origin, "tuned");
   cr_assert_eq(clattn_explain(ctx, &p, &plain), CLATTN_OK);
   cr_assert_str_neq(plain.origin, "tuned", "the plain class took the cache class's entry");
   cr_assert_eq(clattn_forward_ex(ctx, &p, &a, 0, NULL, NULL), CLATTN_OK, "%s",

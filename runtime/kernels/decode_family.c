@@ -10,13 +10,32 @@ static unsigned wg_of(const clattn__config *c) {
   return c->bkv * c->tpr;
 }
 
+/* cl/decode.cl's CC: the elements of one load (16 bytes at vector width 4). */
+static unsigned chunk_of(const clattn__class *k, const clattn__config *c) {
+  unsigned vec = c->vec ? c->vec : 1;
+  if (k->variants & CLATTN__VAR_KV8) return 4 * vec;
+  return k->dtype == CLATTN_F32 ? vec : 2 * vec;
+}
+
+static unsigned pow2_at_least(unsigned x) {
+  unsigned p = 1;
+  while (p < x) p *= 2;
+  return p;
+}
+
+/* NCHP: P V's column chunks, a power of two. */
+static unsigned chunks_v(const clattn__class *k, const clattn__config *c) {
+  unsigned cc = chunk_of(k, c);
+  return pow2_at_least((k->dv + cc - 1) / cc);
+}
+
 size_t clattn__decode_local(const clattn__device *dev, const clattn__class *k,
                             const clattn__config *c) {
-  size_t floats = (size_t)c->bq * k->d + (size_t)k->d * (c->bkv + c->pad) +
-                  (size_t)c->bkv * (k->dv + c->pad) + (size_t)c->bq * (c->bkv + c->pad) +
-                  3 * (size_t)c->bq;
-  size_t ints = k->variants & CLATTN__VAR_PAGED ? c->bkv : 0;
-  return (floats + ints) * sizeof(float);
+  size_t cc = chunk_of(k, c), rm = c->rm ? c->rm : 1;
+  size_t part = (size_t)c->tpr * c->bq * c->bkv, merge = wg_of(c) / 2 * rm * (cc + 2);
+  size_t floats = (size_t)c->bq * k->d + (part > merge ? part : merge) + c->bq;
+  if (k->variants & CLATTN__VAR_KV8) floats += 2 * (size_t)c->bkv;      /* the scales */
+  return floats * sizeof(float) + 2 * (size_t)c->bkv * sizeof(cl_long); /* the row offsets */
 }
 
 void clattn__decode_work_groups(const clattn__config *c, size_t *wg) {
@@ -25,9 +44,25 @@ void clattn__decode_work_groups(const clattn__config *c, size_t *wg) {
 
 int clattn__decode_check(const clattn__family *f, const clattn__device *dev, const clattn__class *k,
                          const clattn__config *c, char *why, size_t why_len) {
-  if (c->tpr > c->bq) {
-    snprintf(why, why_len, "%s: TPR=%u row groups for BQ=%u rows: at most one per row", f->name,
-             c->tpr, c->bq);
+  unsigned rm = c->rm ? c->rm : 1, cc = chunk_of(k, c), nchk = (k->d + cc - 1) / cc;
+  if (c->bq > 16 || rm > c->bq || c->bq % rm || (c->bq & (c->bq - 1)) || (rm & (rm - 1))) {
+    snprintf(why, why_len,
+             "%s BQ=%u rows_per_item=%u: powers of two, BQ at most 16 and a multiple of the rows "
+             "per work-item",
+             f->name, c->bq, rm);
+    return 0;
+  }
+  if (c->tpr > nchk || (c->tpr & (c->tpr - 1)) || (c->bkv & (c->bkv - 1))) {
+    snprintf(why, why_len,
+             "%s BKV=%u TPR=%u: powers of two, at most one work-item per %u-element chunk of a "
+             "%u-wide key",
+             f->name, c->bkv, c->tpr, cc, k->d);
+    return 0;
+  }
+  if (wg_of(c) < chunks_v(k, c) * (c->bq / rm)) {
+    snprintf(why, why_len,
+             "%s: a work-group of %u holds fewer than P V's %u column chunks x %u row groups",
+             f->name, wg_of(c), chunks_v(k, c), c->bq / rm);
     return 0;
   }
   return clattn__forward_check(f, dev, k, c, why, why_len);
@@ -46,17 +81,21 @@ static unsigned udiff(unsigned a, unsigned b) {
 /* The one family of a cache class. For plain classes it ranks after every other family (the
  * heuristic never picks it; the tuner reaches it last, and may find it faster for a few query
  * rows against many keys with GQA). 16 packed rows fit a GQA group of 4 to 16 heads times 1 to
- * 4 query rows; GPUs: a work-group of about 128 and at most 32 accumulators per work-item; CPUs:
- * 64-key tiles, one row group. Unmeasured: the tuner and the H200's figures are to set these. */
+ * 4 query rows (fewer rows leave the tile's other rows idle, not computed). GPUs: 16-byte loads,
+ * 256 work-items (64 keys of 4), at most 32 registers of loaded K or accumulated O per
+ * work-item; CPUs: one work-item per key. */
 unsigned clattn__decode_cost(const clattn__family *f, const clattn__device *dev,
                              const clattn__class *k, const clattn__config *c) {
-  unsigned wg = wg_of(c), cw = wg < k->dv ? wg : k->dv, rgs = wg / cw;
-  unsigned acc = ((c->bq + rgs - 1) / rgs) * ((k->dv + cw - 1) / cw);
-  unsigned s = 10 * udiff(ilog2(c->bq), 4) + (c->pad ? 0 : 1) + (c->vec > 1 ? 0 : 2);
+  unsigned cc = chunk_of(k, c), rm = c->rm ? c->rm : 1, nchk = (k->d + cc - 1) / cc;
+  unsigned kregs = (nchk + c->tpr - 1) / c->tpr * cc, acc = rm * cc;
+  unsigned s = 10 * udiff(ilog2(c->bq), 4) + 4 * udiff(ilog2(c->vec ? c->vec : 1), 2);
   if (!(k->variants & CLATTN__VAR_KVCACHE)) s += 100000; /* after the measured families */
-  if (clattn__fam_is_cpu(dev)) return s + 4 * udiff(ilog2(c->bkv), 6) + 8 * ilog2(c->tpr);
-  s += 6 * udiff(ilog2(wg), 7) + 2 * udiff(ilog2(c->bkv), 6);
-  if (acc > 32) s += 10 * (acc / 32);
+  if (clattn__fam_is_cpu(dev))
+    return s + 4 * udiff(ilog2(c->bkv), 6) + 8 * ilog2(c->tpr) + udiff(ilog2(rm), 2);
+  s += 6 * udiff(ilog2(wg_of(c)), 8) + 2 * udiff(ilog2(c->bkv), 6) + 2 * udiff(ilog2(rm), 2);
+  if (kregs > 32) s += 8 * (kregs / 32);
+  if (acc > 32) s += 8 * (acc / 32);
+  if (clattn__decode_local(dev, k, c) > 32768) s += 5;
   return s;
 }
 
@@ -64,17 +103,22 @@ void clattn__decode_defines(const clattn__family *f, const clattn__device *dev,
                             const clattn__class *k, const clattn__config *c, char *out,
                             size_t len) {
   snprintf(out, len,
-           "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DTPR=%u -DPAD=%u -DCAUSAL=%u -DVEC=%u",
-           k->d, k->dv, c->bq, c->bkv, c->tpr, c->pad, k->causal, c->vec ? c->vec : 1);
+           "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DTPR=%u -DRM=%u -DCAUSAL=%u -DVEC=%u",
+           k->d, k->dv, c->bq, c->bkv, c->tpr, c->rm ? c->rm : 1, k->causal, c->vec ? c->vec : 1);
 }
 
 void clattn__decode_reason(const clattn__family *f, const clattn__device *dev,
                            const clattn__class *k, const clattn__config *c, char *out, size_t len) {
   snprintf(out, len,
-           "decode: a KV group's query heads packed %u rows to a tile, read once per group; "
-           "%.1f of %.1f KiB local memory, %u work-items, %u-key tiles",
-           c->bq, clattn__decode_local(dev, k, c) / 1024.0, dev->local_mem / 1024.0, wg_of(c),
-           c->bkv);
+           "decode: a KV group's query heads packed %u rows to a tile, read once per group in "
+           "%u-byte loads; %u-key blocks, %u work-items per key; %.1f of %.1f KiB local memory, "
+           "%u work-items",
+           c->bq,
+           chunk_of(k, c) * (k->variants & CLATTN__VAR_KV8 ? 1
+                             : k->dtype                    ? 2
+                                                           : 4),
+           c->bkv, c->tpr, clattn__decode_local(dev, k, c) / 1024.0, dev->local_mem / 1024.0,
+           wg_of(c));
 }
 
 unsigned clattn__decode_min_block_q(const clattn__config *c) {

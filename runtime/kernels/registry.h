@@ -17,10 +17,13 @@ const char *clattn__pass_name(clattn__pass pass); /* "forward", "backward" */
 typedef struct clattn__class {
   unsigned d, dv;
   unsigned causal;
-  unsigned bucket;   /* sequence-length bucket of seqlen_q (clattn__seqlen_bucket) */
+  unsigned bucket;   /* sequence-length bucket (clattn__seqlen_bucket) that tiles are chosen per:
+                        seqlen_q's, but a KV cache's context (seqlen_kv) for a cache class */
   unsigned pass;     /* clattn__pass */
   unsigned dtype;    /* clattn_dtype of the stored tensors */
   unsigned variants; /* CLATTN__VAR_* bits: the -D defines of the variants (cl/common.cl) */
+  unsigned qbucket;  /* a cache class: seqlen_q's bucket, which its overrides are keyed by (set
+                        from a problem, which has no cache); 0 for every other class */
 } clattn__class;
 
 /* The variants a class asks for (issue 17): a family computes those in its `variants`. The
@@ -158,6 +161,9 @@ struct clattn__family {
   /* Work-groups per key range for shape s (NULL: a query block of bq rows per query head, the
    * other forward families'); split keys and finer grids count them. */
   size_t (*row_groups)(const clattn__config *c, const clattn__shape *s);
+  /* Work-groups per compute unit that split keys aim for (0: one): a memory-bound family needs
+   * several resident per unit to keep enough loads in flight. */
+  unsigned split_fill;
   /* Sets its kernels' arguments for a call: the launches, in order (how many are written; a
    * launch with no groups is left out); the first OpenCL error in *err. */
   unsigned (*bind)(const clattn__family *f, const clattn__config *c, const cl_kernel *kernels,

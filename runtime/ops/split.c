@@ -12,7 +12,9 @@
 
 unsigned clattn__split_count(const clattn_context *ctx, const clattn__shape *s,
                              const clattn__plan *p, unsigned *kv_per_split) {
-  size_t units = ctx->device.compute_units, bkv = p->cfg.bkv;
+  const clattn__family *f = clattn__family_of(&p->cfg);
+  size_t units = ctx->device.compute_units * (f && f->split_fill ? f->split_fill : 1);
+  size_t bkv = p->cfg.bkv;
   size_t groups = clattn__config_row_groups(&p->cfg, s);
   *kv_per_split = (unsigned)s->seqlen_kv;
   /* The workspace is reused call after call, which an out-of-order queue would race on; an
@@ -31,8 +33,13 @@ unsigned clattn__split_count(const clattn_context *ctx, const clattn__shape *s,
   return (unsigned)((s->seqlen_kv + per - 1) / per);
 }
 
-/* The merge stores O in the call's storage type (cl/common.cl's DTYPE; fp32 adds nothing). */
+/* The merge stores O in the call's storage type (cl/common.cl's DTYPE; fp32 adds nothing); the
+ * context keeps it (ctx->merge, released with the workspace). */
 static clattn_status merge_kernel(clattn_context *ctx, clattn_dtype t, cl_kernel *out) {
+  if (ctx->merge[t]) {
+    *out = ctx->merge[t];
+    return CLATTN_OK;
+  }
   const clattn__family *f = clattn__family_for(CLATTN__ROLE_MERGE);
   char *src = NULL, options[32];
   snprintf(options, sizeof options, "-cl-std=CL1.2%s", clattn__dtype_define(t));
@@ -43,7 +50,9 @@ static clattn_status merge_kernel(clattn_context *ctx, clattn_dtype t, cl_kernel
   if (st != CLATTN_OK) return st;
   cl_int err;
   *out = clCreateKernel(prog, f->entries[0], &err);
-  return err == CL_SUCCESS ? CLATTN_OK : clattn__fail_cl(ctx, err, "clCreateKernel(merge)");
+  if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clCreateKernel(merge)");
+  ctx->merge[t] = *out;
+  return CLATTN_OK;
 }
 
 static clattn_status ensure_split_ws(clattn_context *ctx, size_t bytes) {
@@ -74,10 +83,7 @@ clattn_status clattn__forward_split(clattn_context *ctx, const clattn__shape *s,
   cl_kernel merge = NULL;
   clattn_status st = merge_kernel(ctx, s->dtype, &merge);
   if (st == CLATTN_OK) st = ensure_split_ws(ctx, bytes);
-  if (st != CLATTN_OK) {
-    if (merge) clReleaseKernel(merge);
-    return st;
-  }
+  if (st != CLATTN_OK) return st;
   /* Partial outputs packed [range][batch][head][query][dv], then the partial LSEs. */
   clattn_tensor part = {ctx->split_ws, 0, s->heads_q * s->seqlen_q * s->dv, s->dv,
                         s->seqlen_q * s->dv};
@@ -100,7 +106,6 @@ clattn_status clattn__forward_split(clattn_context *ctx, const clattn__shape *s,
   clattn__launch l = {merge, 14, rows * s->dv, 0};
   if (st == CLATTN_OK && err == CL_SUCCESS)
     st = clattn__launch_grid(ctx, ctx->queue, 1, &l, 0, 0, NULL, NULL, NULL);
-  clReleaseKernel(merge);
   if (st == CLATTN_OK && err != CL_SUCCESS) st = clattn__fail_cl(ctx, err, "merge_splits");
   /* A marker, not the merge's event: the call is several kernels, and its timing (profiling of
    * done from a marker before the call) must cover them all. */
@@ -116,4 +121,6 @@ void clattn__split_release(clattn_context *ctx) {
   if (ctx->split_ws) clReleaseMemObject(ctx->split_ws);
   ctx->split_ws = NULL;
   ctx->split_ws_bytes = 0;
+  for (int t = 0; t < 3; t++)
+    if (ctx->merge[t]) clReleaseKernel(ctx->merge[t]), ctx->merge[t] = NULL;
 }

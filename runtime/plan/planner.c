@@ -306,8 +306,11 @@ void clattn__plans_forget(clattn_context *ctx, const clattn__class *cls) {
   for (clattn__plan **pp = &ctx->plans; *pp;) {
     clattn__plan *p = *pp;
     /* Every variant of the class with it: they share its overrides (but CLATTN_VARLEN's) and
-     * its database entries, and replanning one more than needed costs nothing but time. */
-    clattn__class k = p->cls, c = cls ? *cls : p->cls;
+     * its database entries, and replanning one more than needed costs nothing but time. Cache
+     * classes are compared by their overrides' key (seqlen_q's bucket), which an override from a
+     * problem names, so a new entry for one context replans the cache's other contexts too. */
+    clattn__class k = clattn__override_class(&p->cls),
+                  c = clattn__override_class(cls ? cls : &p->cls);
     k.variants = c.variants = 0;
     if (!cls || !memcmp(&k, &c, sizeof k)) {
       *pp = p->next;
