@@ -55,6 +55,7 @@
 #define NCHK ((D + CC - 1) / CC)     /* chunks of a K row */
 #define NCHV ((DV + CC - 1) / CC)    /* chunks of a V row */
 #define CPK ((NCHK + TPR - 1) / TPR) /* K chunks per work-item */
+#define VU 4                          /* V chunks a P V work-item loads at once */
 /* P V's chunks, a power of two (the merge halves work-items); its work-groups hold NCHP * (BQ /
  * RM) work-items at least (decode_family.c's check). */
 #define NCHP                                                                                       \
@@ -339,23 +340,31 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
       m[i] = mn;
     }
     if (ncol)
-      for (uint j = sub; j < nk; j += nsub) {
-        const long vo = Vo[j];
-        if (vo < 0) continue;
-        float y[CC];
-        load_chunk(v + vo + c0, ncol, val && ncol == CC, y);
+      for (uint j0 = sub; j0 < nk; j0 += VU * nsub) {
+        /* VU keys' V chunks loaded before any is used, so that they are in flight together. */
+        float y[VU][CC];
+        long vo[VU];
+        for (uint u = 0; u < VU; u++) {
+          const uint j = j0 + u * nsub;
+          vo[u] = j < nk ? Vo[j] : -1;
+          if (vo[u] >= 0) load_chunk(v + vo[u] + c0, ncol, val && ncol == CC, y[u]);
+        }
+        for (uint u = 0; u < VU; u++) {
+          const uint j = j0 + u * nsub;
+          if (vo[u] < 0) continue;
 #if KV8
-        const float vs = Vsc[j];
+          const float vs = Vsc[j];
 #else
-        const float vs = 1.0f;
+          const float vs = 1.0f;
 #endif
-        for (uint i = 0; i < RM; i++) {
-          const uint r = rg * RM + i;
-          if (r < nr && m[i] != -INFINITY) {
-            const float pj = exp2(U[r * BKV + j] - m[i]);
-            l[i] += pj;
-            const float pv = pj * vs;
-            for (uint e = 0; e < CC; e++) acc[i][e] = fma(pv, y[e], acc[i][e]);
+          for (uint i = 0; i < RM; i++) {
+            const uint r = rg * RM + i;
+            if (r < nr && m[i] != -INFINITY) {
+              const float pj = exp2(U[r * BKV + j] - m[i]);
+              l[i] += pj;
+              const float pv = pj * vs;
+              for (uint e = 0; e < CC; e++) acc[i][e] = fma(pv, y[u][e], acc[i][e]);
+            }
           }
         }
       }

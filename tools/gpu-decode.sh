@@ -13,6 +13,7 @@
 # sweep: decode's configs forced (an override: no key splits, so at batch 64 where none are
 #   needed) at batch 64, context 32k, one row, fp16 contiguous: the data for its defaults
 #   (decode_sweep.txt).
+# DECODE_SHAPES and TORCH_ARGS narrow the time step to a few shapes (one device call).
 # Usage: tools/gpu-decode.sh DIR [check] [time] [sweep] (DIR from tools/gpu-pack.sh). Writes to
 # $OUT.
 set -uo pipefail
@@ -55,16 +56,23 @@ if [[ " $steps " == *" time "* ]]; then
     echo "$kind $cdt $b $ctx $nq | $(grep -E 'plan:|time:|host:|traffic:|clattn:' "$out/run.tmp" |
       tr '\n' ' ')" >>"$out/decode_time.txt"
   }
-  for b in 1 8 64; do
-    for ctx in 4096 32768 131072; do
-      for nq in 1 4; do
-        for kind in contiguous paged/16 paged/64; do run $kind $b $ctx $nq f16; done
+  if [ -n "${DECODE_SHAPES:-}" ]; then # "kind b ctx nq cache-dtype; ..." instead of the Goal's
+    IFS=';' read -ra shapes <<<"$DECODE_SHAPES"
+    for sh in "${shapes[@]}"; do run $sh; done
+  else
+    for b in 1 8 64; do
+      for ctx in 4096 32768 131072; do
+        for nq in 1 4; do
+          for kind in contiguous paged/16 paged/64; do run $kind $b $ctx $nq f16; done
+        done
       done
     done
-  done
-  for kind in contiguous paged/16; do run $kind 8 32768 1 i8; done
+    for kind in contiguous paged/16; do run $kind 8 32768 1 i8; done
+  fi
   rm -f "$out/run.tmp"
-  python3 "$dir/torch_decode.py" --json "$out/decode_torch.json" >"$out/decode_torch.txt" 2>&1
+  # TORCH_ARGS: torch_decode.py's --batch, --context, --rows (all of the Goal's by default)
+  timeout "${TORCH_LIMIT:-300}" python3 "$dir/torch_decode.py" ${TORCH_ARGS:-} \
+    --json "$out/decode_torch.json" >"$out/decode_torch.txt" 2>&1
   python3 "$dir/gpu-decode-table.py" "$out/decode_time.txt" "$out/decode_torch.json" \
     >"$out/decode_table.md" 2>&1
   cat "$out/decode_table.md"

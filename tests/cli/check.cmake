@@ -81,7 +81,7 @@ expect(0 "appends exact;-> PASS;of a streaming read's" run --kv-cache paged --pa
        --kv-layout hnd --batch 3 --heads 4 --heads-kv 2 --seqlen-q 2 --context 50 --head-dim 16
        --dtype f16 --cache-dtype i8 --lengths 50,7,0 --causal --repeat 2)
 expect(0 "contiguous, f32;-> PASS" run --kv-cache contiguous --batch 2 --heads 2 --seqlen-q 1
-       --context 40 --head-dim 8 --repeat 1 --config decode/4/16/1/1/1/1/1)
+       --context 40 --head-dim 8 --repeat 1 --config decode/4/16/1/4/1/0/1)
 expect(0 "streaming read:;K/V MB" bench --kv-cache paged --page-size 4 --seqlen 40,70 --head-dim 8
        --batch 2 --heads 4 --heads-kv 2 --seqlen-q 2 --cache-dtype i8 --repeat 2)
 expect(0 "decode BQ=;3/0/" tune --kv-cache paged --page-size 8 --cache-dtype i8 --head-dims 16
