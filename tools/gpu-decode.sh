@@ -13,6 +13,8 @@
 # sweep: decode's configs forced (an override: no key splits, so at batch 64 where none are
 #   needed) at batch 64, context 32k, one row, fp16 contiguous: the data for its defaults
 #   (decode_sweep.txt).
+# bench: the Goal's main shapes through `clattn bench --kv-cache` (faster than `time`), PyTorch's
+#   one-row contiguous shapes beside them.
 # DECODE_SHAPES and TORCH_ARGS narrow the time step to a few shapes (one device call).
 # Usage: tools/gpu-decode.sh DIR [check] [time] [sweep] (DIR from tools/gpu-pack.sh). Writes to
 # $OUT.
@@ -76,6 +78,19 @@ if [[ " $steps " == *" time "* ]]; then
   python3 "$dir/gpu-decode-table.py" "$out/decode_time.txt" "$out/decode_torch.json" \
     >"$out/decode_table.md" 2>&1
   cat "$out/decode_table.md"
+fi
+if [[ " $steps " == *" bench "* ]]; then # the Goal's shapes through `clattn bench`: one process
+  # per cache kind, so one build and one streaming read each (decode_bench.txt), then PyTorch's
+  # contiguous one-row shapes (decode_torch.json, .txt)
+  bn=("$cl" bench --heads 32 --heads-kv 8 --head-dim 128 --dtype f16 --warmup 5 --repeat 20)
+  for a in "contiguous --seqlen 4096,32768,131072 --batch 1,8" "contiguous --seqlen 4096 --batch 64" \
+    "contiguous --seqlen 32768 --batch 8 --seqlen-q 4" "paged --page-size 16 --seqlen 32768 --batch 8" \
+    "contiguous --cache-dtype i8 --seqlen 32768 --batch 8"; do
+    echo "== --kv-cache $a" >>"$out/decode_bench.txt"
+    timeout 60 "${bn[@]}" --kv-cache $a >>"$out/decode_bench.txt" 2>&1
+  done
+  timeout "${TORCH_LIMIT:-150}" python3 -u "$dir/torch_decode.py" --batch 1,8,64 --context 4096,32768 \
+    --rows 1 --json "$out/decode_torch.json" >"$out/decode_torch.txt" 2>&1
 fi
 if [[ " $steps " == *" sweep "* ]]; then
   for bq in 4 8 16 32; do
