@@ -251,6 +251,7 @@ static const clattn__family table[] = {
      .accept = clattn__forward_accept,
      .row_groups = clattn__decode_row_groups,
      .split_fill = 4,
+     .tight_rows = 1,
      .bind = clattn__decode_bind},
     /* Helper programs, built with fixed options: no config, looked up by role. */
     {.name = "merge",

@@ -1,5 +1,6 @@
 /* Finer query blocks for small problems: a forward plan whose work-groups would leave compute
- * units idle is rebuilt with its query blocks halved (when its keys are too few to split). */
+ * units idle is rebuilt with its query blocks halved (when its keys are too few to split); a
+ * family with tight_rows is rebuilt with the smallest block that holds its tiles' rows. */
 #include "plan.h"
 
 #include <stdio.h>
@@ -24,16 +25,24 @@ clattn_status clattn__plan_for_grid(clattn_context *ctx, const clattn__shape *s,
   clattn_status st = clattn__plan_get(ctx, &cls, &base);
   *out = base;
   size_t units = ctx->device.compute_units;
-  if (st != CLATTN_OK || !strcmp(base->origin, "override") ||
-      groups_of(s, &base->cfg, base->cfg.bq) >= units)
-    return st;
-  /* Keys enough to split (clattn__split_count's rule): splitting them fills the device without
-   * reading each K/V tile once more per extra query block, which finer blocks would. */
-  if (ctx->queue_in_order && !s->varlen && s->seqlen_kv >= 4 * (size_t)base->cfg.bkv)
-    return CLATTN_OK;
+  if (st != CLATTN_OK || !strcmp(base->origin, "override")) return st;
   clattn__config c = base->cfg;
   char why[160];
-  while (c.bq / 2 >= min_block_q(&base->cfg) && groups_of(s, &base->cfg, c.bq) < units) {
+  /* A family with tight_rows (decode) takes the smallest block that keeps its work-groups: a
+   * tile of 16 rows for a GQA group of 4 heads' one query row would carry 12 idle rows, their
+   * registers and their share of the work-group. */
+  while (clattn__family_of(&c)->tight_rows && c.bq / 2 >= 1 &&
+         groups_of(s, &base->cfg, c.bq / 2) == groups_of(s, &base->cfg, c.bq)) {
+    clattn__config half = c;
+    half.bq /= 2;
+    if (!clattn__config_legal(&ctx->device, &cls, &half, why, sizeof why)) break;
+    c = half;
+  }
+  const unsigned tight = c.bq;
+  /* Keys enough to split (clattn__split_count's rule): splitting them fills the device without
+   * reading each K/V tile once more per extra query block, which finer blocks would. */
+  int split = ctx->queue_in_order && !s->varlen && s->seqlen_kv >= 4 * (size_t)base->cfg.bkv;
+  while (!split && c.bq / 2 >= min_block_q(&base->cfg) && groups_of(s, &base->cfg, c.bq) < units) {
     clattn__config half = c;
     half.bq /= 2;
     /* Only while it adds work-groups: rows beyond seqlen_q split into idle ones. */
@@ -66,12 +75,20 @@ clattn_status clattn__plan_for_grid(clattn_context *ctx, const clattn__shape *s,
   snprintf(p->origin, sizeof p->origin, "%s", base->origin);
   const char *colon = strchr(base->reason, ':');
   int what = colon ? (int)(colon - base->reason) : (int)strlen(base->reason);
-  snprintf(p->reason, sizeof p->reason,
-           "%.*s, with query blocks of %u rows instead of %u so that its %zu work-groups fill "
-           "more of the %zu compute units: %.1f of %.1f KiB local memory, %zu work-items",
-           what, base->reason, c.bq, base->cfg.bq, groups_of(s, &base->cfg, c.bq), units,
-           clattn__config_local_bytes(&ctx->device, &cls, &c) / 1024.0,
-           ctx->device.local_mem / 1024.0, clattn__config_work_group(&c));
+  if (c.bq == tight)
+    snprintf(p->reason, sizeof p->reason,
+             "%.*s, with blocks of %u rows instead of %u, the rows its tiles have: %.1f of %.1f "
+             "KiB local memory, %zu work-items",
+             what, base->reason, c.bq, base->cfg.bq,
+             clattn__config_local_bytes(&ctx->device, &cls, &c) / 1024.0,
+             ctx->device.local_mem / 1024.0, clattn__config_work_group(&c));
+  else
+    snprintf(p->reason, sizeof p->reason,
+             "%.*s, with query blocks of %u rows instead of %u so that its %zu work-groups fill "
+             "more of the %zu compute units: %.1f of %.1f KiB local memory, %zu work-items",
+             what, base->reason, c.bq, base->cfg.bq, groups_of(s, &base->cfg, c.bq), units,
+             clattn__config_local_bytes(&ctx->device, &cls, &c) / 1024.0,
+             ctx->device.local_mem / 1024.0, clattn__config_work_group(&c));
   p->next = ctx->plans;
   ctx->plans = p;
   *out = p;
