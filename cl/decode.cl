@@ -44,6 +44,15 @@
 #define KV8 0
 #endif
 
+/* UNROLL: full unrolling of the loops over private arrays, so that their indices are constants
+ * and the arrays stay in registers on a GPU (UNROLL_LOOPS=1, decode_family.c); a CPU keeps them
+ * in memory anyway, and PoCL's compile time grows with the unrolled code. */
+#if UNROLL_LOOPS
+#define UNROLL _Pragma("unroll")
+#else
+#define UNROLL
+#endif
+
 #define WG (BKV * TPR)
 #if KV8
 #define CC (4 * VEC)
@@ -92,15 +101,15 @@ static inline void load_chunk(__global const kv_t *p, uint n, int al, float *x) 
 #if KV8
 #if VEC == 4
     const float16 y = convert_float16(as_char16(*(__global const uint4 *)p));
-#pragma unroll
+    UNROLL
     for (uint e = 0; e < 16; e++) x[e] = y[e];
 #elif VEC == 2
     const float8 y = convert_float8(as_char8(*(__global const uint2 *)p));
-#pragma unroll
+    UNROLL
     for (uint e = 0; e < 8; e++) x[e] = y[e];
 #else
     const float4 y = convert_float4(as_char4(*(__global const uint *)p));
-#pragma unroll
+    UNROLL
     for (uint e = 0; e < 4; e++) x[e] = y[e];
 #endif
 #elif DTYPE == 1
@@ -111,7 +120,7 @@ static inline void load_chunk(__global const kv_t *p, uint n, int al, float *x) 
 #else
     const float2 y = vloada_half2(0, p);
 #endif
-#pragma unroll
+    UNROLL
     for (uint e = 0; e < CC; e++) x[e] = y[e];
 #elif DTYPE == 2
 #if VEC == 4
@@ -123,7 +132,7 @@ static inline void load_chunk(__global const kv_t *p, uint n, int al, float *x) 
 #else
     const uint w[1] = {*(__global const uint *)p};
 #endif
-#pragma unroll
+    UNROLL
     for (uint e = 0; e < VEC; e++)
       x[2 * e] = as_float(w[e] << 16), x[2 * e + 1] = as_float(w[e] & 0xffff0000u);
 #else
@@ -138,7 +147,7 @@ static inline void load_chunk(__global const kv_t *p, uint n, int al, float *x) 
 #endif
 #endif
   } else {
-#pragma unroll
+    UNROLL
     for (uint e = 0; e < CC; e++)
 #if KV8
       x[e] = e < n ? (float)p[e] : 0.0f;
@@ -174,7 +183,7 @@ static inline void merge_state(float *m, float *l, float *a, float m2, float l2,
   if (mn == -INFINITY) return; /* neither has seen a key */
   const float f1 = exp2(*m - mn), f2 = exp2(m2 - mn);
   *l = *l * f1 + l2 * f2;
-#pragma unroll
+  UNROLL
   for (uint e = 0; e < CC; e++) a[e] = a[e] * f1 + a2[e] * f2;
   *m = mn;
 }
@@ -187,7 +196,8 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
               uint group, uint seqlen_q, uint seqlen_kv, uint num_tiles, ulong group_base,
               float scale_log2, int write_lse, uint num_splits, uint kv_per_split, ulong o_split,
               ulong lse_off, ulong lse_split OUT_ARG VARIANT_ARGS CACHE_ARGS) {
-  __local float Qs[BQ * D];
+  /* 16-byte aligned, so that a compiler may read a row chunk of Q in vector loads */
+  __local float Qs[BQ * D] __attribute__((aligned(16)));
   __local float U[SU];           /* the scores of a block, then the merge's states */
   __local long Ko[BKV], Vo[BKV]; /* a block's K and V rows (element offsets), -1: no key */
 #if KV8
@@ -255,12 +265,12 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
   const uint ch = lid % NCHP, rg = (lid / NCHP) % rg_n, sub = lid / (NCHP * rg_n);
   const uint c0 = ch * CC, ncol = ch < NCHV ? min((uint)CC, DV - c0) : 0u;
   float m[RM], l[RM], acc[RM][CC];
-#pragma unroll
+  UNROLL
   for (uint i = 0; i < RM; i++) {
     const uint r = rg * RM + i;
     m[i] = sub == 0 && r < nr ? SINK_M(kvh * group + (p0 + r) % group, split) : -INFINITY;
     l[i] = sub == 0 && r < nr ? SINK_L(split) : 0.0f;
-#pragma unroll
+    UNROLL
     for (uint e = 0; e < CC; e++) acc[i][e] = 0.0f;
   }
 
@@ -288,45 +298,45 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
     }
     if (kj < BKV && kt == 0) Ko[kj] = ko;
     float s[BQ];
-#pragma unroll
+    UNROLL
     for (uint r = 0; r < BQ; r++) s[r] = 0.0f;
     if (ko >= 0) {
       float x[CPK][CC];
-#pragma unroll
+      UNROLL
       for (uint u = 0; u < CPK; u++) { /* every load first, then the arithmetic */
         const uint c = (kt + u * TPR) * CC;
         if (c < D) load_chunk(k + ko + c, min((uint)CC, D - c), kal && c + CC <= D, x[u]);
       }
-#pragma unroll
+      UNROLL
       for (uint u = 0; u < CPK; u++) {
         const uint c = (kt + u * TPR) * CC;
-        if (c < D)
-#pragma unroll
-          for (uint r = 0; r < BQ; r++)
-            if (r < nr)
-#pragma unroll
-              for (uint e = 0; e < CC; e++)
+        if (c >= D) continue;
+        UNROLL
+        for (uint r = 0; r < BQ; r++) {
+          if (r >= nr) continue;
+          UNROLL
+          for (uint e = 0; e < CC; e++) {
 #if D % CC
-                if (c + e < D)
+            if (c + e < D)
 #endif
-                  s[r] = fma(Qs[r * D + c + e], x[u][e], s[r]);
+              s[r] = fma(Qs[r * D + c + e], x[u][e], s[r]);
+          }
+        }
       }
-#if KV8
-#pragma unroll
-      for (uint r = 0; r < BQ; r++) s[r] *= Ksc[kj];
-#endif
     }
-    if (kj < BKV)
-#pragma unroll
-      for (uint r = 0; r < BQ; r++) U[(kt * BQ + r) * BKV + kj] = s[r];
+    UNROLL
+    for (uint r = 0; r < BQ; r++) U[(kt * BQ + r) * BKV + kj] = s[r];
     barrier(CLK_LOCAL_MEM_FENCE);
 
     /* The scores summed (TPR > 1) and masked: U[r * BKV + j] is row r's score of key j. */
     for (uint x = lid; x < BQ * BKV; x += WG) {
       const uint r = x / BKV, j = x % BKV, key = kv0 + j, p = p0 + r, qi = p / group;
       float t = U[x];
-#pragma unroll
+      UNROLL
       for (uint w = 1; w < TPR; w++) t += U[(w * BQ + r) * BKV + j];
+#if KV8 /* K's scale, written by the key's first work-item before the barrier */
+      t *= Ksc[j];
+#endif
 #if SOFTCAP
       t = softcap * tanh(t);
 #endif
@@ -345,18 +355,19 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
 
     /* P V: this work-item's keys sub, sub + nsub, ... of the block, rows rg * RM + i. */
     float mb[RM];
-#pragma unroll
+    UNROLL
     for (uint i = 0; i < RM; i++) mb[i] = -INFINITY;
-    for (uint j = sub; j < nk; j += nsub)
-#pragma unroll
+    for (uint j = sub; j < nk; j += nsub) {
+      UNROLL
       for (uint i = 0; i < RM; i++)
         if (rg * RM + i < nr) mb[i] = fmax(mb[i], U[(rg * RM + i) * BKV + j]);
-#pragma unroll
+    }
+    UNROLL
     for (uint i = 0; i < RM; i++) {
       const float mn = fmax(m[i], mb[i]);
       const float al = mn == -INFINITY ? 1.0f : exp2(m[i] - mn);
       l[i] *= al;
-#pragma unroll
+      UNROLL
       for (uint e = 0; e < CC; e++) acc[i][e] *= al;
       m[i] = mn;
     }
@@ -365,13 +376,13 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
         /* VU keys' V chunks loaded before any is used, so that they are in flight together. */
         float y[VU][CC];
         long vo[VU];
-#pragma unroll
+        UNROLL
         for (uint u = 0; u < VU; u++) {
           const uint j = j0 + u * nsub;
           vo[u] = j < nk ? Vo[j] : -1;
           if (vo[u] >= 0) load_chunk(v + vo[u] + c0, ncol, val && ncol == CC, y[u]);
         }
-#pragma unroll
+        UNROLL
         for (uint u = 0; u < VU; u++) {
           const uint j = j0 + u * nsub;
           if (vo[u] < 0) continue;
@@ -380,14 +391,14 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
 #else
           const float vs = 1.0f;
 #endif
-#pragma unroll
+          UNROLL
           for (uint i = 0; i < RM; i++) {
             const uint r = rg * RM + i;
             if (r < nr && m[i] != -INFINITY) {
               const float pj = exp2(U[r * BKV + j] - m[i]);
               l[i] += pj;
               const float pv = pj * vs;
-#pragma unroll
+              UNROLL
               for (uint e = 0; e < CC; e++) acc[i][e] = fma(pv, y[u][e], acc[i][e]);
             }
           }
@@ -399,34 +410,36 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
   for (uint h = nsub; h > 1;) {
     h /= 2;
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (sub >= h && sub < 2 * h)
-#pragma unroll
+    if (sub >= h && sub < 2 * h) {
+      UNROLL
       for (uint i = 0; i < RM; i++) {
         __local float *st =
             U + (((sub - h) * rg_n + rg) * RM + i) * (NCHP * (CC + 2)) + ch * (CC + 2);
         st[0] = m[i], st[1] = l[i];
-#pragma unroll
+        UNROLL
         for (uint e = 0; e < CC; e++) st[2 + e] = acc[i][e];
       }
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (sub < h)
-#pragma unroll
+    if (sub < h) {
+      UNROLL
       for (uint i = 0; i < RM; i++) {
         __local const float *st =
             U + ((sub * rg_n + rg) * RM + i) * (NCHP * (CC + 2)) + ch * (CC + 2);
         merge_state(&m[i], &l[i], acc[i], st[0], st[1], st + 2);
       }
+    }
   }
 
-  if (sub == 0)
-#pragma unroll
+  if (sub == 0) {
+    UNROLL
     for (uint i = 0; i < RM; i++) {
       const uint r = rg * RM + i, p = p0 + r;
       if (r < nr) {
         const uint qi = p / group, h = kvh * group + p % group;
         const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
         const ulong obase = o_off + split * o_split + b * o_sb + h * o_sh + (ulong)qi * o_ss + c0;
-#pragma unroll
+        UNROLL
         for (uint e = 0; e < CC; e++)
           if (e < ncol) STO(o, obase + e, acc[i][e] * inv);
         if (write_lse && ch == 0)
@@ -434,6 +447,7 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
               l[i] > 0.0f ? (m[i] + log2(l[i])) * M_LN2_F : -INFINITY;
       }
     }
+  }
 }
 
 #if SEQLENS

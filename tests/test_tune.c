@@ -363,8 +363,8 @@ Test(tune, kv_cache_classes_tuned_apart) {
   cr_assert_eq(clattn_explain_ex(ctx, &p, &a, &cached), CLATTN_OK, "%s", clattn_last_error(ctx));
   cr_assert_str_eq(cached.kernel, "decode");
   cr_assert_str_eq(cached.origin, "tuned");
-  /* The call's block is the entry's or, with fewer rows in its tiles (2 here), tightened to
-   * them (plan/grid.c, tight_rows). */
+  /* The call's block is the entry's or, on a GPU with fewer rows in its tiles (2 here),
+   * tightened to them (plan/grid.c, tight_rows). */
   cr_assert_leq(cached.block_q, r.best.block_q);
   cr_assert_eq(cached.block_kv, r.best.block_kv);
   /* The bucket is the context's (100 keys: 256), not seqlen_q's (64); an override set from the

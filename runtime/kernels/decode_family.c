@@ -81,20 +81,23 @@ static unsigned udiff(unsigned a, unsigned b) {
 /* The one family of a cache class. For plain classes it ranks after every other family (the
  * heuristic never picks it; the tuner reaches it last, and may find it faster for a few query
  * rows against many keys with GQA). 16 packed rows fit a GQA group of 4 to 16 heads times 1 to
- * 4 query rows (fewer rows leave the tile's other rows idle, not computed). GPUs: 16-byte loads,
- * 256 work-items (64 keys of 4), at most 32 registers of loaded K or accumulated O per
- * work-item; CPUs: one work-item per key. */
+ * 4 query rows (a call's plan tightens it to the rows its tiles have: plan/grid.c). GPUs:
+ * 16-byte loads, 256 work-items (64 keys of 4), at most 32 registers of loaded K and 64 of O's
+ * accumulators and V in flight per work-item (so int8 takes 8-byte loads); CPUs: one work-item
+ * per key. */
 unsigned clattn__decode_cost(const clattn__family *f, const clattn__device *dev,
                              const clattn__class *k, const clattn__config *c) {
   unsigned cc = chunk_of(k, c), rm = c->rm ? c->rm : 1, nchk = (k->d + cc - 1) / cc;
-  unsigned kregs = (nchk + c->tpr - 1) / c->tpr * cc, acc = rm * cc;
+  /* Registers of loaded K, and of O's accumulators with the V chunks in flight (cl/decode.cl's
+   * VU = 4 keys' at a time). */
+  unsigned kregs = (nchk + c->tpr - 1) / c->tpr * cc, acc = rm * cc + 4 * cc;
   unsigned s = 10 * udiff(ilog2(c->bq), 4) + 4 * udiff(ilog2(c->vec ? c->vec : 1), 2);
   if (!(k->variants & CLATTN__VAR_KVCACHE)) s += 100000; /* after the measured families */
   if (clattn__fam_is_cpu(dev))
     return s + 4 * udiff(ilog2(c->bkv), 6) + 8 * ilog2(c->tpr) + udiff(ilog2(rm), 2);
   s += 6 * udiff(ilog2(wg_of(c)), 8) + 2 * udiff(ilog2(c->bkv), 6) + 2 * udiff(ilog2(rm), 2);
   if (kregs > 32) s += 8 * (kregs / 32);
-  if (acc > 32) s += 8 * (acc / 32);
+  if (acc > 64) s += 8 * (acc / 64);
   if (clattn__decode_local(dev, k, c) > 32768) s += 5;
   return s;
 }
@@ -103,8 +106,10 @@ void clattn__decode_defines(const clattn__family *f, const clattn__device *dev,
                             const clattn__class *k, const clattn__config *c, char *out,
                             size_t len) {
   snprintf(out, len,
-           "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DTPR=%u -DRM=%u -DCAUSAL=%u -DVEC=%u",
-           k->d, k->dv, c->bq, c->bkv, c->tpr, c->rm ? c->rm : 1, k->causal, c->vec ? c->vec : 1);
+           "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DTPR=%u -DRM=%u -DCAUSAL=%u -DVEC=%u "
+           "-DUNROLL_LOOPS=%d",
+           k->d, k->dv, c->bq, c->bkv, c->tpr, c->rm ? c->rm : 1, k->causal, c->vec ? c->vec : 1,
+           !clattn__fam_is_cpu(dev));
 }
 
 void clattn__decode_reason(const clattn__family *f, const clattn__device *dev,

@@ -164,8 +164,8 @@ struct clattn__family {
   /* Work-groups per compute unit that split keys aim for (0: one): a memory-bound family needs
    * several resident per unit to keep enough loads in flight. */
   unsigned split_fill;
-  /* 1: a call's plan takes the smallest query block that keeps its work-groups (plan/grid.c):
-   * the tiles of a few rows lose their idle ones. */
+  /* 1: a call's plan on a GPU takes the smallest query block that keeps its work-groups
+   * (plan/grid.c): the tiles of a few rows lose their idle ones. */
   unsigned tight_rows;
   /* Sets its kernels' arguments for a call: the launches, in order (how many are written; a
    * launch with no groups is left out); the first OpenCL error in *err. */

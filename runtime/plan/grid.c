@@ -30,8 +30,10 @@ clattn_status clattn__plan_for_grid(clattn_context *ctx, const clattn__shape *s,
   char why[160];
   /* A family with tight_rows (decode) takes the smallest block that keeps its work-groups: a
    * tile of 16 rows for a GQA group of 4 heads' one query row would carry 12 idle rows, their
-   * registers and their share of the work-group. */
-  while (clattn__family_of(&c)->tight_rows && c.bq / 2 >= 1 &&
+   * registers and their share of the work-group. GPUs only: on a CPU the idle rows cost no
+   * registers (the kernel skips them), and the second build would (PoCL's, seconds). */
+  int cpu = (ctx->device.type & CL_DEVICE_TYPE_CPU) || ctx->device.local_mem_emulated;
+  while (!cpu && clattn__family_of(&c)->tight_rows && c.bq / 2 >= 1 &&
          groups_of(s, &base->cfg, c.bq / 2) == groups_of(s, &base->cfg, c.bq)) {
     clattn__config half = c;
     half.bq /= 2;
