@@ -385,12 +385,13 @@ typedef struct clattn_config {
                                packed rows, a KV group's heads x query rows, up to 16;
                                block_kv keys per block; threads_per_row work-items per key;
                                rows_per_item rows per work-item in P V; vector_width 4:
-                               16-byte loads); "" means forward_rows. For clattn_backward's kernels:
-                               "backward_rows" (a          work-item per key or query row), "backward_mma" (NVIDIA
-                               tensor          cores, a warp per 16 keys or rows, blocks multiples of 16, head          dims up
-                               to 128; the blocks it stages follow from local memory;          fp32 storage only) or
-                               "backward_mma_half" (the same in          CLATTN_F16 and CLATTN_BF16 storage only), of
-                               which only block_q          and block_kv count */
+                               16-byte loads); "" means forward_rows. For clattn_backward's
+                               kernels: "backward_rows" (a work-item per key or query row),
+                               "backward_mma" (NVIDIA tensor cores, a warp per 16 keys or
+                               rows, blocks multiples of 16, head dims up to 128; the blocks
+                               it stages follow from local memory; fp32 storage only) or
+                               "backward_mma_half" (the same in CLATTN_F16 and CLATTN_BF16
+                               storage only), of which only block_q and block_kv count */
   unsigned block_q;         /* query rows per work-group */
   unsigned block_kv;        /* keys per K/V tile */
   unsigned threads_per_row; /* work-items sharing one query row (forward_tiles: along the keys) */
