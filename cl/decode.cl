@@ -1,8 +1,8 @@
 /* Attention over a KV cache (issue 18): the `decode` family. A few query rows per sequence
  * against many keys is memory-bound, so the kernel is built to keep the device's loads in
  * flight: the query heads of one KV group are computed together (each K/V byte is read once per
- * group), every load is 16 bytes wide where the views allow it, and a block of keys costs two
- * or three barriers.
+ * group), every load is 16 bytes wide where the views allow it, and a block of keys costs three
+ * barriers.
  *
  * One work-group owns BQ packed rows of one (batch entry, KV head) and one key split: packed
  * row p is query row i = p / group of query head kvh * group + p % group. It walks its keys in
@@ -10,8 +10,8 @@
  *   scores: TPR work-items per key, each loading every TPR-th 16-byte chunk of the key's K row
  *     straight from global memory into registers (the row's chunks side by side across the
  *     TPR work-items, so a warp's loads cover whole sectors) and dotting it with the tile's
- *     rows of Q (local memory, pre-scaled); TPR > 1 adds the partial sums in a second step,
- *     which also applies the masks and the variants;
+ *     rows of Q (local memory, pre-scaled); a second step adds the TPR partial sums and
+ *     applies the int8 scale, the masks and the variants;
  *   P V: a work-item owns a chunk of CC output columns of RM rows and every nsub-th key of
  *     the block; it keeps its own online softmax (m, l) for those keys and rows, loading the V
  *     chunks it needs straight from global memory.
