@@ -269,10 +269,28 @@ static inline void mask_keys_rows(uint k0, uint k1, uint nq, long lo, long hi, u
 }
 #endif
 #if SOFTCAP
+/* tanh for the softcap, the one every kernel uses (forward and backward must agree): x P(x^2) /
+ * Q(x^2), degrees 4 and 4, fitted to tanh's relative error on [0, 9] (beyond 9 tanh is 1 in
+ * fp32; x is clamped there). Within 2.6e-7 relative, about 4 ulp, inside OpenCL's 5 ulp for
+ * tanh, and no exp: OpenCL's tanh (an exp and a division per score) made a capped forward 1.4-1.5x
+ * plain on PoCL and about 1.2x on the H200 (docs/BENCHMARKS.md), where this costs 9 FMAs and a
+ * division. NaN stays NaN. */
+static inline float cap_tanh(float x) {
+  const float c = fmin(fmax(x, -9.0f), 9.0f), u = c * c;
+  const float n = fma(fma(fma(fma(1.3442354784842792e-08f, u, 2.067963214358315e-05f), u,
+                              3.500200342386961e-03f),
+                          u, 0.13385020196437836f),
+                      u, 1.0f);
+  const float d = fma(fma(fma(fma(7.814576861164824e-07f, u, 3.292947367299348e-04f), u,
+                              2.589487098157406e-02f),
+                          u, 0.4671834111213684f),
+                      u, 1.0f);
+  return x == x ? c * n / d : x;
+}
 /* The backward kernels' capped score of a raw one x = q.k, cap t with t = tanh(scale x / cap),
  * in natural units; *dt = 1 - t^2, the factor dS gains. */
 static inline float cap_score(float x, float scale, float cap, float *dt) {
-  const float t = tanh(x * (scale / cap));
+  const float t = cap_tanh(x * (scale / cap));
   *dt = 1.0f - t * t;
   return cap * t;
 }

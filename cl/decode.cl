@@ -338,7 +338,7 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
       t *= Ksc[j];
 #endif
 #if SOFTCAP
-      t = softcap * tanh(t);
+      t = softcap * cap_tanh(t);
 #endif
       ALIBI_ADD(t, Rm[r], qi, key);
       int seen = j < nk && r < nr && Ko[j] >= 0;

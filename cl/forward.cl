@@ -133,7 +133,7 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
         float s = 0.0f;
         for (uint c = 0; c < D; c++) s = fma(Qs[c * BQP + r], KAT(j, c), s);
 #if SOFTCAP
-        s = softcap * tanh(s);
+        s = softcap * cap_tanh(s);
 #endif
         ALIBI_ADD(s, slope, row, kv0 + j);
 #if CAUSAL

@@ -333,7 +333,7 @@ UNROLL
           ok = ok && kv0 + j >= ((e >> 1) ? first1 : first0) && kv0 + j < ((e >> 1) ? end1 : end0);
 #endif
 #if SOFTCAP
-          s[nt][e] = softcap * tanh(s[nt][e]);
+          s[nt][e] = softcap * cap_tanh(s[nt][e]);
 #endif
           ALIBI_ADD(s[nt][e], slope, (e >> 1) ? row1 : row0, kv0 + j);
           s[nt][e] = ok ? s[nt][e] : -INFINITY;

@@ -198,7 +198,7 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
         ok = ok && kv0 + j >= ((e >> 1) ? first1 : first0) && kv0 + j < ((e >> 1) ? end1 : end0);
 #endif
 #if SOFTCAP
-        s[nt][e] = softcap * tanh(s[nt][e] * scale_log2);
+        s[nt][e] = softcap * cap_tanh(s[nt][e] * scale_log2);
 #else
         s[nt][e] *= scale_log2;
 #endif

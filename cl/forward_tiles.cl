@@ -133,7 +133,7 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
         ok = ok && kv0 + j >= row_first[i] && kv0 + j < row_end[i];
 #endif
 #if SOFTCAP
-        s[i][n] = softcap * tanh(s[i][n]);
+        s[i][n] = softcap * cap_tanh(s[i][n]);
 #endif
         ALIBI_ADD(s[i][n], slope, q0 + r0 + i, kv0 + j);
         s[i][n] = ok ? s[i][n] : -INFINITY;

@@ -15,7 +15,7 @@
  * joins the row's max and sum as one more term). */
 
 #if SOFTCAP
-#define CAP(x) (softcap * tanh((x) / softcap))
+#define CAP(x) (softcap * cap_tanh((x) / softcap))
 #else
 #define CAP(x) (x)
 #endif
