@@ -537,6 +537,10 @@ typedef struct clattn_tune_options {
    * sequence full); the result is stored as that cache class's entry, apart from the plain
    * class's. */
   const struct clattn_kv_cache *kv_cache;
+  int keep_tuned; /* 1: a class the tuning database already holds an entry of this device and
+                     driver for (this sequence-length bucket, this pass, this cache kind) is not
+                     tuned again: the result's best is that entry and kept is 1 (how an
+                     interrupted `clattn tune` resumes, cache classes included) */
 } clattn_tune_options;
 
 typedef struct clattn_tune_result {
@@ -553,6 +557,8 @@ typedef struct clattn_tune_result {
   unsigned seqlen_bucket; /* seqlen_q's; with options.kv_cache seqlen_kv's (the context) */
   double elapsed_s;
   int saved;         /* 1: written to the tuning database */
+  int kept;          /* 1: options.keep_tuned found the class tuned; best is its entry and
+                        nothing was measured */
   char report[1024]; /* disqualified candidates and why, one per line (truncated) */
 } clattn_tune_result;
 

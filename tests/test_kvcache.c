@@ -7,6 +7,7 @@
  * Appends must reproduce the rows they were given (int8: within half a quantum). Then bad input,
  * refused before anything is enqueued. */
 #include "common.h"
+#include "core.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -113,6 +114,39 @@ Test(kvcache, split_keys_long_context) {
 }
 Test(kvcache, split_keys_i8_f16) {
   run(&(kcase){F16, I8, 1, 8, 1, 2, 600, 32, 0, 0, 100, .flags = C});
+}
+
+/* The GPU's planning rules, on the test device made to look like a GPU of 132 compute units:
+ * a GQA group of 4 heads' one row takes 4-row tiles (tight_rows: the family's entry has more);
+ * 4 x 36 (batch, KV head) tiles fill the 132 units but not 4 work-groups on each, so the keys
+ * are split (split_fill); the kernels are built as a GPU's (loops unrolled); and the context
+ * keeps one merge kernel per storage type across calls. */
+Test(kvcache, gpu_planning_rules) {
+  clattn_context *ctx = test_context(NULL);
+  ctx->device.type = CL_DEVICE_TYPE_GPU, ctx->device.local_mem_emulated = 0;
+  ctx->device.compute_units = 132;
+  check_spec sp = {{4, 144, 36, 1, 1000, 16, 0, F32, 0.0f, 0}};
+  sp.seed = 5;
+  check_kv kv = {F32, 16, 0, 300, 0};
+  check_result r;
+  double append_err;
+  cr_assert_eq(check_kvcache_run(ctx, &sp, &kv, &r, &append_err), CLATTN_OK, "%s",
+               clattn_last_error(ctx));
+  cr_expect(r.pass, "O error %g (tolerance %g), LSE %g (%g)", r.err_o, r.tol_o, r.err_lse,
+            r.tol_lse);
+  cr_expect_eq(kv.plan.block_q, 4, "%s", kv.plan.reason);
+  cr_expect(strstr(kv.plan.reason, "the rows its tiles have"), "%s", kv.plan.reason);
+  cr_expect_geq(kv.plan.kv_splits, 2, "%u key ranges: %s", kv.plan.kv_splits, kv.plan.reason);
+  cl_kernel merge = ctx->merge[F32];
+  cr_assert_not_null(merge, "a split call left no merge kernel");
+  sp.problem.batch = 3, sp.seed = 6; /* the same class: no new build but the merge's */
+  cr_assert_eq(check_kvcache_run(ctx, &sp, &kv, &r, &append_err), CLATTN_OK, "%s",
+               clattn_last_error(ctx));
+  cr_expect(r.pass, "O error %g (tolerance %g), LSE %g (%g)", r.err_o, r.tol_o, r.err_lse,
+            r.tol_lse);
+  cr_expect_geq(kv.plan.kv_splits, 2, "%u key ranges: %s", kv.plan.kv_splits, kv.plan.reason);
+  cr_expect_eq(ctx->merge[F32], merge, "the merge kernel was built again");
+  clattn_context_destroy(ctx);
 }
 
 /* The decode family on ordinary K and V (no cache), forced by an override: GQA decode, a few

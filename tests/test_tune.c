@@ -382,10 +382,21 @@ Test(tune, kv_cache_classes_tuned_apart) {
   cr_assert_str_neq(plain.origin, "tuned", "the plain class took the cache class's entry");
   cr_assert_eq(clattn_forward_ex(ctx, &p, &a, 0, NULL, NULL), CLATTN_OK, "%s",
                clattn_last_error(ctx));
-  /* A contiguous fp32 cache, measured only. */
+  /* keep_tuned (how `clattn tune` resumes): the tuned class is reported, not measured again. */
+  clattn_tune_result kept;
+  opt.keep_tuned = 1;
+  cr_assert_eq(clattn_tune(ctx, &p, &opt, &kept), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert(kept.kept && !kept.saved && kept.tried == 0);
+  cr_assert_str_eq(kept.best.kernel, "decode");
+  cr_assert_eq(kept.best.block_q, r.best.block_q);
+  cr_assert_eq(kept.best.block_kv, r.best.block_kv);
+  cr_assert_eq(kept.best.threads_per_row, r.best.threads_per_row);
+  /* A contiguous fp32 cache, measured only: a class of its own, not kept. */
   like.dtype = CLATTN_F32, like.page_size = 0, opt.dry_run = 1;
   cr_assert_eq(clattn_tune(ctx, &p, &opt, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert(!r.kept && r.tried > 0);
   cr_assert_eq(r.disqualified, 0, "%u candidates wrong", r.disqualified);
+  opt.keep_tuned = 0;
   /* Refused: a backward, a page size, a dtype. */
   opt.backward = 1;
   cr_assert_eq(clattn_tune(ctx, &p, &opt, &r), CLATTN_ERR_INVALID_ARGUMENT);

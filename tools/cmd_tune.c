@@ -351,42 +351,39 @@ static int tune_class(tune_run *t, size_t d, int causal, size_t n) {
   snprintf(cls, sizeof cls, "d=%zu %s N=%zu%s%s%s%s", d, causal ? "causal" : "full", n,
            o->dtype ? " " : "", o->dtype ? args_dtypes[o->dtype] : "",
            opt->backward ? " backward" : "", o->kv ? " kv-cache" : "");
-  clattn_plan_info have;
-  /* A cache class's plan needs a call's cache to explain: it is tuned again. */
-  if (!o->force && !o->kv && clattn_explain(t->ctx, &p, &have) == CLATTN_OK &&
-      !strcmp(opt->backward ? have.backward_origin : have.origin, "tuned")) {
-    /* A rerun after an interruption resumes: finished classes are kept. */
+  clattn_tune_result r;
+  memset(&r, 0, sizeof r);
+  double left = o->budget - (now_s() - t->started);
+  opt->budget_seconds = left / (t->ps->classes - t->ps->cls + 1);
+  if (opt->budget_seconds < 1) opt->budget_seconds = 1;
+  opt->keep_tuned = !o->force; /* a rerun after an interruption resumes: tuned classes stay */
+  clattn_status st = clattn_tune(t->ctx, &p, opt, &r);
+  if (!t->ps->quiet) fprintf(stderr, "\r%120s\r", "");
+  if (st == CLATTN_OK && r.kept) {
     fprintf(stderr, "clattn tune: %s already tuned (--force tunes it again)\n", cls);
-  } else {
-    clattn_tune_result r;
-    memset(&r, 0, sizeof r);
-    double left = o->budget - (now_s() - t->started);
-    opt->budget_seconds = left / (t->ps->classes - t->ps->cls + 1);
-    if (opt->budget_seconds < 1) opt->budget_seconds = 1;
-    clattn_status st = clattn_tune(t->ctx, &p, opt, &r);
-    if (!t->ps->quiet) fprintf(stderr, "\r%120s\r", "");
-    char why[600] = "";
-    if (st != CLATTN_OK) {
-      snprintf(why, sizeof why, "%s", clattn_last_error(t->ctx));
-      fprintf(stderr, "clattn tune: %s: %s\n", cls, why);
-      failures_add(&t->failed, cls, why);
-      rc = st == CLATTN_ERR_UNSUPPORTED ? CLI_CHECK_FAILED : CLI_ERROR;
-    }
-    /* Only a database that could not be written leaves a result (still used in this context):
-     * it is shown with the error; every other failure (an unreadable kernel file is IO too)
-     * leaves none to read, and the result stays zeroed, without a kernel. */
-    if (st == CLATTN_OK || (st == CLATTN_ERR_IO && r.best.kernel[0])) {
-      print_result(o, opt, &r, d, causal, n, t->first, t->header, st ? why : NULL);
-      t->first = 0, t->header = 0;
-    } else if (o->json) {
-      printf("%s\n {\"pass\": \"%s\", \"head_dim\": %zu, \"causal\": %s, \"seqlen\": %zu, "
-             "\"error\": ",
-             t->first ? "" : ",", opt->backward ? "backward" : "forward", d,
-             causal ? "true" : "false", n);
-      json_string(why);
-      printf("}");
-      t->first = 0;
-    }
+    return rc;
+  }
+  char why[600] = "";
+  if (st != CLATTN_OK) {
+    snprintf(why, sizeof why, "%s", clattn_last_error(t->ctx));
+    fprintf(stderr, "clattn tune: %s: %s\n", cls, why);
+    failures_add(&t->failed, cls, why);
+    rc = st == CLATTN_ERR_UNSUPPORTED ? CLI_CHECK_FAILED : CLI_ERROR;
+  }
+  /* Only a database that could not be written leaves a result (still used in this context):
+   * it is shown with the error; every other failure (an unreadable kernel file is IO too)
+   * leaves none to read, and the result stays zeroed, without a kernel. */
+  if (st == CLATTN_OK || (st == CLATTN_ERR_IO && r.best.kernel[0])) {
+    print_result(o, opt, &r, d, causal, n, t->first, t->header, st ? why : NULL);
+    t->first = 0, t->header = 0;
+  } else if (o->json) {
+    printf("%s\n {\"pass\": \"%s\", \"head_dim\": %zu, \"causal\": %s, \"seqlen\": %zu, "
+           "\"error\": ",
+           t->first ? "" : ",", opt->backward ? "backward" : "forward", d,
+           causal ? "true" : "false", n);
+    json_string(why);
+    printf("}");
+    t->first = 0;
   }
   return rc;
 }

@@ -468,13 +468,20 @@ clattn_status clattn_tune(clattn_context *ctx, const clattn_problem *problem,
     out->local_mem_available = (size_t)ctx->device.local_mem;
     st = clattn__sources_load(ctx, pass, &b.src);
   }
+  clattn__config have; /* keep_tuned: a tuned class is only reported */
+  int todo = st == CLATTN_OK;
+  if (todo && opt->keep_tuned &&
+      clattn__db_tuned(clattn__context_db(ctx), &ctx->device, b.src.hash, &b.cls, &have)) {
+    clattn__config_to_public(&have, &out->best);
+    out->kept = 1, todo = 0;
+  }
   cl_int err = CL_SUCCESS;
-  if (st == CLATTN_OK) { /* a private queue: profiling on, whatever the caller's queue has */
+  if (todo) { /* a private queue: profiling on, whatever the caller's queue has */
     b.queue = clCreateCommandQueue(ctx->cl, ctx->device_id, CL_QUEUE_PROFILING_ENABLE, &err);
     if (err != CL_SUCCESS) st = clattn__fail_cl(ctx, err, "clCreateCommandQueue (tuning)");
   }
-  if (st == CLATTN_OK) st = setup(&b);
-  if (st == CLATTN_OK) st = search(&b, opt, out);
+  if (todo && st == CLATTN_OK) st = setup(&b);
+  if (todo && st == CLATTN_OK) st = search(&b, opt, out);
   if (out && st != CLATTN_ERR_INVALID_ARGUMENT) out->elapsed_s = now_s() - b.t0;
   if (b.queue) {
     clFinish(b.queue);
