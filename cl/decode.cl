@@ -14,7 +14,9 @@
  *     applies the int8 scale, the masks and the variants;
  *   P V: a work-item owns a chunk of CC output columns of RM rows and every nsub-th key of
  *     the block; it keeps its own online softmax (m, l) for those keys and rows, loading the V
- *     chunks it needs straight from global memory.
+ *     chunks it needs straight from global memory: after the score steps (STAGE 1), or the
+ *     first VU of them at the block's start, with K's (STAGE 2: one memory round trip per block
+ *     instead of two, for VU chunks more of registers held across the score steps).
  * After the last block the nsub partial states of each (rows, chunk) are merged in local memory
  * by halves, and the first writes O (or its split's partial O) and the LSE.
  *
@@ -23,7 +25,7 @@
  * load through aligned vectors; others, and a head dim's last partial chunk, element by element.
  *
  * Parameters (-D): D, DV; BQ (packed rows per tile), BKV (keys per block), TPR (work-items per
- * key), RM (rows per work-item in P V), VEC; CAUSAL and the variants of cl/common.cl (MASK,
+ * key), RM (rows per work-item in P V), VEC, STAGE (1 or 2, above); CAUSAL and the variants of cl/common.cl (MASK,
  * SOFTCAP, ALIBI, SINKS, KVLENS); and the cache's:
  *   KVCACHE  1: k and v are a cache's (the lengths come as KVLENS's seqlens_kv);
  *   PAGED    1: keys are found through block_table (page_shift = log2 page_size), pages
@@ -64,6 +66,7 @@
 #define NCHK ((D + CC - 1) / CC)     /* chunks of a K row */
 #define NCHV ((DV + CC - 1) / CC)    /* chunks of a V row */
 #define CPK ((NCHK + TPR - 1) / TPR) /* K chunks per work-item */
+#define QD (NCHK * CC) /* Q's local row: whole chunks, the columns past D zero */
 #define VU 4                         /* V chunks a P V work-item loads at once */
 /* P V's chunks, a power of two (the merge halves work-items); its work-groups hold NCHP * (BQ /
  * RM) work-items at least (decode_family.c's check). */
@@ -79,6 +82,9 @@
 #define SPART (TPR * BQ * BKV)          /* the score partials (S itself when TPR = 1) */
 #define SMERGE (WG / 2 * RM * (CC + 2)) /* the merge: half the key lanes' states */
 #define SU (SPART > SMERGE ? SPART : SMERGE)
+#ifndef STAGE
+#define STAGE 1
+#endif
 
 #if KV8
 typedef char kv_t;
@@ -176,6 +182,26 @@ static inline int kv_where(ulong b, uint key PAGE_ARGS, ulong *slot, uint *tok) 
 #define PAGE_PASS
 #endif
 
+#if STAGE == 2
+/* STAGE 2: the V chunks of keys j0 + u nsub (u < VU, j0 = sub) of the block at kv0, found
+ * through the block table as K's are; vo[u] -1 where there is no key. */
+static inline void load_v(__global const kv_t *v, ulong b, uint kv0, uint sub, uint nsub, uint nk,
+                          ulong vbase, ulong v_sb, ulong v_ss, uint c0, uint ncol,
+                          int val PAGE_ARGS, long *vo, float (*y)[CC]) {
+  UNROLL
+  for (uint u = 0; u < VU; u++) {
+    const uint j = sub + u * nsub;
+    ulong slot;
+    uint tok;
+    vo[u] = -1;
+    if (j < nk && kv_where(b, kv0 + j PAGE_PASS, &slot, &tok)) {
+      vo[u] = (long)(vbase + slot * v_sb + (ulong)tok * v_ss);
+      load_chunk(v + vo[u] + c0, ncol, val && ncol == CC, y[u]);
+    }
+  }
+}
+#endif
+
 /* Merges online-softmax state (m2, l2, a2) into (m, l, a). */
 static inline void merge_state(float *m, float *l, float *a, float m2, float l2,
                                __local const float *a2) {
@@ -196,8 +222,8 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
               uint group, uint seqlen_q, uint seqlen_kv, uint num_tiles, ulong group_base,
               float scale_log2, int write_lse, uint num_splits, uint kv_per_split, ulong o_split,
               ulong lse_off, ulong lse_split OUT_ARG VARIANT_ARGS CACHE_ARGS) {
-  /* 16-byte aligned, so that a compiler may read a row chunk of Q in vector loads */
-  __local float Qs[BQ * D] __attribute__((aligned(16)));
+  /* Rows of whole chunks, 16-byte aligned: a chunk of Q is read in float4s (CC % 4 == 0). */
+  __local float Qs[BQ * QD] __attribute__((aligned(16)));
   __local float U[SU];           /* the scores of a block, then the merge's states */
   __local long Ko[BKV], Vo[BKV]; /* a block's K and V rows (element offsets), -1: no key */
 #if KV8
@@ -229,11 +255,11 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
   const int kal = ((k_off | k_sb | k_ss | k_sh) % CC) == 0;
   const int val = ((v_off | v_sb | v_ss | v_sh) % CC) == 0;
 
-  for (uint x = lid; x < BQ * D; x += WG) {
-    const uint r = x / D, c = x % D, p = p0 + r;
+  for (uint x = lid; x < BQ * QD; x += WG) {
+    const uint r = x / QD, c = x % QD, p = p0 + r;
     const ulong at =
         q_off + b * q_sb + (ulong)(kvh * group + p % group) * q_sh + (ulong)(p / group) * q_ss + c;
-    Qs[x] = r < nr ? LDS(q + at) * scale_log2 : 0.0f;
+    Qs[x] = r < nr && c < D ? LDS(q + at) * scale_log2 : 0.0f;
   }
 #if ALIBI
   for (uint r = lid; r < BQ; r += WG)
@@ -297,6 +323,12 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
       }
     }
     if (kj < BKV && kt == 0) Ko[kj] = ko;
+    /* P V's V chunks: keys j0 + u nsub; STAGE 2 loads the first VU here, with K's. */
+    float y[VU][CC];
+    long vo[VU];
+#if STAGE == 2
+    if (ncol) load_v(v, b, kv0, sub, nsub, nk, vbase, v_sb, v_ss, c0, ncol, val PAGE_PASS, vo, y);
+#endif
     float s[BQ];
     UNROLL
     for (uint r = 0; r < BQ; r++) s[r] = 0.0f;
@@ -314,13 +346,20 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
         UNROLL
         for (uint r = 0; r < BQ; r++) {
           if (r >= nr) continue;
+          __local const float *qr = Qs + r * QD + c; /* past D: zero, as x there */
+#if CC % 4 == 0
           UNROLL
-          for (uint e = 0; e < CC; e++) {
-#if D % CC
-            if (c + e < D)
-#endif
-              s[r] = fma(Qs[r * D + c + e], x[u][e], s[r]);
+          for (uint e = 0; e < CC; e += 4) {
+            const float4 qv = *(__local const float4 *)(qr + e);
+            s[r] = fma(qv.s0, x[u][e], s[r]);
+            s[r] = fma(qv.s1, x[u][e + 1], s[r]);
+            s[r] = fma(qv.s2, x[u][e + 2], s[r]);
+            s[r] = fma(qv.s3, x[u][e + 3], s[r]);
           }
+#else
+          UNROLL
+          for (uint e = 0; e < CC; e++) s[r] = fma(qr[e], x[u][e], s[r]);
+#endif
         }
       }
     }
@@ -373,15 +412,17 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
     }
     if (ncol)
       for (uint j0 = sub; j0 < nk; j0 += VU * nsub) {
-        /* VU keys' V chunks loaded before any is used, so that they are in flight together. */
-        float y[VU][CC];
-        long vo[VU];
-        UNROLL
-        for (uint u = 0; u < VU; u++) {
-          const uint j = j0 + u * nsub;
-          vo[u] = j < nk ? Vo[j] : -1;
-          if (vo[u] >= 0) load_chunk(v + vo[u] + c0, ncol, val && ncol == CC, y[u]);
-        }
+        /* VU keys' V chunks loaded before any is used, so that they are in flight together
+         * (STAGE 2: the first VU were loaded with K). */
+#if STAGE == 2
+        if (j0 != sub)
+#endif
+          UNROLL
+          for (uint u = 0; u < VU; u++) {
+            const uint j = j0 + u * nsub;
+            vo[u] = j < nk ? Vo[j] : -1;
+            if (vo[u] >= 0) load_chunk(v + vo[u] + c0, ncol, val && ncol == CC, y[u]);
+          }
         UNROLL
         for (uint u = 0; u < VU; u++) {
           const uint j = j0 + u * nsub;

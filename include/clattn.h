@@ -385,7 +385,8 @@ typedef struct clattn_config {
                                packed rows, a KV group's heads x query rows, up to 16;
                                block_kv keys per block; threads_per_row work-items per key;
                                rows_per_item rows per work-item in P V; vector_width 4:
-                               16-byte loads); "" means forward_rows. For clattn_backward's
+                               16-byte loads; stage_kv 2: V loaded with K, 1: after the
+                               scores); "" means forward_rows. For clattn_backward's
                                kernels: "backward_rows" (a work-item per key or query row),
                                "backward_mma" (NVIDIA tensor cores, a warp per 16 keys or
                                rows, blocks multiples of 16, head dims up to 128; the blocks
@@ -397,7 +398,8 @@ typedef struct clattn_config {
   unsigned threads_per_row; /* work-items sharing one query row (forward_tiles: along the keys) */
   unsigned stage_kv;        /* 1: K/V tiles staged in local memory; 2 (forward_mma only): staged
                                split into their TF32 parts, each value split once per work-group
-                               rather than once per warp, in twice the local memory */
+                               rather than once per warp, in twice the local memory (decode:
+                               when V is loaded, above) */
   unsigned pad;             /* floats of padding per local-memory row */
   unsigned rows_per_item;   /* forward_tiles: query rows per work-item; 0 means 1 */
   unsigned vector_width;    /* of the loads that fill the tiles: 1, 2 or 4, dividing both head

@@ -25,6 +25,7 @@ typedef struct kcase {
   int64_t left, right;
   float softcap;
   int alibi, sinks;
+  unsigned stage; /* not 0: the decode kernel forced (an override) with this stage_kv */
 } kcase;
 
 static void run(const kcase *v) {
@@ -35,6 +36,14 @@ static void run(const kcase *v) {
   sp.alibi = v->alibi, sp.sinks = v->sinks;
   sp.seed = (unsigned)(v->cap * 7 + v->d + v->page);
   check_kv kv = {v->cache, v->page, v->hnd, v->first, v->bad_pages};
+  /* V loaded with K (stage 2, the GPUs' choice; PoCL's plans take stage 1), in blocks of 32 keys
+   * that P V's work-items cover in 2 to 4 passes of VU keys: the first pass's V came with K,
+   * later passes load their own. */
+  clattn_config forced = {.kernel = "decode", .block_q = 8, .block_kv = 32, .threads_per_row = 2};
+  forced.stage_kv = v->stage, forced.rows_per_item = 2, forced.vector_width = 2;
+  if (v->stage)
+    cr_assert_eq(clattn_override_config(ctx, &sp.problem, &forced), CLATTN_OK, "%s",
+                 clattn_last_error(ctx));
   check_result r;
   double append_err;
   cr_assert_eq(check_kvcache_run(ctx, &sp, &kv, &r, &append_err), CLATTN_OK, "%s",
@@ -95,14 +104,14 @@ Test(kvcache, bf16_contiguous_causal) {
   run(&(kcase){BF16, BF16, 6, 4, 1, 2, 80, 32, 0, 0, 40, .flags = C});
 }
 Test(kvcache, bf16_paged) {
-  run(&(kcase){BF16, BF16, 6, 8, 2, 1, 100, 64, 0, 32, 17});
+  run(&(kcase){BF16, BF16, 6, 8, 2, 1, 100, 64, 0, 32, 17, .stage = 2});
 }
 /* int8 caches under fp32 and half queries. */
 Test(kvcache, i8_contiguous_f32) {
   run(&(kcase){F32, I8, 6, 8, 2, 1, 110, 64, 0, 0, 50});
 }
 Test(kvcache, i8_paged_f16_causal) {
-  run(&(kcase){F16, I8, 6, 4, 2, 3, 100, 32, 0, 16, 9, .flags = C});
+  run(&(kcase){F16, I8, 6, 4, 2, 3, 100, 32, 0, 16, 9, .flags = C, .stage = 2});
 }
 Test(kvcache, i8_paged_bf16_hnd_sinks) {
   run(&(kcase){BF16, I8, 6, 8, 4, 1, 64, 16, 0, 8, 24, 1, .sinks = 1});

@@ -311,7 +311,7 @@ Test(tunedb, split_kv) {
   clattn_problem p = problem();
   clattn_config cfg = {"forward_rows", 4, 8, 2, 2, 0};
   cr_assert_eq(clattn_override_config(ctx, &p, &cfg), CLATTN_ERR_INVALID_ARGUMENT);
-  cr_assert(strstr(clattn_last_error(ctx), "forward_mma's alone"), "%s", clattn_last_error(ctx));
+  cr_assert(strstr(clattn_last_error(ctx), "forward_mma's (tiles"), "%s", clattn_last_error(ctx));
   test_context_still_works(ctx);
   clattn_context_destroy(ctx);
 }

@@ -31,11 +31,11 @@ static unsigned chunks_v(const clattn__class *k, const clattn__config *c) {
 
 size_t clattn__decode_local(const clattn__device *dev, const clattn__class *k,
                             const clattn__config *c) {
-  size_t cc = chunk_of(k, c), rm = c->rm ? c->rm : 1;
+  size_t cc = chunk_of(k, c), rm = c->rm ? c->rm : 1, qd = (k->d + cc - 1) / cc * cc;
   size_t part = (size_t)c->tpr * c->bq * c->bkv, merge = wg_of(c) / 2 * rm * (cc + 2);
-  size_t floats = (size_t)c->bq * k->d + (part > merge ? part : merge) + c->bq;
-  if (k->variants & CLATTN__VAR_KV8) floats += 2 * (size_t)c->bkv;      /* the scales */
-  return floats * sizeof(float) + 2 * (size_t)c->bkv * sizeof(cl_long); /* the row offsets */
+  size_t floats = (size_t)c->bq * qd + (part > merge ? part : merge) + c->bq; /* Qs, U, Rm */
+  if (k->variants & CLATTN__VAR_KV8) floats += 2 * (size_t)c->bkv;            /* the scales */
+  return floats * sizeof(float) + 2 * (size_t)c->bkv * sizeof(cl_long);       /* the row offsets */
 }
 
 void clattn__decode_work_groups(const clattn__config *c, size_t *wg) {
@@ -83,8 +83,10 @@ static unsigned udiff(unsigned a, unsigned b) {
  * rows against many keys with GQA). 16 packed rows fit a GQA group of 4 to 16 heads times 1 to
  * 4 query rows (a call's plan tightens it to the rows its tiles have: plan/grid.c). GPUs:
  * 16-byte loads, 256 work-items (64 keys of 4), at most 32 registers of loaded K and 64 of O's
- * accumulators and V in flight per work-item (so int8 takes 8-byte loads); CPUs: one work-item
- * per key. */
+ * accumulators and V in flight per work-item (so int8 takes 8-byte loads), and V loaded with K
+ * (stage 2: one memory round trip per block) where K, V and the accumulators together stay
+ * within 96 registers; CPUs: one work-item per key, V after the scores (stage 1: nothing there
+ * waits on a load, and fewer values live). */
 unsigned clattn__decode_cost(const clattn__family *f, const clattn__device *dev,
                              const clattn__class *k, const clattn__config *c) {
   unsigned cc = chunk_of(k, c), rm = c->rm ? c->rm : 1, nchk = (k->d + cc - 1) / cc;
@@ -94,10 +96,12 @@ unsigned clattn__decode_cost(const clattn__family *f, const clattn__device *dev,
   unsigned s = 10 * udiff(ilog2(c->bq), 4) + 4 * udiff(ilog2(c->vec ? c->vec : 1), 2);
   if (!(k->variants & CLATTN__VAR_KVCACHE)) s += 100000; /* after the measured families */
   if (clattn__fam_is_cpu(dev))
-    return s + 4 * udiff(ilog2(c->bkv), 6) + 8 * ilog2(c->tpr) + udiff(ilog2(rm), 2);
+    return s + 4 * udiff(ilog2(c->bkv), 6) + 8 * ilog2(c->tpr) + udiff(ilog2(rm), 2) +
+           (c->stage == 2 ? 2 : 0);
   s += 6 * udiff(ilog2(wg_of(c)), 8) + 2 * udiff(ilog2(c->bkv), 6) + 2 * udiff(ilog2(rm), 2);
   if (kregs > 32) s += 8 * (kregs / 32);
   if (acc > 64) s += 8 * (acc / 64);
+  s += c->stage == 2 ? (kregs + acc > 96 ? 6 : 0) : 3;
   if (clattn__decode_local(dev, k, c) > 32768) s += 5;
   return s;
 }
@@ -107,23 +111,23 @@ void clattn__decode_defines(const clattn__family *f, const clattn__device *dev,
                             size_t len) {
   snprintf(out, len,
            "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DTPR=%u -DRM=%u -DCAUSAL=%u -DVEC=%u "
-           "-DUNROLL_LOOPS=%d",
+           "-DSTAGE=%u -DUNROLL_LOOPS=%d",
            k->d, k->dv, c->bq, c->bkv, c->tpr, c->rm ? c->rm : 1, k->causal, c->vec ? c->vec : 1,
-           !clattn__fam_is_cpu(dev));
+           c->stage == 2 ? 2u : 1u, !clattn__fam_is_cpu(dev));
 }
 
 void clattn__decode_reason(const clattn__family *f, const clattn__device *dev,
                            const clattn__class *k, const clattn__config *c, char *out, size_t len) {
   snprintf(out, len,
            "decode: a KV group's query heads packed %u rows to a tile, read once per group in "
-           "%u-byte loads; %u-key blocks, %u work-items per key; %.1f of %.1f KiB local memory, "
-           "%u work-items",
+           "%u-byte loads; %u-key blocks, %u work-items per key, V loaded %s; %.1f of %.1f KiB "
+           "local memory, %u work-items",
            c->bq,
            chunk_of(k, c) * (k->variants & CLATTN__VAR_KV8 ? 1
                              : k->dtype                    ? 2
                                                            : 4),
-           c->bkv, c->tpr, clattn__decode_local(dev, k, c) / 1024.0, dev->local_mem / 1024.0,
-           wg_of(c));
+           c->bkv, c->tpr, c->stage == 2 ? "with K" : "after the scores",
+           clattn__decode_local(dev, k, c) / 1024.0, dev->local_mem / 1024.0, wg_of(c));
 }
 
 unsigned clattn__decode_min_block_q(const clattn__config *c) {

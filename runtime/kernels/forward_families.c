@@ -270,8 +270,9 @@ int clattn__forward_check(const clattn__family *f, const clattn__device *dev,
 }
 
 /* A public forward config as a family's: forward_rows stages K/V as asked; the families that
- * fix staging (forward_tiles, forward_mma) always stage them, forward_mma split when asked
- * (stage 2 is its alone). Rows per work-item mean something to forward_tiles only. */
+ * fix staging (forward_tiles, forward_mma) always stage them, forward_mma split when asked;
+ * decode takes stage 2 (V loaded with K) or 1. Rows per work-item mean something to
+ * forward_tiles and decode only. */
 int clattn__forward_accept(const clattn__family *f, const clattn_config *in, clattn__config *out,
                            char *why, size_t why_len) {
   int tiles = has_axis(f, CLATTN__AX_RM);
@@ -288,12 +289,19 @@ int clattn__forward_accept(const clattn__family *f, const clattn_config *in, cla
   out->stage = in->stage_kv, out->pad = in->pad;
   out->vec = in->vector_width ? in->vector_width : 1;
   out->rm = tiles && in->rows_per_item ? in->rows_per_item : 1;
-  if (in->stage_kv == 2 && !f->tensor_cores) {
+  /* decode's stage axis: 2 loads V with K, anything else means 1 (V after the scores). */
+  int decode_stage = 0;
+  for (unsigned a = 0; a < f->naxes; a++)
+    if (f->axes[a].field == CLATTN__AX_STAGE)
+      for (unsigned i = 0; i < f->axes[a].n; i++) decode_stage |= f->axes[a].values[i] == 2;
+  if (in->stage_kv == 2 && !f->tensor_cores && !decode_stage) {
     snprintf(why, why_len,
-             "stage_kv 2 (tiles stored split into TF32 parts) is forward_mma's alone");
+             "stage_kv 2 is forward_mma's (tiles stored split into TF32 parts) and decode's (V "
+             "loaded with K) alone");
     return 0;
   }
   if (f->fixed.stage) out->stage = f->tensor_cores && in->stage_kv == 2 ? 2 : 1;
+  if (decode_stage && out->stage != 2) out->stage = 1;
   return 1;
 }
 
