@@ -3,9 +3,12 @@
 # ptx/ test): each program (its registry files: cl/common.cl, cl/mma.cl, ..., its own file)
 # compiled by clang's nvptx64 backend for sm_80 and assembled by ptxas for sm_90, in a few
 # configs per storage type, so that a malformed asm string, operand or type suffix fails here
-# rather than on the H200. Registers, spills and shared memory are printed per config; they are
-# clang's code, not NVIDIA's OpenCL compiler's, so only indicative. The OpenCL built-ins that
-# clang's nvptx64 target lacks (work-item ids, barrier, exp2, half loads) are stubbed below.
+# rather than on the H200; the decode kernels likewise. Registers, spills and shared memory are
+# printed per config; they are clang's code, not NVIDIA's OpenCL compiler's, so only indicative.
+# The OpenCL built-ins that clang's nvptx64 target lacks (work-item ids, barrier, exp2, fma, half
+# and vector loads, conversions) are stubbed below; one left unstubbed is a failure, since the
+# call it leaves inflates the registers (before fma was stubbed, forward_mma_half with a window
+# and softcap read 255 registers and 248 bytes of spills; it has 220 and none).
 # Exits 77 (skipped) without clang's nvptx64 target or ptxas (PATH, else /usr/local/cuda/bin).
 # Usage: tools/ptx-check.sh [WORK_DIR]
 set -uo pipefail
@@ -41,6 +44,36 @@ void OVL vstore_half_rte(float x, size_t i, __global half *p) {
   ((__global ushort *)p)[i] = u;
 }
 ushort2 OVL vload2(size_t i, const __global ushort *p) { return (ushort2)(p[2 * i], p[2 * i + 1]); }
+/* Without these, clang leaves calls to external functions whose ABI inflates the registers. */
+float OVL fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+float OVL fmin(float a, float b) { return __nvvm_fmin_f(a, b); }
+float OVL fabs(float a) { return __builtin_fabsf(a); }
+/* (vloadn needs only the element's alignment; these assume the vector's: registers, not loads) */
+float4 OVL vload4(size_t i, const __global float *p) { return ((const __global float4 *)p)[i]; }
+float2 OVL vload2(size_t i, const __global float *p) { return ((const __global float2 *)p)[i]; }
+float4 OVL convert_float4(char4 c) { return (float4)(c.s0, c.s1, c.s2, c.s3); }
+float8 OVL convert_float8(char8 c) { return (float8)(convert_float4(c.lo), convert_float4(c.hi)); }
+float16 OVL convert_float16(char16 c) {
+  return (float16)(convert_float8(c.lo), convert_float8(c.hi));
+}
+static inline float h2f(uint h) {
+  float f;
+  __asm__("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((ushort)h));
+  return f;
+}
+float2 OVL vloada_half2(size_t i, const __global half *p) {
+  const uint u = ((const __global uint *)p)[i];
+  return (float2)(h2f(u & 0xffff), h2f(u >> 16));
+}
+float4 OVL vloada_half4(size_t i, const __global half *p) {
+  const uint2 u = ((const __global uint2 *)p)[i];
+  return (float4)(h2f(u.s0 & 0xffff), h2f(u.s0 >> 16), h2f(u.s1 & 0xffff), h2f(u.s1 >> 16));
+}
+float8 OVL vloada_half8(size_t i, const __global half *p) {
+  const uint4 u = ((const __global uint4 *)p)[i];
+  return (float8)(h2f(u.s0 & 0xffff), h2f(u.s0 >> 16), h2f(u.s1 & 0xffff), h2f(u.s1 >> 16),
+                  h2f(u.s2 & 0xffff), h2f(u.s2 >> 16), h2f(u.s3 & 0xffff), h2f(u.s3 >> 16));
+}
 EOF
 fail=0
 # check NAME FILES... -- DEFINES...
@@ -61,8 +94,13 @@ check() {
   then
     echo "FAIL (ptxas) $tag"; sed -n 1,20p "$work/$name.log"; fail=1; return
   fi
-  # Per kernel of the program (clattn_forward; bwd_dkdv and bwd_dq).
-  echo "ok $tag: $(grep -A2 -E "Function properties for (clattn_forward|bwd_dkdv|bwd_dq)" \
+  if grep -q '^\.extern \.func' "$work/$name.ptx"; then # a built-in left unstubbed
+    echo "FAIL (stubs) $tag: $(grep -oE '^\.extern \.func.*' "$work/$name.ptx" | head -3)"
+    fail=1
+    return
+  fi
+  # Per kernel of the program (clattn_forward; bwd_dkdv and bwd_dq; clattn_decode).
+  echo "ok $tag: $(grep -A2 -E "Function properties for (clattn_forward|bwd_dkdv|bwd_dq|clattn_decode)" \
     "$work/$name.log" | grep -oE 'for [a-z_]+|[0-9]+ bytes spill stores|Used [0-9]+ registers' |
     tr '\n' ' ')"
 }
@@ -94,4 +132,16 @@ check fm common.cl mma.cl forward_mma.cl -- -DD=64 -DDV=64 -DBQ=128 -DBKV=32 -DP
   -DVEC=4 -DKVSPLIT=1
 check fm common.cl mma.cl forward_mma.cl -- -DD=128 -DDV=128 -DBQ=64 -DBKV=32 -DPAD=1 -DCAUSAL=0 \
   -DVEC=4 -DKVSPLIT=1 -DMASK=1 -DSOFTCAP=1
+# The decode kernels as a GPU builds them (loops unrolled), with their registers: fp16, an int8
+# cache and fp32, d = 128, GQA 4's one row, the two stages; the cost model's register estimate
+# (runtime/kernels/decode_family.c) was fitted to these.
+dec=(common.cl decode.cl --)
+dd=(-DD=128 -DDV=128 -DBQ=4 -DBKV=64 -DCAUSAL=0 -DKVCACHE=1 -DKVLENS=1 -DUNROLL_LOOPS=1)
+for st in 1 2; do
+  check dec "${dec[@]}" "${dd[@]}" -DDTYPE=1 -DTPR=4 -DRM=4 -DVEC=4 -DSTAGE=$st
+  check dec "${dec[@]}" "${dd[@]}" -DDTYPE=1 -DTPR=8 -DRM=2 -DVEC=2 -DSTAGE=$st -DPAGED=1
+  check dec "${dec[@]}" "${dd[@]}" -DDTYPE=1 -DTPR=4 -DRM=1 -DVEC=2 -DSTAGE=$st -DKV8=1
+  check dec "${dec[@]}" "${dd[@]}" -DDTYPE=0 -DTPR=4 -DRM=2 -DVEC=4 -DSTAGE=$st -DSOFTCAP=1 \
+    -DSINKS=1
+done
 exit $fail
