@@ -78,30 +78,47 @@ static unsigned udiff(unsigned a, unsigned b) {
   return a > b ? a - b : b - a;
 }
 
+/* Registers per work-item of a GPU build, estimated: fitted (within about 15%) to ptxas's counts
+ * for clang's sm_90 code of cl/decode.cl (tools/ptx-check.sh; d = 128, fp16 and int8; fp32 uses
+ * fewer): about 36 of addresses and state, 5 per packed row (the scores, Q's reads), the K
+ * chunks' values, O's accumulators and VU = 4 V chunks, and about 16 more for V loaded with K
+ * (stage 2). bq: the rows a call's tile
+ * has, not the class's block (a call tightens it: plan/grid.c). */
+static unsigned decode_regs(const clattn__class *k, const clattn__config *c, unsigned bq) {
+  unsigned cc = chunk_of(k, c), rm = c->rm ? c->rm : 1, nchk = (k->d + cc - 1) / cc;
+  unsigned kvals = (nchk + c->tpr - 1) / c->tpr * cc;
+  return 36 + 5 * bq + kvals + (rm + 4) * cc + (c->stage == 2 ? 16 : 0);
+}
+
 /* The one family of a cache class. For plain classes it ranks after every other family (the
  * heuristic never picks it; the tuner reaches it last, and may find it faster for a few query
  * rows against many keys with GQA). 16 packed rows fit a GQA group of 4 to 16 heads times 1 to
- * 4 query rows (a call's plan tightens it to the rows its tiles have: plan/grid.c). GPUs:
- * 16-byte loads, 256 work-items (64 keys of 4), at most 32 registers of loaded K and 64 of O's
- * accumulators and V in flight per work-item (so int8 takes 8-byte loads), and V loaded with K
- * (stage 2: one memory round trip per block) where K, V and the accumulators together stay
- * within 96 registers; CPUs: one work-item per key, V after the scores (stage 1: nothing there
- * waits on a load, and fewer values live). */
+ * 4 query rows (a call's plan tightens it to the rows its tiles have: plan/grid.c). CPUs: one
+ * work-item per key, V after the scores (stage 1: nothing there waits on a load, and fewer
+ * values live). GPUs, by occupancy and loads in flight: a build's registers (decode_regs, for a
+ * GQA 4 group's 4 rows) decide how many work-groups an SM of 64K registers holds; a kernel of
+ * 160 registers (fp16, 16-byte loads, 4 rows per work-item) holds 8 warps, too few to keep the
+ * memory busy through a block's barriers, and one of 80 holds 24. Then the bytes those warps
+ * have in flight at a block's start (K's, and V's first chunks at stage 2), and 256 work-items
+ * (64 keys of 4). */
 unsigned clattn__decode_cost(const clattn__family *f, const clattn__device *dev,
                              const clattn__class *k, const clattn__config *c) {
   unsigned cc = chunk_of(k, c), rm = c->rm ? c->rm : 1, nchk = (k->d + cc - 1) / cc;
-  /* Registers of loaded K, and of O's accumulators with the V chunks in flight (cl/decode.cl's
-   * VU = 4 keys' at a time). */
-  unsigned kregs = (nchk + c->tpr - 1) / c->tpr * cc, acc = rm * cc + 4 * cc;
-  unsigned s = 10 * udiff(ilog2(c->bq), 4) + 4 * udiff(ilog2(c->vec ? c->vec : 1), 2);
+  unsigned s = 10 * udiff(ilog2(c->bq), 4), vec = ilog2(c->vec ? c->vec : 1);
   if (!(k->variants & CLATTN__VAR_KVCACHE)) s += 100000; /* after the measured families */
   if (clattn__fam_is_cpu(dev))
-    return s + 4 * udiff(ilog2(c->bkv), 6) + 8 * ilog2(c->tpr) + udiff(ilog2(rm), 2) +
-           (c->stage == 2 ? 2 : 0);
-  s += 6 * udiff(ilog2(wg_of(c)), 8) + 2 * udiff(ilog2(c->bkv), 6) + 2 * udiff(ilog2(rm), 2);
-  if (kregs > 32) s += 8 * (kregs / 32);
-  if (acc > 64) s += 8 * (acc / 64);
-  s += c->stage == 2 ? (kregs + acc > 96 ? 6 : 0) : 3;
+    return s + 4 * udiff(vec, 2) + 4 * udiff(ilog2(c->bkv), 6) + 8 * ilog2(c->tpr) +
+           udiff(ilog2(rm), 2) + (c->stage == 2 ? 2 : 0);
+  s += udiff(vec, 2); /* 16-byte loads, where the registers allow them (below) */
+  s += 6 * udiff(ilog2(wg_of(c)), 8) + 2 * udiff(ilog2(c->bkv), 6);
+  unsigned regs = (decode_regs(k, c, c->bq < 4 ? c->bq : 4) + 7) / 8 * 8, wg = wg_of(c);
+  unsigned groups = 65536 / (regs * wg), warps = (groups ? groups : 1) * wg / 32;
+  if (warps > 64) warps = 64;
+  s += warps >= 32 ? 0 : warps >= 24 ? 2 : warps >= 16 ? 5 : warps >= 8 ? 12 : 25;
+  size_t bytes = (size_t)cc * (k->variants & CLATTN__VAR_KV8 ? 1 : k->dtype ? 2 : 4);
+  size_t flight =
+      (size_t)warps * 32 * (((nchk + c->tpr - 1) / c->tpr) + (c->stage == 2 ? 4u : 0u)) * bytes;
+  s += flight < 16384 ? 6 : flight < 32768 ? 3 : 0;
   if (clattn__decode_local(dev, k, c) > 32768) s += 5;
   return s;
 }
