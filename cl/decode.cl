@@ -100,67 +100,62 @@ typedef stor_t kv_t;
 #endif
 #define CACHE_ARGS PAGE_ARGS SCALE_ARGS
 
-/* Elements [0, n) of a chunk (n <= CC) at p into x; al: p is aligned to the whole chunk and
- * n == CC. */
-static inline void load_chunk(__global const kv_t *p, uint n, int al, float *x) {
+/* A chunk as loaded: VEC 32-bit words (16 bytes at VEC = 4) of EPW elements each, unpacked to
+ * float only where an element is used, so that a chunk in flight holds VEC registers, not CC
+ * (fp16: half as many, int8: a quarter). */
+#define EPW (CC / VEC)
+#ifndef PTX_CVT
+#define PTX_CVT 0
+#endif
+
+/* Elements [0, n) of a chunk (n <= CC) at p into w, the rest zero; al: p is aligned to the
+ * whole chunk and n == CC. */
+static inline void load_raw(__global const kv_t *p, uint n, int al, uint *w) {
   if (al) {
-#if KV8
-#if VEC == 4
-    const float16 y = convert_float16(as_char16(*(__global const uint4 *)p));
-    UNROLL
-    for (uint e = 0; e < 16; e++) x[e] = y[e];
-#elif VEC == 2
-    const float8 y = convert_float8(as_char8(*(__global const uint2 *)p));
-    UNROLL
-    for (uint e = 0; e < 8; e++) x[e] = y[e];
-#else
-    const float4 y = convert_float4(as_char4(*(__global const uint *)p));
-    UNROLL
-    for (uint e = 0; e < 4; e++) x[e] = y[e];
-#endif
-#elif DTYPE == 1
-#if VEC == 4
-    const float8 y = vloada_half8(0, p);
-#elif VEC == 2
-    const float4 y = vloada_half4(0, p);
-#else
-    const float2 y = vloada_half2(0, p);
-#endif
-    UNROLL
-    for (uint e = 0; e < CC; e++) x[e] = y[e];
-#elif DTYPE == 2
 #if VEC == 4
     const uint4 u = *(__global const uint4 *)p;
-    const uint w[4] = {u.s0, u.s1, u.s2, u.s3};
+    w[0] = u.s0, w[1] = u.s1, w[2] = u.s2, w[3] = u.s3;
 #elif VEC == 2
     const uint2 u = *(__global const uint2 *)p;
-    const uint w[2] = {u.s0, u.s1};
+    w[0] = u.s0, w[1] = u.s1;
 #else
-    const uint w[1] = {*(__global const uint *)p};
-#endif
-    UNROLL
-    for (uint e = 0; e < VEC; e++)
-      x[2 * e] = as_float(w[e] << 16), x[2 * e + 1] = as_float(w[e] & 0xffff0000u);
-#else
-#if VEC == 4
-    const float4 y = *(__global const float4 *)p;
-    x[0] = y.s0, x[1] = y.s1, x[2] = y.s2, x[3] = y.s3;
-#elif VEC == 2
-    const float2 y = *(__global const float2 *)p;
-    x[0] = y.s0, x[1] = y.s1;
-#else
-    x[0] = *p;
-#endif
+    w[0] = *(__global const uint *)p;
 #endif
   } else {
     UNROLL
-    for (uint e = 0; e < CC; e++)
+    for (uint i = 0; i < VEC; i++) w[i] = 0u;
+    UNROLL
+    for (uint e = 0; e < CC; e++) {
+      if (e >= n) break;
 #if KV8
-      x[e] = e < n ? (float)p[e] : 0.0f;
+      const uint bits = (uint)((__global const uchar *)p)[e];
+#elif DTYPE != 0
+      const uint bits = (uint)((__global const ushort *)p)[e];
 #else
-      x[e] = e < n ? LDS(p + e) : 0.0f;
+      const uint bits = as_uint(p[e]);
 #endif
+      w[e / EPW] |= bits << (32 / EPW * (e % EPW));
+    }
   }
+}
+
+/* Element e of a loaded chunk as float (e a constant once the loops are unrolled). */
+static inline float unpack(const uint *w, uint e) {
+#if KV8
+  return (float)((int)(w[e / 4] << (24 - 8 * (e % 4))) >> 24);
+#elif DTYPE == 1
+#if PTX_CVT /* NVIDIA: the half's 16 bits converted in place, no private memory */
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((ushort)(w[e / 2] >> (16 * (e % 2)))));
+  return f;
+#else
+  return vload_half(e, (const __private half *)w);
+#endif
+#elif DTYPE == 2
+  return as_float(e % 2 ? w[e / 2] & 0xffff0000u : w[e / 2] << 16);
+#else
+  return as_float(w[e]);
+#endif
 }
 
 /* Where key `key` of entry b lives: its slot (the page, or the entry) and its row in the slot;
@@ -187,7 +182,7 @@ static inline int kv_where(ulong b, uint key PAGE_ARGS, ulong *slot, uint *tok) 
  * through the block table as K's are; vo[u] -1 where there is no key. */
 static inline void load_v(__global const kv_t *v, ulong b, uint kv0, uint sub, uint nsub, uint nk,
                           ulong vbase, ulong v_sb, ulong v_ss, uint c0, uint ncol,
-                          int val PAGE_ARGS, long *vo, float (*y)[CC]) {
+                          int val PAGE_ARGS, long *vo, uint (*y)[VEC]) {
   UNROLL
   for (uint u = 0; u < VU; u++) {
     const uint j = sub + u * nsub;
@@ -196,7 +191,7 @@ static inline void load_v(__global const kv_t *v, ulong b, uint kv0, uint sub, u
     vo[u] = -1;
     if (j < nk && kv_where(b, kv0 + j PAGE_PASS, &slot, &tok)) {
       vo[u] = (long)(vbase + slot * v_sb + (ulong)tok * v_ss);
-      load_chunk(v + vo[u] + c0, ncol, val && ncol == CC, y[u]);
+      load_raw(v + vo[u] + c0, ncol, val && ncol == CC, y[u]);
     }
   }
 }
@@ -324,7 +319,7 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
     }
     if (kj < BKV && kt == 0) Ko[kj] = ko;
     /* P V's V chunks: keys j0 + u nsub; STAGE 2 loads the first VU here, with K's. */
-    float y[VU][CC];
+    uint y[VU][VEC];
     long vo[VU];
 #if STAGE == 2
     if (ncol) load_v(v, b, kv0, sub, nsub, nk, vbase, v_sb, v_ss, c0, ncol, val PAGE_PASS, vo, y);
@@ -333,34 +328,41 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
     UNROLL
     for (uint r = 0; r < BQ; r++) s[r] = 0.0f;
     if (ko >= 0) {
-      float x[CPK][CC];
+      uint x[CPK][VEC];
       UNROLL
       for (uint u = 0; u < CPK; u++) { /* every load first, then the arithmetic */
         const uint c = (kt + u * TPR) * CC;
-        if (c < D) load_chunk(k + ko + c, min((uint)CC, D - c), kal && c + CC <= D, x[u]);
+        if (c < D) load_raw(k + ko + c, min((uint)CC, D - c), kal && c + CC <= D, x[u]);
       }
       UNROLL
       for (uint u = 0; u < CPK; u++) {
         const uint c = (kt + u * TPR) * CC;
         if (c >= D) continue;
-        UNROLL
-        for (uint r = 0; r < BQ; r++) {
-          if (r >= nr) continue;
-          __local const float *qr = Qs + r * QD + c; /* past D: zero, as x there */
 #if CC % 4 == 0
+        UNROLL
+        for (uint e = 0; e < CC; e += 4) { /* 4 elements unpacked, then every row's FMAs */
+          const float4 xv = (float4)(unpack(x[u], e), unpack(x[u], e + 1), unpack(x[u], e + 2),
+                                     unpack(x[u], e + 3));
           UNROLL
-          for (uint e = 0; e < CC; e += 4) {
-            const float4 qv = *(__local const float4 *)(qr + e);
-            s[r] = fma(qv.s0, x[u][e], s[r]);
-            s[r] = fma(qv.s1, x[u][e + 1], s[r]);
-            s[r] = fma(qv.s2, x[u][e + 2], s[r]);
-            s[r] = fma(qv.s3, x[u][e + 3], s[r]);
+          for (uint r = 0; r < BQ; r++) {
+            if (r >= nr) continue;
+            /* Q's columns past D are zero, as the chunk's elements there */
+            const float4 qv = *(__local const float4 *)(Qs + r * QD + c + e);
+            s[r] = fma(qv.s0, xv.s0, s[r]);
+            s[r] = fma(qv.s1, xv.s1, s[r]);
+            s[r] = fma(qv.s2, xv.s2, s[r]);
+            s[r] = fma(qv.s3, xv.s3, s[r]);
           }
-#else
-          UNROLL
-          for (uint e = 0; e < CC; e++) s[r] = fma(qr[e], x[u][e], s[r]);
-#endif
         }
+#else
+        UNROLL
+        for (uint e = 0; e < CC; e++) {
+          const float xe = unpack(x[u], e);
+          UNROLL
+          for (uint r = 0; r < BQ; r++)
+            if (r < nr) s[r] = fma(Qs[r * QD + c + e], xe, s[r]);
+        }
+#endif
       }
     }
     UNROLL
@@ -421,7 +423,7 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
           for (uint u = 0; u < VU; u++) {
             const uint j = j0 + u * nsub;
             vo[u] = j < nk ? Vo[j] : -1;
-            if (vo[u] >= 0) load_chunk(v + vo[u] + c0, ncol, val && ncol == CC, y[u]);
+            if (vo[u] >= 0) load_raw(v + vo[u] + c0, ncol, val && ncol == CC, y[u]);
           }
         UNROLL
         for (uint u = 0; u < VU; u++) {
@@ -432,16 +434,19 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
 #else
           const float vs = 1.0f;
 #endif
+          float pv[RM]; /* each row's P of the key (times V's int8 scale) */
           UNROLL
           for (uint i = 0; i < RM; i++) {
             const uint r = rg * RM + i;
-            if (r < nr && m[i] != -INFINITY) {
-              const float pj = exp2(U[r * BKV + j] - m[i]);
-              l[i] += pj;
-              const float pv = pj * vs;
-              UNROLL
-              for (uint e = 0; e < CC; e++) acc[i][e] = fma(pv, y[u][e], acc[i][e]);
-            }
+            const float pj = r < nr && m[i] != -INFINITY ? exp2(U[r * BKV + j] - m[i]) : 0.0f;
+            l[i] += pj;
+            pv[i] = pj * vs;
+          }
+          UNROLL
+          for (uint e = 0; e < CC; e++) { /* an element unpacked once, then every row's FMA */
+            const float ye = unpack(y[u], e);
+            UNROLL
+            for (uint i = 0; i < RM; i++) acc[i][e] = fma(pv[i], ye, acc[i][e]);
           }
         }
       }

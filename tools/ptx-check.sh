@@ -136,7 +136,8 @@ check fm common.cl mma.cl forward_mma.cl -- -DD=128 -DDV=128 -DBQ=64 -DBKV=32 -D
 # cache and fp32, d = 128, GQA 4's one row, the two stages; the cost model's register estimate
 # (runtime/kernels/decode_family.c) was fitted to these.
 dec=(common.cl decode.cl --)
-dd=(-DD=128 -DDV=128 -DBQ=4 -DBKV=64 -DCAUSAL=0 -DKVCACHE=1 -DKVLENS=1 -DUNROLL_LOOPS=1)
+dd=(-DD=128 -DDV=128 -DBQ=4 -DBKV=64 -DCAUSAL=0 -DKVCACHE=1 -DKVLENS=1 -DUNROLL_LOOPS=1
+  -DPTX_CVT=1)
 for st in 1 2; do
   check dec "${dec[@]}" "${dd[@]}" -DDTYPE=1 -DTPR=4 -DRM=4 -DVEC=4 -DSTAGE=$st
   check dec "${dec[@]}" "${dd[@]}" -DDTYPE=1 -DTPR=8 -DRM=2 -DVEC=2 -DSTAGE=$st -DPAGED=1

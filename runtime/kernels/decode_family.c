@@ -79,15 +79,16 @@ static unsigned udiff(unsigned a, unsigned b) {
 }
 
 /* Registers per work-item of a GPU build, estimated: fitted (within about 15%) to ptxas's counts
- * for clang's sm_90 code of cl/decode.cl (tools/ptx-check.sh; d = 128, fp16 and int8; fp32 uses
- * fewer): about 36 of addresses and state, 5 per packed row (the scores, Q's reads), the K
- * chunks' values, O's accumulators and VU = 4 V chunks, and about 16 more for V loaded with K
- * (stage 2). bq: the rows a call's tile
- * has, not the class's block (a call tightens it: plan/grid.c). */
+ * for clang's sm_90 code of cl/decode.cl (tools/ptx-check.sh; d = 128, fp16, bf16, int8 and
+ * fp32): about 24 of addresses and state, 5 per packed row (the scores, Q's reads), 1.5 per
+ * accumulator of O and 3 per row of P V (m, l, P), half a register per loaded 32-bit word in
+ * flight (K's chunks and VU = 4 V chunks: the loads stay packed until used), and about 12 more
+ * for V loaded with K (stage 2). bq: the rows a call's tile has, not the class's block (a call
+ * tightens it: plan/grid.c). */
 static unsigned decode_regs(const clattn__class *k, const clattn__config *c, unsigned bq) {
   unsigned cc = chunk_of(k, c), rm = c->rm ? c->rm : 1, nchk = (k->d + cc - 1) / cc;
-  unsigned kvals = (nchk + c->tpr - 1) / c->tpr * cc;
-  return 36 + 5 * bq + kvals + (rm + 4) * cc + (c->stage == 2 ? 16 : 0);
+  unsigned words = ((nchk + c->tpr - 1) / c->tpr + 4) * (c->vec ? c->vec : 1);
+  return 24 + 5 * bq + 3 * rm * cc / 2 + 3 * rm + words / 2 + (c->stage == 2 ? 12 : 0);
 }
 
 /* The one family of a cache class. For plain classes it ranks after every other family (the
@@ -98,7 +99,8 @@ static unsigned decode_regs(const clattn__class *k, const clattn__config *c, uns
  * values live). GPUs, by occupancy and loads in flight: a build's registers (decode_regs, for a
  * GQA 4 group's 4 rows) decide how many work-groups an SM of 64K registers holds; a kernel of
  * 160 registers (fp16, 16-byte loads, 4 rows per work-item) holds 8 warps, too few to keep the
- * memory busy through a block's barriers, and one of 80 holds 24. Then the bytes those warps
+ * memory busy through a block's barriers, and one of 80 holds 24 (ptxas's counts of clang's
+ * code before the loads stayed packed; 106 and 72 since). Then the bytes those warps
  * have in flight at a block's start (K's, and V's first chunks at stage 2), and 256 work-items
  * (64 keys of 4). */
 unsigned clattn__decode_cost(const clattn__family *f, const clattn__device *dev,
@@ -128,9 +130,11 @@ void clattn__decode_defines(const clattn__family *f, const clattn__device *dev,
                             size_t len) {
   snprintf(out, len,
            "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DTPR=%u -DRM=%u -DCAUSAL=%u -DVEC=%u "
-           "-DSTAGE=%u -DUNROLL_LOOPS=%d",
+           "-DSTAGE=%u -DUNROLL_LOOPS=%d -DPTX_CVT=%d",
            k->d, k->dv, c->bq, c->bkv, c->tpr, c->rm ? c->rm : 1, k->causal, c->vec ? c->vec : 1,
-           c->stage == 2 ? 2u : 1u, !clattn__fam_is_cpu(dev));
+           c->stage == 2 ? 2u : 1u, !clattn__fam_is_cpu(dev),
+           /* NVIDIA's fp16 unpacked by inline PTX (cl/decode.cl's unpack) */
+           dev->tensor_cores && !dev->mma_emulated);
 }
 
 void clattn__decode_reason(const clattn__family *f, const clattn__device *dev,
