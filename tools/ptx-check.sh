@@ -145,4 +145,22 @@ for st in 1 2; do
   check dec "${dec[@]}" "${dd[@]}" -DDTYPE=0 -DTPR=4 -DRM=2 -DVEC=4 -DSTAGE=$st -DSOFTCAP=1 \
     -DSINKS=1
 done
+# The wgmma probe (tools/probe_wgmma.cl, issue 19): Hopper's wgmma needs PTX .target sm_90a,
+# which clang here cannot emit, so its PTX is retargeted by hand; sm_90 must refuse it.
+if clang -cl-std=CL1.2 -Xclang -finclude-default-header -target nvptx64-nvidia-cuda -march=sm_80 \
+  -O2 -S -Dasm=__asm__ -include "$work/stubs.cl" -o "$work/wgmma.ptx" \
+  "$(dirname "$0")/probe_wgmma.cl" 2>"$work/wgmma.log"; then
+  for arch in sm_90a sm_90; do
+    sed -e "s/^\.target sm_80/.target $arch/" -e 's/^\.version .*/.version 8.0/' "$work/wgmma.ptx" \
+      >"$work/wgmma_$arch.ptx"
+    if "$ptxas" -arch=$arch -c -o "$work/wgmma.o" "$work/wgmma_$arch.ptx" >"$work/wgmma.log" 2>&1
+    then r=assembles; else r=refused; fi
+    want=assembles
+    [ $arch = sm_90 ] && want=refused
+    if [ $r = $want ]; then echo "ok wgmma probe $arch: $r"; else
+      echo "FAIL wgmma probe $arch: $r"; sed -n 1,10p "$work/wgmma.log"; fail=1; fi
+  done
+else
+  echo "FAIL (clang) wgmma probe"; sed -n 1,20p "$work/wgmma.log"; fail=1
+fi
 exit $fail
