@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
 rm -rf .gpu && mkdir -p .gpu
-cp "$build"/tools/clattn "$build"/tools/wgmma_probe tools/probe_wgmma.cl "$build"/libclattn.so* .gpu/
+cp "$build"/tools/clattn "$build"/tools/ptx_probe tools/probe_*.cl "$build"/libclattn.so* .gpu/
 # Shared libraries the build links that the device machine lacks (its OpenCL loader is there).
 for lib in $(ldd "$build"/libclattn.so | awk '/libcjson|libclblast/ {print $3}'); do cp -L "$lib" .gpu/; done
 cp ../shared/gpu/nvidia-env.sh ../shared/peers/torch_sdpa.py tools/torch_padded.py \

@@ -3,7 +3,8 @@
 # ptx/ test): each program (its registry files: cl/common.cl, cl/mma.cl, ..., its own file)
 # compiled by clang's nvptx64 backend for sm_80 and assembled by ptxas for sm_90, in a few
 # configs per storage type, so that a malformed asm string, operand or type suffix fails here
-# rather than on the H200; the decode kernels likewise. Registers, spills and shared memory are
+# rather than on the H200; the decode kernels and the PTX probes (tools/gpu-ptx-probe.sh)
+# likewise. Registers, spills and shared memory are
 # printed per config; they are clang's code, not NVIDIA's OpenCL compiler's, so only indicative.
 # The OpenCL built-ins that clang's nvptx64 target lacks (work-item ids, barrier, exp2, fma, half
 # and vector loads, conversions) are stubbed below; one left unstubbed is a failure, since the
@@ -25,6 +26,10 @@ cat >"$work/stubs.cl" <<'EOF'
 #define OVL __attribute__((overloadable))
 size_t OVL get_local_id(uint d) { return __nvvm_read_ptx_sreg_tid_x(); }
 size_t OVL get_group_id(uint d) { return __nvvm_read_ptx_sreg_ctaid_x(); }
+size_t OVL get_global_id(uint d) {
+  return __nvvm_read_ptx_sreg_ctaid_x() * __nvvm_read_ptx_sreg_ntid_x() +
+         __nvvm_read_ptx_sreg_tid_x();
+}
 void OVL barrier(cl_mem_fence_flags f) { __syncthreads(); }
 float OVL exp2(float x) { return __nvvm_ex2_approx_f(x); }
 float OVL log2(float x) { return __nvvm_lg2_approx_f(x); }
@@ -163,4 +168,16 @@ if clang -cl-std=CL1.2 -Xclang -finclude-default-header -target nvptx64-nvidia-c
 else
   echo "FAIL (clang) wgmma probe"; sed -n 1,20p "$work/wgmma.log"; fail=1
 fi
+# The dense mma.sync rate's kernel (tools/probe_mma_rate.cl), fp16 and bf16.
+for bf in 0 1; do
+  rate_src=$(cd "$(dirname "$0")" && pwd)/probe_mma_rate.cl
+  if clang -cl-std=CL1.2 -Xclang -finclude-default-header -target nvptx64-nvidia-cuda \
+    -march=sm_80 -O2 -S -Dasm=__asm__ -include "$work/stubs.cl" -DMMA_BF16=$bf \
+    -o "$work/rate.ptx" "$rate_src" 2>"$work/rate.log" &&
+    "$ptxas" -arch=sm_90 -v -c -o "$work/rate.o" "$work/rate.ptx" >"$work/rate.log" 2>&1; then
+    echo "ok mma rate MMA_BF16=$bf: $(grep -oE 'Used [0-9]+ registers' "$work/rate.log")"
+  else
+    echo "FAIL mma rate MMA_BF16=$bf"; sed -n 1,10p "$work/rate.log"; fail=1
+  fi
+done
 exit $fail

@@ -1,12 +1,17 @@
-/* The wgmma probe's host program (issue 19; tools/gpu-wgmma-probe.sh runs it on the device
- * machine). Answers three questions about NVIDIA's OpenCL compiler, each with what it printed:
+/* The PTX probes' host program (issue 19; tools/gpu-ptx-probe.sh runs it on the device machine).
+ * Answers four questions about NVIDIA's OpenCL compiler and the device, each with what it
+ * printed:
  *   1. the .version and .target lines of the PTX it emits for a trivial kernel (the program
  *      binary NVIDIA's OpenCL returns is PTX text);
  *   2. whether tools/probe_wgmma.cl (Hopper's wgmma.mma_async through inline PTX, which needs
  *      .target sm_90a) builds with each of a few option sets, and the build log if not;
  *   3. for a build that succeeds, whether it runs right: D = A B over ones must be 16
- *      everywhere (32: the matrix descriptor pointed at the wrong half of the local buffer).
- * Usage: wgmma_probe KERNEL_FILE [DEVICE_SUBSTRING]   (default: the first GPU, else any device) */
+ *      everywhere (32: the matrix descriptor pointed at the wrong half of the local buffer);
+ *   4. the dense mma.sync m16n8k16 rate in fp16 and bf16 (tools/probe_mma_rate.cl), the
+ *      yardstick of the tensor-core kernels' achieved rate: median of 5 timed runs (OpenCL
+ *      events) after one untimed.
+ * Usage: ptx_probe WGMMA_KERNEL MMA_RATE_KERNEL [DEVICE_SUBSTRING]
+ * (default device: the first GPU, else any) */
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 #include <stdio.h>
@@ -116,21 +121,78 @@ static void run(cl_context ctx, cl_device_id dev, cl_program prog, const char *t
   if (q) clReleaseCommandQueue(q);
 }
 
-int main(int argc, char **argv) {
-  if (argc < 2) {
-    fprintf(stderr, "usage: %s KERNEL_FILE [DEVICE_SUBSTRING]\n", argv[0]);
-    return 2;
-  }
-  FILE *f = fopen(argv[1], "rb");
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
   char *src = f ? calloc(1, 1 << 20) : NULL;
   if (!f || !src || !fread(src, 1, (1 << 20) - 1, f)) {
-    fprintf(stderr, "wgmma_probe: cannot read %s\n", argv[1]);
-    return 2;
+    fprintf(stderr, "ptx_probe: cannot read %s\n", path);
+    exit(2);
   }
   fclose(f);
-  cl_device_id dev = pick(argc > 2 ? argv[2] : NULL);
+  return src;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The dense mma.sync rate: 4 work-groups of 8 warps per compute unit, each warp 8 chains of
+ * iters mma.sync (4096 FLOPs each). */
+static void mma_rate(cl_context ctx, cl_device_id dev, const char *src, const char *type) {
+  char opts[64], tag[32];
+  snprintf(opts, sizeof opts, "-DMMA_BF16=%d", strcmp(type, "bf16") == 0);
+  snprintf(tag, sizeof tag, "mma_rate[%s]", type);
+  cl_program p = build(ctx, dev, src, opts, tag);
+  if (!p) return;
+  cl_uint units = 1, iters = 2048;
+  clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, NULL);
+  size_t l = 256, g = (size_t)4 * units * l;
+  cl_int err;
+  cl_command_queue q = clCreateCommandQueue(ctx, dev, CL_QUEUE_PROFILING_ENABLE, &err);
+  cl_kernel k = err == CL_SUCCESS ? clCreateKernel(p, "probe_mma_rate", &err) : NULL;
+  cl_mem out = err == CL_SUCCESS
+                   ? clCreateBuffer(ctx, CL_MEM_WRITE_ONLY, g * sizeof(float), NULL, &err)
+                   : NULL;
+  if (err == CL_SUCCESS) err = clSetKernelArg(k, 0, sizeof out, &out);
+  if (err == CL_SUCCESS) err = clSetKernelArg(k, 1, sizeof iters, &iters);
+  double ms[5];
+  for (int r = 0; err == CL_SUCCESS && r < 6; r++) {
+    cl_event e;
+    err = clEnqueueNDRangeKernel(q, k, 1, NULL, &g, &l, 0, NULL, &e);
+    if (err == CL_SUCCESS) err = clWaitForEvents(1, &e);
+    cl_ulong t0 = 0, t1 = 0;
+    if (err == CL_SUCCESS) {
+      clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL);
+      clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
+      clReleaseEvent(e);
+      if (r > 0) ms[r - 1] = (double)(t1 - t0) * 1e-6;
+    }
+  }
+  if (err != CL_SUCCESS) {
+    printf("%s: run FAILED (%d)\n", tag, (int)err);
+  } else {
+    qsort(ms, 5, sizeof *ms, cmp_double);
+    double flops = (double)g / 32 * iters * 8 * 4096;
+    printf("%s: %zu work-groups of 256, %u steps of 8 chains: median %.3f ms (min %.3f, max "
+           "%.3f), %.1f TFLOP/s dense mma.sync m16n8k16\n",
+           tag, g / l, iters, ms[2], ms[0], ms[4], flops / (ms[2] * 1e-3) / 1e12);
+  }
+  if (out) clReleaseMemObject(out);
+  if (k) clReleaseKernel(k);
+  if (q) clReleaseCommandQueue(q);
+  clReleaseProgram(p);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: %s WGMMA_KERNEL MMA_RATE_KERNEL [DEVICE_SUBSTRING]\n", argv[0]);
+    return 2;
+  }
+  char *src = read_file(argv[1]), *rate_src = read_file(argv[2]);
+  cl_device_id dev = pick(argc > 3 ? argv[3] : NULL);
   if (!dev) {
-    fprintf(stderr, "wgmma_probe: no OpenCL device\n");
+    fprintf(stderr, "ptx_probe: no OpenCL device\n");
     return 3;
   }
   char name[256] = "", driver[128] = "", version[128] = "";
@@ -141,7 +203,7 @@ int main(int argc, char **argv) {
   cl_int err;
   cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
   if (err != CL_SUCCESS) {
-    fprintf(stderr, "wgmma_probe: clCreateContext: %d\n", (int)err);
+    fprintf(stderr, "ptx_probe: clCreateContext: %d\n", (int)err);
     return 3;
   }
   cl_program t =
@@ -158,7 +220,9 @@ int main(int argc, char **argv) {
       clReleaseProgram(p);
     }
   }
+  mma_rate(ctx, dev, rate_src, "f16");
+  mma_rate(ctx, dev, rate_src, "bf16");
   clReleaseContext(ctx);
-  free(src);
+  free(src), free(rate_src);
   return 0;
 }
