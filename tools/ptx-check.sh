@@ -4,8 +4,8 @@
 # compiled by clang's nvptx64 backend for sm_80 and assembled by ptxas for sm_90, in a few
 # configs per storage type, so that a malformed asm string, operand or type suffix fails here
 # rather than on the H200; the decode kernels and the PTX probes (tools/gpu-ptx-probe.sh)
-# likewise. Registers, spills and shared memory are
-# printed per config; they are clang's code, not NVIDIA's OpenCL compiler's, so only indicative.
+# likewise. Registers, spills and shared memory are printed per config; they are clang's code,
+# not NVIDIA's OpenCL compiler's, so only indicative.
 # The OpenCL built-ins that clang's nvptx64 target lacks (work-item ids, barrier, exp2, fma, half
 # and vector loads, conversions) are stubbed below; one left unstubbed is a failure, since the
 # call it leaves inflates the registers (before fma was stubbed, forward_mma_half with a window
