@@ -134,11 +134,16 @@ typedef float floatv;
   (-(slope) * fabs((float)(j) - ((float)(i) + (float)((int)seqlen_kv - (int)seqlen_q))))
 #define ALIBI_ADD(x, slope, i, j) ((x) += ALIBI_BIAS(slope, i, j))
 #define ALIBI_PLUS(slope, i, j) +ALIBI_BIAS(slope, i, j)
+/* The bias of a precomputed distance j - i - (seqlen_kv - seqlen_q): the tensor-core backward
+ * kernels keep one per lane and add a constant per fragment element, fewer live values than a
+ * conversion per element (cl/backward_mma_half.cl). */
+#define ALIBI_PLUS_DIST(slope, dist) -(slope) * fabs(dist)
 #else
 /* Nothing at all, not x + 0.0f, which a compiler must keep. */
 #define ALIBI_ARGS
 #define ALIBI_ADD(x, slope, i, j) ((void)0)
 #define ALIBI_PLUS(slope, i, j)
+#define ALIBI_PLUS_DIST(slope, dist)
 #endif
 #if SINKS
 #define SINK_ARGS , __global const float *sinks, uint sink_heads, float sink_unit
