@@ -38,11 +38,12 @@ int cmd_run_kv(clattn_context *ctx, check_spec *sp, check_kv *kv) {
   }
   int pass = r.pass && append_err == 0.0;
   const clattn_plan_info *pl = &kv->plan;
-  printf("plan:    %s BQ=%u BKV=%u TPR=%u pad=%u vec=%u, %zu work-items, local memory %.1f of "
-         "%.1f KiB (%s); %u key range%s\n",
-         pl->kernel, pl->block_q, pl->block_kv, pl->threads_per_row, pl->pad, pl->vector_width,
-         pl->work_group_size, pl->local_mem_bytes / 1024.0, pl->local_mem_available / 1024.0,
-         pl->origin, pl->kv_splits, pl->kv_splits == 1 ? "" : "s");
+  printf("plan:    %s BQ=%u BKV=%u TPR=%u RM=%u stage_kv=%u pad=%u vec=%u, %zu work-items, "
+         "local memory %.1f of %.1f KiB (%s); %u key range%s\n",
+         pl->kernel, pl->block_q, pl->block_kv, pl->threads_per_row, pl->rows_per_item,
+         pl->stage_kv, pl->pad, pl->vector_width, pl->work_group_size, pl->local_mem_bytes / 1024.0,
+         pl->local_mem_available / 1024.0, pl->origin, pl->kv_splits,
+         pl->kv_splits == 1 ? "" : "s");
   if (!sp->skip_check && kv->dtype == CLATTN_I8)
     printf("int8:    O against the unquantised cache's exact result: max |diff| / max |O| = "
            "%.3g, mean |diff| / mean |O| = %.3g\n",

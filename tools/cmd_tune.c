@@ -55,7 +55,10 @@ static void config_text(const clattn_config *c, char *out, size_t len) {
   else if (!strcmp(c->kernel, "forward_tiles"))
     snprintf(out, len, "tiles BQ=%u BKV=%u TX=%u RM=%u pad=%u vec=%u", c->block_q, c->block_kv,
              c->threads_per_row, c->rows_per_item, c->pad, c->vector_width);
-  else /* forward_rows, forward_mma, forward_mma_half, decode: by name, less "forward_" */
+  else if (!strcmp(c->kernel, "decode"))
+    snprintf(out, len, "decode BQ=%u BKV=%u TPR=%u RM=%u stage=%u vec=%u", c->block_q, c->block_kv,
+             c->threads_per_row, c->rows_per_item, c->stage_kv, c->vector_width);
+  else /* forward_rows, forward_mma, forward_mma_half: by name, less "forward_" */
     snprintf(out, len, "%s BQ=%u BKV=%u TPR=%u stage=%u pad=%u vec=%u",
              c->kernel + (strncmp(c->kernel, "forward_", 8) ? 0 : 8), c->block_q, c->block_kv,
              c->threads_per_row, c->stage_kv, c->pad, c->vector_width);

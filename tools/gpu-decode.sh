@@ -11,13 +11,14 @@
 #   The clattn part stops starting runs after TIME_BUDGET seconds (420), so that PyTorch's and
 #   the table fit the device's 10-minute call.
 # sweep: decode's configs forced (an override: no key splits, so at batch 64 where none are
-#   needed) at batch 64, context 32k, one row, fp16 contiguous: the data for its defaults
+#   needed) at batch 64, context 8k, one row, fp16 contiguous, each with its registers and
+#   spills (-cl-nv-verbose): the data for its defaults and the register estimate
 #   (decode_sweep.txt).
 # bench: the Goal's main shapes through `clattn bench --kv-cache` (faster than `time`), PyTorch's
 #   one-row contiguous shapes beside them.
 # DECODE_SHAPES and TORCH_ARGS narrow the time step to a few shapes (one device call).
-# Usage: tools/gpu-decode.sh DIR [check] [time] [sweep] (DIR from tools/gpu-pack.sh). Writes to
-# $OUT.
+# Usage: tools/gpu-decode.sh DIR [check] [time] [bench] [sweep] (DIR from tools/gpu-pack.sh).
+# Writes to $OUT.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/gpu-env.sh" "${1:-.gpu}"
@@ -93,17 +94,23 @@ if [[ " $steps " == *" bench "* ]]; then # the Goal's shapes through `clattn ben
     --rows 1 --json "$out/decode_torch.json" >"$out/decode_torch.txt" 2>&1
 fi
 if [[ " $steps " == *" sweep "* ]]; then
-  for bq in 4 8 16 32; do
-    for bkv in 16 32 64; do
-      for tpr in 1 2 4; do
-        c=decode/$bq/$bkv/$tpr/1/1/1/4
-        timeout 120 "$cl" run --kv-cache contiguous --dtype f16 --batch 64 --heads 32 --heads-kv 8 \
-          --head-dim 128 --seqlen-q 1 --context 32768 --no-check --warmup 3 --repeat 10 \
-          --config $c >"$out/run.tmp" 2>&1
-        echo "$c | $(grep -E 'time:|traffic:|clattn:' "$out/run.tmp" | tr '\n' ' ')" \
-          >>"$out/decode_sweep.txt"
-      done
-    done
+  # Configs forced at batch 64 (no key splits needed), context 8k, GQA 4's one row (4-row tiles),
+  # fp16 contiguous: each one's time and its registers and spills (-cl-nv-verbose, the build
+  # log), over the axes the register estimate weighs (decode_family.c): work-items per key, rows
+  # per work-item, load width and when V is loaded, then the block length of the cost's choice.
+  # Config strings: decode/BQ/BKV/TPR/RM/stage/pad/vec.
+  cfgs=()
+  for st in 1 2; do for vec in 4 2; do for tpr in 4 8; do for rm in 1 2 4; do
+    cfgs+=(decode/4/64/$tpr/$rm/$st/0/$vec)
+  done; done; done; done
+  cfgs+=(decode/4/32/4/1/1/0/4 decode/4/128/4/1/1/0/4 decode/4/128/2/1/1/0/4 decode/4/32/8/1/2/0/4)
+  for c in "${cfgs[@]}"; do
+    CLATTN_BUILD_LOG=1 CLATTN_BUILD_OPTIONS=-cl-nv-verbose timeout 120 "$cl" run --kv-cache \
+      contiguous --dtype f16 --batch 64 --heads 32 --heads-kv 8 --head-dim 128 --seqlen-q 1 \
+      --context 8192 --no-check --warmup 3 --repeat 10 --config "$c" >"$out/run.tmp" 2>&1
+    echo "$c | $(grep -E 'time:|bandwidth|K/V|clattn:' "$out/run.tmp" | tr '\n' ' ') |" \
+      "$(grep -A4 clattn_decode "$out/run.tmp" | grep -iE 'registers|spill' | tr '\n' ' ' | cut -c1-300)" \
+      >>"$out/decode_sweep.txt"
   done
   rm -f "$out/run.tmp"
 fi
