@@ -6,7 +6,6 @@
 
 #include "kernels.h"
 
-int clattn__fam_is_cpu(const clattn__device *dev);
 unsigned clattn__one_row(const clattn__config *c);
 
 size_t clattn__rows_local(const clattn__device *, const clattn__class *, const clattn__config *);

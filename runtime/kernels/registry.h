@@ -201,6 +201,9 @@ size_t clattn__config_work_group(const clattn__config *c);
  * every cache key). */
 void clattn__config_options(const clattn__device *dev, const clattn__class *cls,
                             const clattn__config *c, char *out, size_t len);
+/* 1 for a CPU, or a device whose local memory is global memory: the families' models (and the
+ * planner's tight rows) treat it as one. */
+int clattn__fam_is_cpu(const clattn__device *dev);
 /* Legal configs of the pass of k, best first by the heuristic (the first is its default); how
  * many were written (<= cap). Test-only families are left out. */
 size_t clattn__configs_ranked(const clattn__device *dev, const clattn__class *k,

@@ -32,7 +32,7 @@ clattn_status clattn__plan_for_grid(clattn_context *ctx, const clattn__shape *s,
    * tile of 16 rows for a GQA group of 4 heads' one query row would carry 12 idle rows, their
    * registers and their share of the work-group. GPUs only: on a CPU the idle rows cost no
    * registers (the kernel skips them), and the second build would (PoCL's, seconds). */
-  int cpu = (ctx->device.type & CL_DEVICE_TYPE_CPU) || ctx->device.local_mem_emulated;
+  int cpu = clattn__fam_is_cpu(&ctx->device);
   while (!cpu && clattn__family_of(&c)->tight_rows && c.bq / 2 >= 1 &&
          groups_of(s, &base->cfg, c.bq / 2) == groups_of(s, &base->cfg, c.bq)) {
     clattn__config half = c;
