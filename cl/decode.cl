@@ -102,12 +102,89 @@ typedef stor_t kv_t;
 
 /* A chunk as loaded: VEC 32-bit words (16 bytes at VEC = 4) of EPW elements each, unpacked to
  * float only where an element is used, so that a chunk in flight holds VEC registers, not CC
- * (fp16: half as many, int8: a quarter). */
+ * (fp16: half as many, int8: a quarter): PACKED 1, GPUs (decode_family.c). On a CPU registers
+ * cost nothing and PoCL unpacks element by element (15% slower), so its chunks are CC floats,
+ * converted as they are loaded (PACKED 0). */
 #define EPW (CC / VEC)
 #ifndef PTX_CVT
 #define PTX_CVT 0
 #endif
+#ifndef PACKED
+#define PACKED 1
+#endif
+#if PACKED
+typedef uint cw_t; /* a loaded chunk: CW of these */
+#define CW VEC
+#else
+typedef float cw_t;
+#define CW CC
+#endif
 
+#if !PACKED
+/* A CPU's build (PACKED 0): elements [0, n) of a chunk (n <= CC) at p converted to floats in x
+ * as they are loaded, the rest zero; al: p is aligned to the whole chunk and n == CC. */
+static inline void load_raw(__global const kv_t *p, uint n, int al, float *x) {
+  if (al) {
+#if KV8
+#if VEC == 4
+    const float16 y = convert_float16(as_char16(*(__global const uint4 *)p));
+    UNROLL
+    for (uint e = 0; e < 16; e++) x[e] = y[e];
+#elif VEC == 2
+    const float8 y = convert_float8(as_char8(*(__global const uint2 *)p));
+    UNROLL
+    for (uint e = 0; e < 8; e++) x[e] = y[e];
+#else
+    const float4 y = convert_float4(as_char4(*(__global const uint *)p));
+    UNROLL
+    for (uint e = 0; e < 4; e++) x[e] = y[e];
+#endif
+#elif DTYPE == 1
+#if VEC == 4
+    const float8 y = vloada_half8(0, p);
+#elif VEC == 2
+    const float4 y = vloada_half4(0, p);
+#else
+    const float2 y = vloada_half2(0, p);
+#endif
+    UNROLL
+    for (uint e = 0; e < CC; e++) x[e] = y[e];
+#elif DTYPE == 2
+#if VEC == 4
+    const uint4 u = *(__global const uint4 *)p;
+    const uint w[4] = {u.s0, u.s1, u.s2, u.s3};
+#elif VEC == 2
+    const uint2 u = *(__global const uint2 *)p;
+    const uint w[2] = {u.s0, u.s1};
+#else
+    const uint w[1] = {*(__global const uint *)p};
+#endif
+    UNROLL
+    for (uint e = 0; e < VEC; e++)
+      x[2 * e] = as_float(w[e] << 16), x[2 * e + 1] = as_float(w[e] & 0xffff0000u);
+#else
+#if VEC == 4
+    const float4 y = *(__global const float4 *)p;
+    x[0] = y.s0, x[1] = y.s1, x[2] = y.s2, x[3] = y.s3;
+#elif VEC == 2
+    const float2 y = *(__global const float2 *)p;
+    x[0] = y.s0, x[1] = y.s1;
+#else
+    x[0] = *p;
+#endif
+#endif
+  } else {
+    UNROLL
+    for (uint e = 0; e < CC; e++)
+#if KV8
+      x[e] = e < n ? (float)p[e] : 0.0f;
+#else
+      x[e] = e < n ? LDS(p + e) : 0.0f;
+#endif
+  }
+}
+
+#else
 /* Elements [0, n) of a chunk (n <= CC) at p into w, the rest zero; al: p is aligned to the
  * whole chunk and n == CC. */
 static inline void load_raw(__global const kv_t *p, uint n, int al, uint *w) {
@@ -139,9 +216,13 @@ static inline void load_raw(__global const kv_t *p, uint n, int al, uint *w) {
   }
 }
 
+#endif
+
 /* Element e of a loaded chunk as float (e a constant once the loops are unrolled). */
-static inline float unpack(const uint *w, uint e) {
-#if KV8
+static inline float unpack(const cw_t *w, uint e) {
+#if !PACKED
+  return w[e];
+#elif KV8
   return (float)((int)(w[e / 4] << (24 - 8 * (e % 4))) >> 24);
 #elif DTYPE == 1
 #if PTX_CVT /* NVIDIA: the half's 16 bits converted in place, no private memory */
@@ -182,7 +263,7 @@ static inline int kv_where(ulong b, uint key PAGE_ARGS, ulong *slot, uint *tok) 
  * through the block table as K's are; vo[u] -1 where there is no key. */
 static inline void load_v(__global const kv_t *v, ulong b, uint kv0, uint sub, uint nsub, uint nk,
                           ulong vbase, ulong v_sb, ulong v_ss, uint c0, uint ncol,
-                          int val PAGE_ARGS, long *vo, uint (*y)[VEC]) {
+                          int val PAGE_ARGS, long *vo, cw_t (*y)[CW]) {
   UNROLL
   for (uint u = 0; u < VU; u++) {
     const uint j = sub + u * nsub;
@@ -319,7 +400,7 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
     }
     if (kj < BKV && kt == 0) Ko[kj] = ko;
     /* P V's V chunks: keys j0 + u nsub; STAGE 2 loads the first VU here, with K's. */
-    uint y[VU][VEC];
+    cw_t y[VU][CW];
     long vo[VU];
 #if STAGE == 2
     if (ncol) load_v(v, b, kv0, sub, nsub, nk, vbase, v_sb, v_ss, c0, ncol, val PAGE_PASS, vo, y);
@@ -328,7 +409,7 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
     UNROLL
     for (uint r = 0; r < BQ; r++) s[r] = 0.0f;
     if (ko >= 0) {
-      uint x[CPK][VEC];
+      cw_t x[CPK][CW];
       UNROLL
       for (uint u = 0; u < CPK; u++) { /* every load first, then the arithmetic */
         const uint c = (kt + u * TPR) * CC;

@@ -128,8 +128,8 @@ Test(kvcache, split_keys_i8_f16) {
 /* The GPU's planning rules, on the test device made to look like a GPU of 132 compute units:
  * a GQA group of 4 heads' one row takes 4-row tiles (tight_rows: the family's entry has more);
  * 4 x 36 (batch, KV head) tiles fill the 132 units but not 4 work-groups on each, so the keys
- * are split (split_fill); the kernels are built as a GPU's (loops unrolled); and the context
- * keeps one merge kernel per storage type across calls. */
+ * are split (split_fill); the kernels are built as a GPU's (loops unrolled, loads packed); and
+ * the context keeps one merge kernel per storage type across calls. */
 Test(kvcache, gpu_planning_rules) {
   clattn_context *ctx = test_context(NULL);
   ctx->device.type = CL_DEVICE_TYPE_GPU, ctx->device.local_mem_emulated = 0;
@@ -155,6 +155,18 @@ Test(kvcache, gpu_planning_rules) {
             r.tol_lse);
   cr_expect_geq(kv.plan.kv_splits, 2, "%u key ranges: %s", kv.plan.kv_splits, kv.plan.reason);
   cr_expect_eq(ctx->merge[F32], merge, "the merge kernel was built again");
+  /* A GPU's build keeps its loads packed until used (cl/decode.cl's PACKED; a CPU's converts
+   * them as loaded): fp16, bf16 and int8 unpacked, in a small paged cache each. */
+  const clattn_dtype q_types[3] = {F16, BF16, F16}, c_types[3] = {F16, BF16, I8};
+  for (int t = 0; t < 3; t++) {
+    check_spec hs = {{2, 8, 2, 1, 200, 16, 0, q_types[t], 0.0f, 0}};
+    hs.seed = 7 + t;
+    check_kv hk = {c_types[t], 16, t == 1, 100, 0};
+    cr_assert_eq(check_kvcache_run(ctx, &hs, &hk, &r, &append_err), CLATTN_OK, "%s",
+                 clattn_last_error(ctx));
+    cr_expect(r.pass, "cache dtype %d: O error %g (tolerance %g), LSE %g (%g)", (int)c_types[t],
+              r.err_o, r.tol_o, r.err_lse, r.tol_lse);
+  }
   clattn_context_destroy(ctx);
 }
 

@@ -130,9 +130,9 @@ void clattn__decode_defines(const clattn__family *f, const clattn__device *dev,
                             size_t len) {
   snprintf(out, len,
            "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DTPR=%u -DRM=%u -DCAUSAL=%u -DVEC=%u "
-           "-DSTAGE=%u -DUNROLL_LOOPS=%d -DPTX_CVT=%d",
+           "-DSTAGE=%u -DUNROLL_LOOPS=%d -DPACKED=%d -DPTX_CVT=%d",
            k->d, k->dv, c->bq, c->bkv, c->tpr, c->rm ? c->rm : 1, k->causal, c->vec ? c->vec : 1,
-           c->stage == 2 ? 2u : 1u, !clattn__fam_is_cpu(dev),
+           c->stage == 2 ? 2u : 1u, !clattn__fam_is_cpu(dev), !clattn__fam_is_cpu(dev),
            /* NVIDIA's fp16 unpacked by inline PTX (cl/decode.cl's unpack) */
            dev->tensor_cores && !dev->mma_emulated);
 }
