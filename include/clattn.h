@@ -396,10 +396,10 @@ typedef struct clattn_config {
   unsigned block_q;         /* query rows per work-group */
   unsigned block_kv;        /* keys per K/V tile */
   unsigned threads_per_row; /* work-items sharing one query row (forward_tiles: along the keys) */
-  unsigned stage_kv;        /* 1: K/V tiles staged in local memory; 2 (forward_mma only): staged
+  unsigned stage_kv;        /* 1: K/V tiles staged in local memory; 2 (forward_mma): staged
                                split into their TF32 parts, each value split once per work-group
-                               rather than once per warp, in twice the local memory (decode:
-                               when V is loaded, above) */
+                               rather than once per warp, in twice the local memory; decode:
+                               when V is loaded (above), 2 with K, else after the scores */
   unsigned pad;             /* floats of padding per local-memory row */
   unsigned rows_per_item;   /* forward_tiles: query rows per work-item; 0 means 1 */
   unsigned vector_width;    /* of the loads that fill the tiles: 1, 2 or 4, dividing both head

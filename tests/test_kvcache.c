@@ -36,7 +36,7 @@ static void run(const kcase *v) {
   sp.alibi = v->alibi, sp.sinks = v->sinks;
   sp.seed = (unsigned)(v->cap * 7 + v->d + v->page);
   check_kv kv = {v->cache, v->page, v->hnd, v->first, v->bad_pages};
-  /* V loaded with K (stage 2, the GPUs' choice; PoCL's plans take stage 1), in blocks of 32 keys
+  /* V loaded with K (stage 2, which PoCL's plans never take), in blocks of 32 keys
    * that P V's work-items cover in 2 to 4 passes of VU keys: the first pass's V came with K,
    * later passes load their own. */
   clattn_config forced = {.kernel = "decode", .block_q = 8, .block_kv = 32, .threads_per_row = 2};
@@ -48,6 +48,8 @@ static void run(const kcase *v) {
   double append_err;
   cr_assert_eq(check_kvcache_run(ctx, &sp, &kv, &r, &append_err), CLATTN_OK, "%s",
                clattn_last_error(ctx));
+  if (v->stage) /* the forced stage is the one the call ran, not mapped to another */
+    cr_expect_eq(kv.plan.stage_kv, v->stage, "%s", kv.plan.reason);
   cr_expect_eq(append_err, 0.0, "appended rows differ from their sources by %g", append_err);
   cr_expect_leq(r.err_o, r.tol_o, "O error %g, tolerance %g", r.err_o, r.tol_o);
   cr_expect_leq(r.err_lse, r.tol_lse, "LSE error %g, tolerance %g", r.err_lse, r.tol_lse);
