@@ -215,8 +215,7 @@ static const clattn__db_entry *db_choice(clattn_context *ctx, const clattn__clas
   const clattn__db_entry *e =
       clattn__db_lookup(clattn__context_db(ctx), &ctx->device, src->hash, cls, &level);
   if (e) {
-    int exact = level == CLATTN__MATCH_EXACT && e->cls.bucket == cls->bucket;
-    snprintf(origin, 16, "%s", exact ? "tuned" : "fallback");
+    snprintf(origin, 16, "%s", clattn__db_exact(e, level, cls) ? "tuned" : "fallback");
     *what = match_name(level);
   }
   return e;

@@ -63,8 +63,10 @@ clattn_status clattn__db_save_merged(const char *path, const clattn__db_entry *e
 const clattn__db_entry *clattn__db_lookup(const clattn__db *db, const clattn__device *dev,
                                           const uint64_t *source_hash, const clattn__class *cls,
                                           clattn__match *level);
-/* 1 and the entry's config when the database holds one of this device and driver for exactly
- * this class (its bucket): the class counts as tuned (planner.c's "tuned" origin). */
+/* 1 when clattn__db_lookup's entry e (at level) is this device and driver's for exactly this
+ * class (its bucket): the class counts as tuned (planner.c's "tuned" origin, keep_tuned). */
+int clattn__db_exact(const clattn__db_entry *e, clattn__match level, const clattn__class *cls);
+/* 1 and the entry's config when the database holds an exact entry (clattn__db_exact). */
 int clattn__db_tuned(const clattn__db *db, const clattn__device *dev, const uint64_t *source_hash,
                      const clattn__class *cls, clattn__config *cfg);
 

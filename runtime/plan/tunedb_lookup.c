@@ -48,11 +48,15 @@ const clattn__db_entry *clattn__db_lookup(const clattn__db *db, const clattn__de
   return best;
 }
 
+int clattn__db_exact(const clattn__db_entry *e, clattn__match level, const clattn__class *cls) {
+  return e && level == CLATTN__MATCH_EXACT && e->cls.bucket == cls->bucket;
+}
+
 int clattn__db_tuned(const clattn__db *db, const clattn__device *dev, const uint64_t *source_hash,
                      const clattn__class *cls, clattn__config *cfg) {
   clattn__match level;
   const clattn__db_entry *e = clattn__db_lookup(db, dev, source_hash, cls, &level);
-  if (!e || level != CLATTN__MATCH_EXACT || e->cls.bucket != cls->bucket) return 0;
+  if (!clattn__db_exact(e, level, cls)) return 0;
   *cfg = e->cfg;
   return 1;
 }
