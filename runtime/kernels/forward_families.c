@@ -205,6 +205,14 @@ static int has_axis(const clattn__family *f, unsigned field) {
   return 0;
 }
 
+/* 1 when the family's axis of field lists value. */
+static int axis_lists(const clattn__family *f, unsigned field, unsigned value) {
+  for (unsigned a = 0; a < f->naxes; a++)
+    for (unsigned i = 0; f->axes[a].field == field && i < f->axes[a].n; i++)
+      if (f->axes[a].values[i] == value) return 1;
+  return 0;
+}
+
 unsigned clattn__one_row(const clattn__config *c) {
   return 1;
 }
@@ -289,19 +297,17 @@ int clattn__forward_accept(const clattn__family *f, const clattn_config *in, cla
   out->stage = in->stage_kv, out->pad = in->pad;
   out->vec = in->vector_width ? in->vector_width : 1;
   out->rm = tiles && in->rows_per_item ? in->rows_per_item : 1;
-  /* decode's stage axis: 2 loads V with K, anything else means 1 (V after the scores). */
-  int decode_stage = 0;
-  for (unsigned a = 0; a < f->naxes; a++)
-    if (f->axes[a].field == CLATTN__AX_STAGE)
-      for (unsigned i = 0; i < f->axes[a].n; i++) decode_stage |= f->axes[a].values[i] == 2;
-  if (in->stage_kv == 2 && !f->tensor_cores && !decode_stage) {
+  /* A family whose stage axis lists 2 (decode: V loaded with K) takes it, and 1 for anything
+   * else; the fixed-staging families take 2 on tensor cores only. */
+  int stage2 = axis_lists(f, CLATTN__AX_STAGE, 2);
+  if (in->stage_kv == 2 && !f->tensor_cores && !stage2) {
     snprintf(why, why_len,
              "stage_kv 2 is forward_mma's (tiles stored split into TF32 parts) and decode's (V "
              "loaded with K) alone");
     return 0;
   }
   if (f->fixed.stage) out->stage = f->tensor_cores && in->stage_kv == 2 ? 2 : 1;
-  if (decode_stage && out->stage != 2) out->stage = 1;
+  if (stage2 && out->stage != 2) out->stage = 1;
   return 1;
 }
 
