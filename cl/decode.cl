@@ -25,8 +25,8 @@
  * load through aligned vectors; others, and a head dim's last partial chunk, element by element.
  *
  * Parameters (-D): D, DV; BQ (packed rows per tile), BKV (keys per block), TPR (work-items per
- * key), RM (rows per work-item in P V), VEC, STAGE (1 or 2, above); CAUSAL and the variants of cl/common.cl (MASK,
- * SOFTCAP, ALIBI, SINKS, KVLENS); and the cache's:
+ * key), RM (rows per work-item in P V), VEC, STAGE (1 or 2, above), PACKED and PTX_CVT (below);
+ * CAUSAL and the variants of cl/common.cl (MASK, SOFTCAP, ALIBI, SINKS, KVLENS); and the cache's:
  *   KVCACHE  1: k and v are a cache's (the lengths come as KVLENS's seqlens_kv);
  *   PAGED    1: keys are found through block_table (page_shift = log2 page_size), pages
  *               outside [0, num_pages) read as no keys;
@@ -120,6 +120,19 @@ typedef float cw_t;
 #define CW CC
 #endif
 
+/* The VEC 32-bit words of a chunk at p, aligned to the whole chunk: one vector load. */
+static inline void load_words(__global const kv_t *p, uint *w) {
+#if VEC == 4
+  const uint4 u = *(__global const uint4 *)p;
+  w[0] = u.s0, w[1] = u.s1, w[2] = u.s2, w[3] = u.s3;
+#elif VEC == 2
+  const uint2 u = *(__global const uint2 *)p;
+  w[0] = u.s0, w[1] = u.s1;
+#else
+  w[0] = *(__global const uint *)p;
+#endif
+}
+
 #if !PACKED
 /* A CPU's build (PACKED 0): elements [0, n) of a chunk (n <= CC) at p converted to floats in x
  * as they are loaded, the rest zero; al: p is aligned to the whole chunk and n == CC. */
@@ -149,28 +162,15 @@ static inline void load_raw(__global const kv_t *p, uint n, int al, float *x) {
 #endif
     UNROLL
     for (uint e = 0; e < CC; e++) x[e] = y[e];
-#elif DTYPE == 2
-#if VEC == 4
-    const uint4 u = *(__global const uint4 *)p;
-    const uint w[4] = {u.s0, u.s1, u.s2, u.s3};
-#elif VEC == 2
-    const uint2 u = *(__global const uint2 *)p;
-    const uint w[2] = {u.s0, u.s1};
-#else
-    const uint w[1] = {*(__global const uint *)p};
-#endif
+#else /* bf16: each word's halves shifted into floats; fp32: the words are the floats */
+    uint w[VEC];
+    load_words(p, w);
     UNROLL
     for (uint e = 0; e < VEC; e++)
+#if DTYPE == 2
       x[2 * e] = as_float(w[e] << 16), x[2 * e + 1] = as_float(w[e] & 0xffff0000u);
 #else
-#if VEC == 4
-    const float4 y = *(__global const float4 *)p;
-    x[0] = y.s0, x[1] = y.s1, x[2] = y.s2, x[3] = y.s3;
-#elif VEC == 2
-    const float2 y = *(__global const float2 *)p;
-    x[0] = y.s0, x[1] = y.s1;
-#else
-    x[0] = *p;
+      x[e] = as_float(w[e]);
 #endif
 #endif
   } else {
@@ -189,15 +189,7 @@ static inline void load_raw(__global const kv_t *p, uint n, int al, float *x) {
  * whole chunk and n == CC. */
 static inline void load_raw(__global const kv_t *p, uint n, int al, uint *w) {
   if (al) {
-#if VEC == 4
-    const uint4 u = *(__global const uint4 *)p;
-    w[0] = u.s0, w[1] = u.s1, w[2] = u.s2, w[3] = u.s3;
-#elif VEC == 2
-    const uint2 u = *(__global const uint2 *)p;
-    w[0] = u.s0, w[1] = u.s1;
-#else
-    w[0] = *(__global const uint *)p;
-#endif
+    load_words(p, w);
   } else {
     UNROLL
     for (uint i = 0; i < VEC; i++) w[i] = 0u;
