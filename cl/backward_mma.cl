@@ -200,10 +200,8 @@ bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_s
       /* P^T, split, for dV; dS^T kept in dp as floats until dV is done, then split into the
        * same registers for dK (fewer registers live at once). */
       uint ah[NQ][4], al[NQ][4];
-#if ALIBI /* key - row - shift, less n * 8 + (e & 1): one value per key, not one per element */
-      const float ad = (float)((int)seqlen_kv - (int)seqlen_q) + (float)(q0 + 2 * tq);
-      const float ala = (float)ja - ad, alb = (float)jb - ad;
-#define ADIST(n, e) (((e) >> 1 ? alb : ala) - (float)((n) * 8 + ((e) & 1)))
+#if ALIBI /* a lane's two keys' distances (cl/common.cl) */
+      ALIBI_KEY_BASES(ald, ja, jb, q0 + 2 * tq);
 #endif
       UNROLL for (uint n = 0; n < NQ; n++)
         UNROLL for (uint e = 0; e < 4; e++) {
@@ -221,10 +219,10 @@ bwd_dkdv(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_s
 #if SOFTCAP /* P of the capped score, dS times 1 - t^2 (cl/common.cl) */
           float dt; /* set for masked elements too: 0 * dt must stay 0 */
           const float cs = cap_score(s[n][e], scale, softcap, &dt);
-          const float p = ok ? exp(cs ALIBI_PLUS_DIST(slope, ADIST(n, e)) - Ls[r]) : 0.0f;
+          const float p = ok ? exp(cs ALIBI_FRAG(slope, ald, -1, n, e) - Ls[r]) : 0.0f;
 #else
           const float p =
-              ok ? exp(s[n][e] * scale ALIBI_PLUS_DIST(slope, ADIST(n, e)) - Ls[r]) : 0.0f,
+              ok ? exp(s[n][e] * scale ALIBI_FRAG(slope, ald, -1, n, e) - Ls[r]) : 0.0f,
                       dt = 1.0f;
 #endif
           const uint a = (e >> 1) | ((e & 1) << 1);
@@ -335,11 +333,8 @@ bwd_dq(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
     PRODUCT_T(s, NK, q, qa, oka, qbb, okb, D, DP, Ks, QS);
     PRODUCT_T(dp, NK, d_o, ga, oka, gb, okb, DV, DVP, Vs, GS);
     uint dh[NK][4], dl[NK][4];
-#if ALIBI /* key - row - shift, less n * 8 + (e & 1): one value per row, not one per element */
-    const float ad = (float)(kv0 + 2 * tq) - (float)((int)seqlen_kv - (int)seqlen_q);
-    const float ala = ad - (float)ra, alb = ad - (float)rb;
-#undef ADIST
-#define ADIST(n, e) (((e) >> 1 ? alb : ala) + (float)((n) * 8 + ((e) & 1)))
+#if ALIBI /* a lane's two rows' distances (cl/common.cl) */
+    ALIBI_ROW_BASES(ald, ra, rb, kv0 + 2 * tq);
 #endif
     UNROLL for (uint n = 0; n < NK; n++)
       UNROLL for (uint e = 0; e < 4; e++) {
@@ -355,10 +350,10 @@ bwd_dq(__global const float *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
 #if SOFTCAP
         float dt;
         const float cs = cap_score(s[n][e], scale, softcap, &dt);
-        const float p = ok ? exp(cs ALIBI_PLUS_DIST(slope, ADIST(n, e)) - l) : 0.0f;
+        const float p = ok ? exp(cs ALIBI_FRAG(slope, ald, 1, n, e) - l) : 0.0f;
 #else
         const float p =
-            ok ? exp(s[n][e] * scale ALIBI_PLUS_DIST(slope, ADIST(n, e)) - l) : 0.0f,
+            ok ? exp(s[n][e] * scale ALIBI_FRAG(slope, ald, 1, n, e) - l) : 0.0f,
                     dt = 1.0f;
 #endif
         const uint a = (e >> 1) | ((e & 1) << 1);

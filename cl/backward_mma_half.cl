@@ -176,10 +176,8 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
 
       /* S^T and dP^T: C element e is key gq + 8 (e >> 1), row n * 8 + 2 tq + (e & 1). */
       float s[NQ][4], dp[NQ][4];
-#if ALIBI /* key - row - shift, less n * 8 + (e & 1): one value per key, not one per element */
-      const float ad = (float)((int)seqlen_kv - (int)seqlen_q) + (float)(q0 + 2 * tq);
-      const float ala = (float)ja - ad, alb = (float)jb - ad;
-#define ADIST(n, e) (((e) >> 1 ? alb : ala) - (float)((n) * 8 + ((e) & 1)))
+#if ALIBI /* a lane's two keys' distances (cl/common.cl) */
+      ALIBI_KEY_BASES(ald, ja, jb, q0 + 2 * tq);
 #endif
       PRODUCT_T(s, NQ, ka, KT, Qw, QW);
       PRODUCT_T(dp, NQ, va, VK, Gw, GW);
@@ -199,16 +197,15 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
         float dt; /* set for masked elements too: 0 * dt must stay 0 */
         const float cs = cap_score(s[n][e], scale, softcap, &dt);
         const float p =
-            ok ? exp2((cs ALIBI_PLUS_DIST(slope, ADIST(n, e))) * M_LOG2E_F - Ls[r]) : 0.0f;
+            ok ? exp2((cs ALIBI_FRAG(slope, ald, -1, n, e)) * M_LOG2E_F - Ls[r]) : 0.0f;
 #else
         const float p =
-            ok ? exp2(s[n][e] * sl2 ALIBI_PLUS_DIST(slope2, ADIST(n, e)) - Ls[r]) : 0.0f,
+            ok ? exp2(s[n][e] * sl2 ALIBI_FRAG(slope2, ald, -1, n, e) - Ls[r]) : 0.0f,
             dt = 1.0f;
 #endif
         s[n][e] = p;
         dp[n][e] = p * (dp[n][e] - Ds[r]) * dt;
       }
-#undef ADIST
       uint pa[KQ][4];
       TO_A(pa, s, KQ);
       PRODUCT_N(dva, CV, pa, KQ, Gs, 2 * GW); /* dV += P^T dO */
@@ -316,10 +313,8 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
 
     /* S and dP: C element e is row gq + 8 (e >> 1), key n * 8 + 2 tq + (e & 1). */
     float s[NK][4], dp[NK][4];
-#if ALIBI /* key - row - shift, less n * 8 + (e & 1): one value per row, not one per element */
-    const float ad = (float)(kv0 + 2 * tq) - (float)((int)seqlen_kv - (int)seqlen_q);
-    const float ala = ad - (float)ra, alb = ad - (float)rb;
-#define ADIST(n, e) (((e) >> 1 ? alb : ala) + (float)((n) * 8 + ((e) & 1)))
+#if ALIBI /* a lane's two rows' distances (cl/common.cl) */
+    ALIBI_ROW_BASES(ald, ra, rb, kv0 + 2 * tq);
 #endif
     PRODUCT_T(s, NK, qa, KT, Kw, QW);
     PRODUCT_T(dp, NK, ga, VK, Vw, GW);
@@ -337,10 +332,10 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
       float dt;
       const float cs = cap_score(s[n][e], scale, softcap, &dt);
       const float p =
-          ok ? exp2((cs ALIBI_PLUS_DIST(slope, ADIST(n, e))) * M_LOG2E_F - l) : 0.0f;
+          ok ? exp2((cs ALIBI_FRAG(slope, ald, 1, n, e)) * M_LOG2E_F - l) : 0.0f;
 #else
       const float p =
-          ok ? exp2(s[n][e] * sl2 ALIBI_PLUS_DIST(slope2, ADIST(n, e)) - l) : 0.0f,
+          ok ? exp2(s[n][e] * sl2 ALIBI_FRAG(slope2, ald, 1, n, e) - l) : 0.0f,
           dt = 1.0f;
 #endif
 #if SINKS

@@ -134,16 +134,27 @@ typedef float floatv;
   (-(slope) * fabs((float)(j) - ((float)(i) + (float)((int)seqlen_kv - (int)seqlen_q))))
 #define ALIBI_ADD(x, slope, i, j) ((x) += ALIBI_BIAS(slope, i, j))
 #define ALIBI_PLUS(slope, i, j) +ALIBI_BIAS(slope, i, j)
-/* The bias of a precomputed distance j - i - (seqlen_kv - seqlen_q): the tensor-core backward
- * kernels keep one per lane and add a constant per fragment element, fewer live values than a
- * conversion per element (cl/backward_mma_half.cl). */
-#define ALIBI_PLUS_DIST(slope, dist) -(slope) * fabs(dist)
+/* The bias of C fragment element e of n-tile n in the tensor-core backward kernels
+ * (cl/backward_mma*.cl), from two distances j - i - (seqlen_kv - seqlen_q) per lane, fewer live
+ * values than two conversions per element: a lane's two keys ja, jb against rows i0 + ...
+ * (bwd_dkdv's S^T), or its two rows ra, rb against keys j0 + ... (bwd_dq's S), where the running
+ * index is n * 8 + (e & 1) past i0 or j0 (which hold the lane's 2 tq), a constant once the loops
+ * are unrolled: sign -1 where it is the row, +1 where the key. */
+#define ALIBI_FRAG(slope, d, sign, n, e)                                                           \
+  -(slope) * fabs((d)[(e) >> 1] + (sign) * (float)((n) * 8 + ((e) & 1)))
+#define ALIBI_SHIFT ((float)((int)seqlen_kv - (int)seqlen_q))
+#define ALIBI_KEY_BASES(d, ja, jb, i0)                                                             \
+  const float d[2] = {(float)(ja) - ALIBI_SHIFT - (float)(i0),                                     \
+                      (float)(jb) - ALIBI_SHIFT - (float)(i0)}
+#define ALIBI_ROW_BASES(d, ra, rb, j0)                                                             \
+  const float d[2] = {(float)(j0) - ALIBI_SHIFT - (float)(ra),                                     \
+                      (float)(j0) - ALIBI_SHIFT - (float)(rb)}
 #else
 /* Nothing at all, not x + 0.0f, which a compiler must keep. */
 #define ALIBI_ARGS
 #define ALIBI_ADD(x, slope, i, j) ((void)0)
 #define ALIBI_PLUS(slope, i, j)
-#define ALIBI_PLUS_DIST(slope, dist)
+#define ALIBI_FRAG(slope, d, sign, n, e)
 #endif
 #if SINKS
 #define SINK_ARGS , __global const float *sinks, uint sink_heads, float sink_unit
