@@ -68,7 +68,10 @@ static cl_program build(cl_context ctx, cl_device_id dev, const char *src, const
                         const char *tag) {
   cl_int err;
   cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
-  if (err != CL_SUCCESS) return NULL;
+  if (err != CL_SUCCESS) {
+    printf("%s: clCreateProgramWithSource FAILED (%d)\n", tag, (int)err);
+    return NULL;
+  }
   err = clBuildProgram(prog, 1, &dev, opts, NULL, NULL);
   printf("%s: options \"%s\": build %s (%d)\n", tag, opts, err == CL_SUCCESS ? "ok" : "FAILED",
          (int)err);
