@@ -128,11 +128,12 @@ unsigned clattn__decode_cost(const clattn__family *f, const clattn__device *dev,
 void clattn__decode_defines(const clattn__family *f, const clattn__device *dev,
                             const clattn__class *k, const clattn__config *c, char *out,
                             size_t len) {
+  const int gpu = !clattn__fam_is_cpu(dev); /* loops unrolled, loads packed */
   snprintf(out, len,
            "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DTPR=%u -DRM=%u -DCAUSAL=%u -DVEC=%u "
            "-DSTAGE=%u -DUNROLL_LOOPS=%d -DPACKED=%d -DPTX_CVT=%d",
            k->d, k->dv, c->bq, c->bkv, c->tpr, c->rm ? c->rm : 1, k->causal, c->vec ? c->vec : 1,
-           c->stage == 2 ? 2u : 1u, !clattn__fam_is_cpu(dev), !clattn__fam_is_cpu(dev),
+           c->stage == 2 ? 2u : 1u, gpu, gpu,
            /* NVIDIA's fp16 unpacked by inline PTX (cl/decode.cl's unpack) */
            dev->tensor_cores && !dev->mma_emulated);
 }
