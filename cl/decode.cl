@@ -270,6 +270,41 @@ static inline void load_v(__global const kv_t *v, ulong b, uint kv0, uint sub, u
 }
 #endif
 
+#if KV8
+#define SCALE_PASS , k_scale, v_scale, sc_sb, heads_kv, kvh
+#define SCALE_PARAMS                                                                               \
+  , __global const float *k_scale, __global const float *v_scale, ulong sc_sb, uint heads_kv,      \
+      uint kvh, float *ksc, float *vsc
+#else
+#define SCALE_PASS
+#define SCALE_PARAMS
+#endif
+
+/* This work-item's part of the block at kv0 (keys before kv_end): its key kv0 + kj's K and V
+ * rows (element offsets; -1 and -1 where there is no key, *vk -1 also where its page is
+ * outside the pool), its int8 scales, and its K chunks kt, kt + TPR, ... loaded into x, every
+ * load issued before any is used. */
+static inline void fetch_k(__global const kv_t *k, ulong b, uint kv0, uint kv_end, uint kj,
+                           uint kt, ulong kbase, ulong k_sb, ulong k_ss, ulong vbase, ulong v_sb,
+                           ulong v_ss, int kal PAGE_ARGS SCALE_PARAMS, long *ko, long *vk,
+                           cw_t (*x)[CW]) {
+  ulong slot;
+  uint tok;
+  *ko = -1, *vk = -1;
+  if (kv0 + kj >= kv_end || !kv_where(b, kv0 + kj PAGE_PASS, &slot, &tok)) return;
+  *ko = (long)(kbase + slot * k_sb + (ulong)tok * k_ss);
+  *vk = (long)(vbase + slot * v_sb + (ulong)tok * v_ss);
+#if KV8
+  const ulong si = slot * sc_sb + (ulong)tok * heads_kv + kvh;
+  *ksc = k_scale[si], *vsc = v_scale[si];
+#endif
+  UNROLL
+  for (uint u = 0; u < CPK; u++) {
+    const uint c = (kt + u * TPR) * CC;
+    if (c < D) load_raw(k + *ko + c, min((uint)CC, D - c), kal && c + CC <= D, x[u]);
+  }
+}
+
 /* Merges online-softmax state (m2, l2, a2) into (m, l, a). */
 static inline void merge_state(float *m, float *l, float *a, float m2, float l2,
                                __local const float *a2) {
@@ -368,29 +403,38 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
     for (uint e = 0; e < CC; e++) acc[i][e] = 0.0f;
   }
 
-  /* The scores' mapping: key kj of the block, chunks kt, kt + TPR, ... */
+  /* The scores' mapping: key kj of the block, chunks kt, kt + TPR, ... This work-item's key
+   * of a block: its K row (ko, -1: no key), its V row and int8 scales (published by the key's
+   * first work-item), its K chunks (x). STAGE 3 fetches the next block's during this block's
+   * P V, so that K's round trip overlaps V's; STAGE 1 and 2 at the block's start. */
   const uint kj = lid / TPR, kt = lid % TPR;
+  long ko = -1, vk = -1;
+#if KV8
+  float ksc = 0.0f, vsc = 0.0f;
+#define KSC_PASS , &ksc, &vsc
+#else
+#define KSC_PASS
+#endif
+  cw_t x[CPK][CW];
+#define FETCH_K(at)                                                                                \
+  fetch_k(k, b, (at), kv_end, kj, kt, kbase, k_sb, k_ss, vbase, v_sb, v_ss, kal PAGE_PASS          \
+              SCALE_PASS KSC_PASS,                                                                 \
+          &ko, &vk, x)
+#if STAGE == 3
+  if (kv_lo < kv_end) FETCH_K(kv_lo);
+#endif
   for (uint kv0 = kv_lo; kv0 < kv_end; kv0 += BKV) {
     const uint nk = min((uint)BKV, kv_end - kv0);
     barrier(CLK_LOCAL_MEM_FENCE); /* the previous block is consumed; publishes Qs and Rm */
-    long ko = -1;
-    if (kj < nk) {
-      ulong slot;
-      uint tok;
-      if (kv_where(b, kv0 + kj PAGE_PASS, &slot, &tok)) {
-        ko = (long)(kbase + slot * k_sb + (ulong)tok * k_ss);
-        if (kt == 0) {
-          Vo[kj] = (long)(vbase + slot * v_sb + (ulong)tok * v_ss);
-#if KV8
-          const ulong si = slot * sc_sb + (ulong)tok * heads_kv + kvh;
-          Ksc[kj] = k_scale[si], Vsc[kj] = v_scale[si];
+#if STAGE != 3
+    FETCH_K(kv0);
 #endif
-        }
-      } else if (kt == 0) {
-        Vo[kj] = -1;
-      }
+    if (kt == 0) {
+      Ko[kj] = ko, Vo[kj] = vk;
+#if KV8
+      Ksc[kj] = ksc, Vsc[kj] = vsc;
+#endif
     }
-    if (kj < BKV && kt == 0) Ko[kj] = ko;
     /* P V's V chunks: keys j0 + u nsub; STAGE 2 loads the first VU here, with K's. */
     cw_t y[VU][CW];
     long vo[VU];
@@ -401,12 +445,6 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
     UNROLL
     for (uint r = 0; r < BQ; r++) s[r] = 0.0f;
     if (ko >= 0) {
-      cw_t x[CPK][CW];
-      UNROLL
-      for (uint u = 0; u < CPK; u++) { /* every load first, then the arithmetic */
-        const uint c = (kt + u * TPR) * CC;
-        if (c < D) load_raw(k + ko + c, min((uint)CC, D - c), kal && c + CC <= D, x[u]);
-      }
       UNROLL
       for (uint u = 0; u < CPK; u++) {
         const uint c = (kt + u * TPR) * CC;
@@ -467,6 +505,9 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 
+#if STAGE == 3
+    if (kv0 + BKV < kv_end) FETCH_K(kv0 + BKV);
+#endif
     /* P V: this work-item's keys sub, sub + nsub, ... of the block, rows rg * RM + i. */
     float mb[RM];
     UNROLL

@@ -386,7 +386,8 @@ typedef struct clattn_config {
                                block_kv keys per block; threads_per_row work-items per key;
                                rows_per_item rows per work-item in P V; vector_width 4:
                                16-byte loads; stage_kv 2: V loaded with K, 1: after the
-                               scores); "" means forward_rows. For clattn_backward's
+                               scores, 3: after the scores, with the next block's K);
+                               "" means forward_rows. For clattn_backward's
                                kernels: "backward_rows" (a work-item per key or query row),
                                "backward_mma" (NVIDIA tensor cores, a warp per 16 keys or
                                rows, blocks multiples of 16, head dims up to 128; the blocks

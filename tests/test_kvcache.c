@@ -36,9 +36,9 @@ static void run(const kcase *v) {
   sp.alibi = v->alibi, sp.sinks = v->sinks;
   sp.seed = (unsigned)(v->cap * 7 + v->d + v->page);
   check_kv kv = {v->cache, v->page, v->hnd, v->first, v->bad_pages};
-  /* V loaded with K (stage 2, which PoCL's plans never take), in blocks of 32 keys
-   * that P V's work-items cover in 2 to 4 passes of VU keys: the first pass's V came with K,
-   * later passes load their own. */
+  /* V loaded with K (stage 2), or the next block's K loaded with V (stage 3), which PoCL's
+   * plans never take, in blocks of 32 keys that P V's work-items cover in 2 to 4 passes of VU
+   * keys: at stage 2 the first pass's V came with K, later passes load their own. */
   clattn_config forced = {.kernel = "decode", .block_q = 8, .block_kv = 32, .threads_per_row = 2};
   forced.stage_kv = v->stage, forced.rows_per_item = 2, forced.vector_width = 2;
   if (v->stage)
@@ -100,7 +100,7 @@ Test(kvcache, f16_contiguous) {
   run(&(kcase){F16, F16, 6, 8, 2, 1, 120, 64, 0, 0, 33});
 }
 Test(kvcache, f16_paged_causal) {
-  run(&(kcase){F16, F16, 6, 4, 2, 4, 90, 32, 0, 16, 21, 1, .flags = C});
+  run(&(kcase){F16, F16, 6, 4, 2, 4, 90, 32, 0, 16, 21, 1, .flags = C, .stage = 3});
 }
 Test(kvcache, bf16_contiguous_causal) {
   run(&(kcase){BF16, BF16, 6, 4, 1, 2, 80, 32, 0, 0, 40, .flags = C});
@@ -116,7 +116,7 @@ Test(kvcache, i8_paged_f16_causal) {
   run(&(kcase){F16, I8, 6, 4, 2, 3, 100, 32, 0, 16, 9, .flags = C, .stage = 2});
 }
 Test(kvcache, i8_paged_bf16_hnd_sinks) {
-  run(&(kcase){BF16, I8, 6, 8, 4, 1, 64, 16, 0, 8, 24, 1, .sinks = 1});
+  run(&(kcase){BF16, I8, 6, 8, 4, 1, 64, 16, 0, 8, 24, 1, .sinks = 1, .stage = 3});
 }
 /* One sequence, one KV head: too few work-groups for the compute units, so the keys are split
  * and merged (the sink in the first split only). */

@@ -238,13 +238,21 @@ Test(tunedb_files, kv_cache_classes_kept_apart) {
   clattn_context *ctx = context_with_db();
   clattn__db_entry e[2] = {entry_for(ctx), entry_for(ctx)};
   e[1].cls.variants = CLATTN__VAR_KVCACHE | CLATTN__VAR_PAGED | CLATTN__VAR_KV8;
-  e[1].cfg.bq = 4; /* told apart by their configs */
-  e[1].cfg.kernel = e[0].cfg.kernel;
+  /* told apart by their configs; decode's stage 3 (the next block's K with V, "next_k" in the
+   * file) survives the round trip */
+  e[1].cfg = (clattn__config){.kernel = clattn__family_find("decode"),
+                              .bq = 4,
+                              .bkv = 64,
+                              .tpr = 4,
+                              .stage = 3,
+                              .rm = 2,
+                              .vec = 4};
   char why[512] = "";
   cr_assert_eq(clattn__db_save_merged(db_path, e, 2, why, sizeof why), CLATTN_OK, "%s", why);
   char text[8192];
   read_file(db_path, text, sizeof text);
   cr_assert(count(text, "\"kv_cache\"") == 1 && count(text, "\"paged_i8\"") == 1, "%s", text);
+  cr_assert(count(text, "\"next_k\"") == 1, "%s", text);
   clattn__db db = {0};
   size_t skipped = 0;
   cr_assert_eq(clattn__db_load(db_path, &db, &skipped, why, sizeof why), CLATTN_OK, "%s", why);
@@ -256,7 +264,7 @@ Test(tunedb_files, kv_cache_classes_kept_apart) {
   clattn__class cache = e[1].cls, plain = e[0].cls;
   cache.variants |= CLATTN__VAR_KVLENS; /* a call's class has its lengths too */
   const clattn__db_entry *got = clattn__db_lookup(&db, &ctx->device, hash, &cache, &level);
-  cr_assert(got && got->cfg.bq == 4, "the cache class's entry");
+  cr_assert(got && !memcmp(&got->cfg, &e[1].cfg, sizeof got->cfg), "the cache class's entry");
   got = clattn__db_lookup(&db, &ctx->device, hash, &plain, &level);
   cr_assert(got && got->cfg.bq == e[0].cfg.bq, "the plain class's entry");
   clattn__class contiguous = cache;

@@ -99,17 +99,21 @@ if [[ " $steps " == *" sweep "* ]]; then
   # log), over the axes the register estimate weighs (decode_family.c): work-items per key, rows
   # per work-item, load width and when V is loaded, then the block length of the cost's choice.
   # Config strings: decode/BQ/BKV/TPR/RM/stage/pad/vec.
+  # SWEEP_CFGS: the configs instead (space-separated); SWEEP_ARGS: more run arguments (e.g.
+  # --cache-dtype i8).
   cfgs=()
-  for st in 1 2; do for vec in 4 2; do for tpr in 4 8; do for rm in 1 2 4; do
+  for st in 1 2 3; do for vec in 4 2; do for tpr in 2 4; do for rm in 1 2 4; do
     cfgs+=(decode/4/64/$tpr/$rm/$st/0/$vec)
   done; done; done; done
-  cfgs+=(decode/4/32/4/1/1/0/4 decode/4/128/4/1/1/0/4 decode/4/128/2/1/1/0/4 decode/4/32/8/1/2/0/4)
+  cfgs+=(decode/4/32/4/1/1/0/4 decode/4/128/2/1/1/0/4 decode/4/32/8/1/3/0/4 decode/4/128/2/2/3/0/4)
+  [ -n "${SWEEP_CFGS:-}" ] && read -ra cfgs <<<"$SWEEP_CFGS"
   for c in "${cfgs[@]}"; do
     CLATTN_BUILD_LOG=1 CLATTN_BUILD_OPTIONS=-cl-nv-verbose timeout 120 "$cl" run --kv-cache \
       contiguous --dtype f16 --batch 64 --heads 32 --heads-kv 8 --head-dim 128 --seqlen-q 1 \
-      --context 8192 --no-check --warmup 3 --repeat 10 --config "$c" >"$out/run.tmp" 2>&1
-    echo "$c | $(grep -E 'time:|bandwidth|K/V|clattn:' "$out/run.tmp" | tr '\n' ' ') |" \
-      "$(grep -A4 clattn_decode "$out/run.tmp" | grep -iE 'registers|spill' | tr '\n' ' ' | cut -c1-300)" \
+      --context 8192 --no-check --warmup 3 --repeat 10 --config "$c" ${SWEEP_ARGS:-} >"$out/run.tmp" 2>&1
+    echo "$c ${SWEEP_ARGS:-} | $(grep -oE 'median [0-9.]+ ms|[0-9]+% of a stream|CLATTN_[A-Z_]+.*' "$out/run.tmp" |
+      tr '\n' ' ') | $(grep -A4 clattn_decode "$out/run.tmp" | grep -oE 'Used [0-9]+ registers|[0-9]+ bytes spill stores' |
+      tr '\n' ' ')" \
       >>"$out/decode_sweep.txt"
   done
   rm -f "$out/run.tmp"

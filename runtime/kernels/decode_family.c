@@ -83,12 +83,13 @@ static unsigned udiff(unsigned a, unsigned b) {
  * fp32): about 24 of addresses and state, 5 per packed row (the scores, Q's reads), 1.5 per
  * accumulator of O and 3 per row of P V (m, l, P), half a register per loaded 32-bit word in
  * flight (K's chunks and VU = 4 V chunks: the loads stay packed until used), and about 12 more
- * for V loaded with K (stage 2). bq: the rows a call's tile has, not the class's block (a call
- * tightens it: plan/grid.c). */
+ * for V loaded with K (stage 2); stage 3 holds K's next words across P V, a register each. bq: the
+ * rows a call's tile has, not the class's block (a call tightens it: plan/grid.c). */
 static unsigned decode_regs(const clattn__class *k, const clattn__config *c, unsigned bq) {
   unsigned cc = chunk_of(k, c), rm = c->rm ? c->rm : 1, nchk = (k->d + cc - 1) / cc;
   unsigned words = ((nchk + c->tpr - 1) / c->tpr + 4) * (c->vec ? c->vec : 1);
-  return 24 + 5 * bq + 3 * rm * cc / 2 + 3 * rm + words / 2 + (c->stage == 2 ? 12 : 0);
+  unsigned held = c->stage == 3 ? (nchk + c->tpr - 1) / c->tpr * (c->vec ? c->vec : 1) : 0;
+  return 24 + 5 * bq + 3 * rm * cc / 2 + 3 * rm + words / 2 + (c->stage == 2 ? 12 : 0) + held;
 }
 
 /* The one family of a cache class. For plain classes it ranks after every other family (the
@@ -133,7 +134,7 @@ void clattn__decode_defines(const clattn__family *f, const clattn__device *dev,
            "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DTPR=%u -DRM=%u -DCAUSAL=%u -DVEC=%u "
            "-DSTAGE=%u -DUNROLL_LOOPS=%d -DPACKED=%d -DPTX_CVT=%d",
            k->d, k->dv, c->bq, c->bkv, c->tpr, c->rm ? c->rm : 1, k->causal, c->vec ? c->vec : 1,
-           c->stage == 2 ? 2u : 1u, gpu, gpu,
+           c->stage == 2 || c->stage == 3 ? c->stage : 1u, gpu, gpu,
            /* NVIDIA's fp16 unpacked by inline PTX (cl/decode.cl's unpack) */
            dev->tensor_cores && !dev->mma_emulated);
 }
@@ -148,7 +149,10 @@ void clattn__decode_reason(const clattn__family *f, const clattn__device *dev,
            chunk_of(k, c) * (k->variants & CLATTN__VAR_KV8 ? 1
                              : k->dtype                    ? 2
                                                            : 4),
-           c->bkv, c->tpr, c->stage == 2 ? "with K" : "after the scores",
+           c->bkv, c->tpr,
+           c->stage == 2   ? "with K"
+           : c->stage == 3 ? "after the scores, the next block's K with it"
+                           : "after the scores",
            clattn__decode_local(dev, k, c) / 1024.0, dev->local_mem / 1024.0, wg_of(c));
 }
 

@@ -279,17 +279,17 @@ int clattn__forward_check(const clattn__family *f, const clattn__device *dev,
 
 /* A public forward config as a family's: forward_rows stages K/V as asked; the families that
  * fix staging (forward_tiles, forward_mma) always stage them, forward_mma split when asked;
- * decode takes stage 2 (V loaded with K) or 1. Rows per work-item mean something to
- * forward_tiles and decode only. */
+ * decode takes stage 2 (V loaded with K), 3 (the next block's K with V) or 1. Rows per work-item
+ * mean something to forward_tiles and decode only. */
 int clattn__forward_accept(const clattn__family *f, const clattn_config *in, clattn__config *out,
                            char *why, size_t why_len) {
   int tiles = has_axis(f, CLATTN__AX_RM);
   if (!in->block_q || !in->block_kv || !in->threads_per_row || in->block_q > 4096 ||
-      in->block_kv > 4096 || in->threads_per_row > 1024 || in->stage_kv > 2 || in->pad > 64 ||
+      in->block_kv > 4096 || in->threads_per_row > 1024 || in->stage_kv > 3 || in->pad > 64 ||
       in->rows_per_item > 1024 || in->vector_width > 16) {
     snprintf(why, why_len,
              "config out of range: block_q %u, block_kv %u (1..4096), threads_per_row %u "
-             "(1..1024), stage_kv %u (0..2), pad %u (0..64)",
+             "(1..1024), stage_kv %u (0..3), pad %u (0..64)",
              in->block_q, in->block_kv, in->threads_per_row, in->stage_kv, in->pad);
     return 0;
   }
@@ -297,17 +297,22 @@ int clattn__forward_accept(const clattn__family *f, const clattn_config *in, cla
   out->stage = in->stage_kv, out->pad = in->pad;
   out->vec = in->vector_width ? in->vector_width : 1;
   out->rm = tiles && in->rows_per_item ? in->rows_per_item : 1;
-  /* A family whose stage axis lists 2 (decode: V loaded with K) takes it, and 1 for anything
-   * else; the fixed-staging families take 2 on tensor cores only. */
-  int stage2 = axis_lists(f, CLATTN__AX_STAGE, 2);
+  /* A family whose stage axis lists 2 or 3 (decode: V loaded with K; the next block's K loaded
+   * with V) takes them, and 1 for anything else; the fixed-staging families take 2 on tensor
+   * cores only. */
+  int stage2 = axis_lists(f, CLATTN__AX_STAGE, 2), stage3 = axis_lists(f, CLATTN__AX_STAGE, 3);
   if (in->stage_kv == 2 && !f->tensor_cores && !stage2) {
     snprintf(why, why_len,
              "stage_kv 2 is forward_mma's (tiles stored split into TF32 parts) and decode's (V "
              "loaded with K) alone");
     return 0;
   }
+  if (in->stage_kv == 3 && !stage3) {
+    snprintf(why, why_len, "stage_kv 3 is decode's alone (the next block's K loaded with V)");
+    return 0;
+  }
   if (f->fixed.stage) out->stage = f->tensor_cores && in->stage_kv == 2 ? 2 : 1;
-  if (stage2 && out->stage != 2) out->stage = 1;
+  if (stage2 && out->stage != 2 && out->stage != 3) out->stage = 1;
   return 1;
 }
 

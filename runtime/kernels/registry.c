@@ -239,7 +239,7 @@ static const clattn__family table[] = {
               {CLATTN__AX_TPR, 4, {4, 2, 1, 8}},
               {CLATTN__AX_RM, 3, {4, 2, 1}},
               {CLATTN__AX_VEC, 3, {4, 2, 1}},
-              {CLATTN__AX_STAGE, 2, {2, 1}}},
+              {CLATTN__AX_STAGE, 3, {2, 1, 3}}},
      .naxes = 6,
      .fixed = {.pad = 0},
      .check = clattn__decode_check,

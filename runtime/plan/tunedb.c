@@ -205,6 +205,14 @@ static int parse_entry(const cJSON *e, clattn__db_entry *out, char *why, size_t 
     }
     if (split) pub.stage_kv = 2;
   }
+  if (cJSON_GetObjectItemCaseSensitive(cfg, "next_k")) { /* decode: stage_kv 3 */
+    unsigned next;
+    if (!get_bool(cfg, "next_k", &next)) {
+      snprintf(why, why_len, "an entry's config has a bad next_k");
+      return 0;
+    }
+    if (next) pub.stage_kv = 3;
+  }
   if (cJSON_GetObjectItemCaseSensitive(cfg, "rows_per_item")) {
     if (!get_uint(cfg, "rows_per_item", 1024, &u[9]) || !is_pow2_in(u[9], 1, 1024)) {
       snprintf(why, why_len, "an entry's config has a bad rows_per_item");
@@ -222,6 +230,11 @@ static int parse_entry(const cJSON *e, clattn__db_entry *out, char *why, size_t 
   char bad[200];
   if (!clattn__config_from_public(&pub, &out->cfg, bad, sizeof bad)) {
     snprintf(why, why_len, "an entry's config: %s", bad);
+    return 0;
+  }
+  if (pub.stage_kv == 3 && out->cfg.stage != 3) {
+    snprintf(why, why_len, "an entry's config has next_k on kernel %s, which cannot take it",
+             kernel);
     return 0;
   }
   if (pub.stage_kv == 2 && out->cfg.stage != 2) {
@@ -382,6 +395,7 @@ static cJSON *entry_json(const clattn__db_entry *e) {
   cJSON_AddNumberToObject(g, "threads_per_row", pub.threads_per_row);
   cJSON_AddBoolToObject(g, "stage_kv", pub.stage_kv);
   if (pub.stage_kv == 2) cJSON_AddBoolToObject(g, "split_kv", 1);
+  if (pub.stage_kv == 3) cJSON_AddBoolToObject(g, "next_k", 1);
   cJSON_AddNumberToObject(g, "pad", pub.pad);
   cJSON_AddNumberToObject(g, "rows_per_item", pub.rows_per_item);
   cJSON_AddNumberToObject(g, "vector_width", pub.vector_width);
