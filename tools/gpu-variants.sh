@@ -6,8 +6,8 @@
 # whose warp-level tile skipping only a GPU runs). time: `clattn bench --columns fused` of the
 # same shapes with and without each variant, so each variant's cost (softcap: no work removed)
 # and a window's saving (4096 keys at N = 32768 against full causal) are ratios of one call.
-# time-args: ALiBi and sinks (clattn_args buffers, which bench does not take) against plain
-# through `clattn run --no-check`, forward and backward, in turns, ROUNDS rounds; the medians
+# time-args: ALiBi and sinks (clattn_args buffers, which bench does not take) and the softcap
+# against plain through `clattn run --no-check`, forward and backward, in turns, ROUNDS rounds; the medians
 # over rounds and their ratios to plain go to args_time.txt.
 # lens: seqlens_kv and CLATTN_VARLEN checked (fp32, fp16, bf16, forward and backward) on the
 # plans there. padded: a padded batch (B = 8, H = 16, d = 128, N = 4096, fp16, LENGTHS) through
@@ -57,6 +57,12 @@ if [[ " $steps " == *" time "* ]]; then
     "$cl" "${b[@]}" --dtype $dt --seqlen 32768 --head-dim 128 --heads 16 --causal on \
       --window 4096,0 >"$out/time_${dt}_window32k.json" 2>>"$out/time.err"
   done
+  # the backward of the same window against full causal (fp16), forward + backward per call
+  for w in "" "--window 4096,0"; do
+    t=$("$cl" run --backward --dtype f16 --batch 1 --heads 16 --seqlen 32768 --head-dim 128 \
+      --causal $w --no-check --warmup 2 --repeat 5 2>&1 | grep -E 'median' | tr '\n' ' ')
+    echo "backward f16 N=32768 causal ${w:-(full)}: ${t:-failed}"
+  done | tee "$out/time_backward_window.txt"
 fi
 if [[ " $steps " == *" time-args "* ]]; then
   rounds=${ROUNDS:-3}
@@ -64,7 +70,7 @@ if [[ " $steps " == *" time-args "* ]]; then
     for dt in f16 f32; do
       for mask in "" --causal; do
         for pass in "" --backward; do
-          for v in plain --alibi --sinks "--alibi --sinks"; do
+          for v in plain --alibi --sinks "--alibi --sinks" "--softcap 30"; do
             t=$("$cl" run --dtype $dt --batch 1 --heads 16 --seqlen 4096 --head-dim 128 $mask \
               $pass --no-check --warmup 3 --repeat 10 ${v/plain/} 2>&1 |
               grep -oE 'median [0-9.]+' | awk '{print $2}')
@@ -79,8 +85,10 @@ if [[ " $steps " == *" time-args "* ]]; then
       c = n[k, t]; for (i = 1; i <= c; i++) a[i] = v[k, t, i]
       for (i = 1; i <= c; i++) for (j = i + 1; j <= c; j++) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x }
       return a[int((c + 1) / 2)] }
-    END { for (k in keys) { p = med(k, "plain"); printf "%s  plain %.3f ms  alibi %.3f  sinks %.3f  both %.3f\n",
-      k, p, med(k, "--alibi") / p, med(k, "--sinks") / p, med(k, "--alibi+--sinks") / p } }' \
+    END { for (k in keys) { p = med(k, "plain")
+      printf "%s  plain %.3f ms  alibi %.3f  sinks %.3f  both %.3f  softcap %.3f\n", k, p,
+        med(k, "--alibi") / p, med(k, "--sinks") / p, med(k, "--alibi+--sinks") / p,
+        med(k, "--softcap+30") / p } }' \
     "$out/args_time.raw" | sort | tee "$out/args_time.txt"
 fi
 if [[ " $steps " == *" lens "* ]]; then
