@@ -170,17 +170,43 @@ static const builtin table[] = {
     {0}, /* end */
 };
 
+/* Decode's built-ins (the family of KV cache classes): each for the cache kinds whose
+ * CLATTN__VAR_CACHE bits it names (a class and an entry of other kinds never share a config, as
+ * in the tuning database). */
+typedef struct {
+  unsigned cache;
+  builtin b;
+} cache_builtin;
+
+static const cache_builtin cache_table[] = {
+    {0, {0}}, /* end */
+};
+
+/* Whether b is for cls's device and class (its buckets aside). */
+static int matches(const clattn__device *dev, const clattn__class *cls, const builtin *b) {
+  return strstr(dev->platform_name, b->platform) && strstr(dev->name, b->device) &&
+         (dev->type & b->type) && b->pass == cls->pass && b->dtype == cls->dtype &&
+         b->d == cls->d && b->dv == cls->dv && b->causal == cls->causal;
+}
+
+/* The better built-in for cls of best and b, both matching it: the class's own bucket, else the
+ * largest bucket measured at or below it, else any. */
+static const builtin *better(const builtin *best, const builtin *b, const clattn__class *cls) {
+  if (!best || b->bucket == cls->bucket ||
+      (best->bucket != cls->bucket && b->bucket <= cls->bucket && b->bucket > best->bucket))
+    return b;
+  return best;
+}
+
 int clattn__builtin_find(const clattn__device *dev, const clattn__class *cls, clattn__config *out) {
   const builtin *best = NULL;
-  for (const builtin *b = table; b->platform; b++) {
-    if (!strstr(dev->platform_name, b->platform) || !strstr(dev->name, b->device) ||
-        !(dev->type & b->type) || b->pass != cls->pass || b->dtype != cls->dtype ||
-        b->d != cls->d || b->dv != cls->dv || b->causal != cls->causal)
-      continue;
-    /* The class's own bucket, else the largest bucket measured at or below it, else any. */
-    if (!best || b->bucket == cls->bucket ||
-        (best->bucket != cls->bucket && b->bucket <= cls->bucket && b->bucket > best->bucket))
-      best = b;
+  unsigned cache = cls->variants & CLATTN__VAR_CACHE;
+  if (!cache) {
+    for (const builtin *b = table; b->platform; b++)
+      if (matches(dev, cls, b)) best = better(best, b, cls);
+  } else {
+    for (const cache_builtin *c = cache_table; c->b.platform; c++)
+      if (c->cache == cache && matches(dev, cls, &c->b)) best = better(best, &c->b, cls);
   }
   char why[200];
   return best && clattn__config_from_public(&best->cfg, out, why, sizeof why);
