@@ -25,10 +25,12 @@ typedef struct kcase {
   int64_t left, right;
   float softcap;
   int alibi, sinks;
-  unsigned stage; /* not 0: the decode kernel forced (an override) with this stage_kv */
+  unsigned stage;  /* not 0: the decode kernel forced (an override) with this stage_kv */
+  const char *mma; /* not NULL: mma.sync emulated, and the plan's family must be this one */
 } kcase;
 
 static void run(const kcase *v) {
+  if (v->mma) setenv("CLATTN_MMA_EMULATE", "1", 1); /* read when the context is created */
   clattn_context *ctx = test_context(NULL);
   check_spec sp = {{v->b, v->hq, v->hkv, v->nq, v->cap, v->d, v->dv, v->dtype, 0.0f, v->flags}};
   sp.problem.window_left = v->left, sp.problem.window_right = v->right;
@@ -50,6 +52,7 @@ static void run(const kcase *v) {
                clattn_last_error(ctx));
   if (v->stage) /* the forced stage is the one the call ran, not mapped to another */
     cr_expect_eq(kv.plan.stage_kv, v->stage, "%s", kv.plan.reason);
+  if (v->mma) cr_expect_str_eq(kv.plan.kernel, v->mma, "%s", kv.plan.reason);
   cr_expect_eq(append_err, 0.0, "appended rows differ from their sources by %g", append_err);
   cr_expect_leq(r.err_o, r.tol_o, "O error %g, tolerance %g", r.err_o, r.tol_o);
   cr_expect_leq(r.err_lse, r.tol_lse, "LSE error %g, tolerance %g", r.err_lse, r.tol_lse);
@@ -125,6 +128,26 @@ Test(kvcache, split_keys_long_context) {
 }
 Test(kvcache, split_keys_i8_f16) {
   run(&(kcase){F16, I8, 1, 8, 1, 2, 600, 32, 0, 0, 100, .flags = C});
+}
+
+/* On tensor cores (decode_mma, mma.sync emulated): fp16 and bf16 caches, contiguous and paged
+ * (NHD and HND, a page of 1, pages out of the pool), one and four rows (8 and 16 packed: both
+ * fragment halves), GQA and MHA, every variant, head dims 64 and 128 and K's above V's; split
+ * keys where the entries are few. int8 caches and a head dim off 32 stay decode's. */
+Test(kvcache, mma_f16) {
+  run(&(kcase){F16, F16, 6, 8, 2, 1, 130, 128, 0, 16, 50, .sinks = 1, .mma = "decode_mma"});
+  run(&(kcase){F16, F16, 3, 8, 2, 4, 90, 64, 0, 1, 21, 1, 1, .flags = C, .mma = "decode_mma"});
+  run(&(kcase){F16, F16, 6, 4, 4, 2, 100, 96, 64, 0, 40, .flags = C | W, .left = 30,
+               .softcap = 30.0f, .alibi = 1, .mma = "decode_mma"});
+}
+Test(kvcache, mma_bf16) {
+  run(&(kcase){BF16, BF16, 6, 16, 4, 1, 80, 64, 0, 8, 24, 1, .alibi = 1, .mma = "decode_mma"});
+  run(&(kcase){BF16, BF16, 1, 4, 1, 3, 700, 128, 0, 32, 300, .flags = C, .sinks = 1,
+               .mma = "decode_mma"});
+}
+Test(kvcache, mma_falls_back_to_decode) {
+  run(&(kcase){F16, I8, 6, 8, 2, 1, 70, 64, 0, 16, 30, .mma = "decode"});
+  run(&(kcase){BF16, BF16, 6, 8, 2, 1, 70, 80, 0, 0, 30, .mma = "decode"});
 }
 
 /* The GPU's planning rules, on the test device made to look like a GPU of 132 compute units:

@@ -104,8 +104,8 @@ check() {
     fail=1
     return
   fi
-  # Per kernel of the program (clattn_forward; bwd_dkdv and bwd_dq; clattn_decode).
-  echo "ok $tag: $(grep -A2 -E "Function properties for (clattn_forward|bwd_dkdv|bwd_dq|clattn_decode)" \
+  # Per kernel of the program (clattn_forward; bwd_dkdv and bwd_dq; clattn_decode(_mma)).
+  echo "ok $tag: $(grep -A2 -E "Function properties for (clattn_forward|bwd_dkdv|bwd_dq|clattn_decode|clattn_decode_mma)" \
     "$work/$name.log" | grep -oE 'for [a-z_]+|[0-9]+ bytes spill stores|Used [0-9]+ registers' |
     tr '\n' ' ')"
 }
@@ -149,6 +149,15 @@ for st in 1 2; do
   check dec "${dec[@]}" "${dd[@]}" -DDTYPE=1 -DTPR=4 -DRM=1 -DVEC=2 -DSTAGE=$st -DKV8=1
   check dec "${dec[@]}" "${dd[@]}" -DDTYPE=0 -DTPR=4 -DRM=2 -DVEC=4 -DSTAGE=$st -DSOFTCAP=1 \
     -DSINKS=1
+done
+# The tensor-core decode (cl/decode_mma.cl): fp16 and bf16, d = 128 and 64, 8 and 16 rows, paged
+# with the variants.
+dmma=(common.cl mma.cl mma_half.cl decode_mma.cl --)
+for dt in 1 2; do
+  check dmma "${dmma[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=8 -DCAUSAL=0 -DKVCACHE=1 -DKVLENS=1
+  check dmma "${dmma[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=16 -DCAUSAL=1 -DKVCACHE=1 -DKVLENS=1 \
+    -DPAGED=1 -DMASK=1 -DSOFTCAP=1 -DALIBI=1 -DSINKS=1
+  check dmma "${dmma[@]}" -DDTYPE=$dt -DD=64 -DDV=64 -DBQ=8 -DCAUSAL=0 -DKVCACHE=1 -DKVLENS=1
 done
 # The wgmma probe (tools/probe_wgmma.cl, issue 19): Hopper's wgmma needs PTX .target sm_90a,
 # which clang here cannot emit, so its PTX is retargeted by hand; sm_90 must refuse it.

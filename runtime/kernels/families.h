@@ -66,6 +66,20 @@ unsigned clattn__decode_bind(const clattn__family *f, const clattn__config *c,
                              const cl_kernel *kernels, const clattn__bound *b, clattn__launch *out,
                              cl_int *err);
 
+/* decode_mma (decode_mma_family.c): the same over fp16/bf16 caches on tensor cores; its tiles,
+ * launch and arguments are decode's. */
+size_t clattn__decode_mma_local(const clattn__device *, const clattn__class *,
+                                const clattn__config *);
+void clattn__decode_mma_work_groups(const clattn__config *c, size_t *wg);
+int clattn__decode_mma_check(const clattn__family *f, const clattn__device *, const clattn__class *,
+                             const clattn__config *, char *, size_t);
+unsigned clattn__decode_mma_cost(const clattn__family *f, const clattn__device *,
+                                 const clattn__class *, const clattn__config *);
+void clattn__decode_mma_defines(const clattn__family *f, const clattn__device *,
+                                const clattn__class *, const clattn__config *, char *, size_t);
+void clattn__decode_mma_reason(const clattn__family *f, const clattn__device *,
+                               const clattn__class *, const clattn__config *, char *, size_t);
+
 int clattn__forward_check(const clattn__family *f, const clattn__device *, const clattn__class *,
                           const clattn__config *, char *, size_t);
 int clattn__forward_accept(const clattn__family *f, const clattn_config *in, clattn__config *out,

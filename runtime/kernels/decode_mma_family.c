@@ -1,0 +1,91 @@
+/* The decode_mma family's model (registry.c's entry `decode_mma`, cl/decode_mma.cl): attention
+ * over an fp16 or bf16 KV cache on tensor cores, a work-group of one warp per (tile of a KV
+ * group's packed rows, KV head, key split) (issue 18). Its launch, tiles and arguments are the
+ * decode family's (decode_family.c). */
+#include "families.h"
+
+#include <stdio.h>
+
+#define QWORDS(k) ((k)->d / 2) /* a Q row's 32-bit words in local memory */
+
+size_t clattn__decode_mma_local(const clattn__device *dev, const clattn__class *k,
+                                const clattn__config *c) {
+  size_t bytes = (size_t)c->bq * QWORDS(k) * sizeof(cl_uint);
+  if (dev->mma_emulated) bytes += CLATTN__MMA_SCRATCH * sizeof(float); /* one warp's */
+  return bytes;
+}
+
+void clattn__decode_mma_work_groups(const clattn__config *c, size_t *wg) {
+  (void)c;
+  wg[0] = 32; /* one warp */
+}
+
+int clattn__decode_mma_check(const clattn__family *f, const clattn__device *dev,
+                             const clattn__class *k, const clattn__config *c, char *why,
+                             size_t why_len) {
+  if (!dev->tensor_cores) {
+    snprintf(why, why_len,
+             "%s needs an NVIDIA GPU of compute capability 8.0 or more (mma.sync f16/bf16 "
+             "through inline PTX)",
+             f->name);
+    return 0;
+  }
+  if (k->d % 32 || k->dv % 16 || k->d > 128 || k->dv > 128) {
+    snprintf(why, why_len,
+             "%s: head_dim %u must be a multiple of 32 and head_dim_v %u of 16, both at most 128",
+             f->name, k->d, k->dv);
+    return 0;
+  }
+  if (!c->bq || c->bq > 16 || (c->bq & (c->bq - 1)) || c->bkv != 16 || c->tpr != 1) {
+    snprintf(why, why_len,
+             "%s BQ=%u BKV=%u TPR=%u: BQ a power of two up to 16 (one m16 fragment), BKV 16, "
+             "TPR 1",
+             f->name, c->bq, c->bkv, c->tpr);
+    return 0;
+  }
+  size_t bytes = clattn__decode_mma_local(dev, k, c);
+  if (bytes > dev->local_mem) {
+    snprintf(why, why_len, "%s BQ=%u: needs %.1f KiB local memory, device has %.1f KiB", f->name,
+             c->bq, bytes / 1024.0, dev->local_mem / 1024.0);
+    return 0;
+  }
+  if (why_len) why[0] = 0;
+  return 1;
+}
+
+/* Ahead of decode wherever it is legal: about a dozen warp instructions a key of a GQA group
+ * against decode's 75, no conversions, no barriers in its loop (cl/decode_mma.cl). Plain
+ * classes: after every other family, as decode. The smallest tile that holds the rows is the
+ * planner's (tight_rows); 16 first. */
+unsigned clattn__decode_mma_cost(const clattn__family *f, const clattn__device *dev,
+                                 const clattn__class *k, const clattn__config *c) {
+  (void)f;
+  unsigned s = c->bq == 16 ? 0 : c->bq == 8 ? 1 : 2;
+  (void)dev;
+  if (!(k->variants & CLATTN__VAR_KVCACHE)) s += 100000;
+  return s;
+}
+
+void clattn__decode_mma_defines(const clattn__family *f, const clattn__device *dev,
+                                const clattn__class *k, const clattn__config *c, char *out,
+                                size_t len) {
+  (void)f;
+  /* Emulated, unoptimized: LLVM 15's inliner (PoCL 3.1's) crashes on this kernel's two groups of
+   * emulated MMAs when it optimizes, and the emulation is for checking, not for speed. */
+  snprintf(out, len, "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DCAUSAL=%u%s", k->d, k->dv, c->bq,
+           k->causal,
+           dev->mma_emulated
+               ? " -DMMA_EMULATE=1 -DSCRATCH=" CLATTN__STR(CLATTN__MMA_SCRATCH) " -cl-opt-disable"
+               : "");
+}
+
+void clattn__decode_mma_reason(const clattn__family *f, const clattn__device *dev,
+                               const clattn__class *k, const clattn__config *c, char *out,
+                               size_t len) {
+  (void)f;
+  snprintf(out, len,
+           "decode_mma: a KV group's query heads packed %u rows to a warp's tile, Q K^T and P V "
+           "on tensor cores (m16n8k16), 16 keys a step loaded straight into fragments; %.1f of "
+           "%.1f KiB local memory, 32 work-items",
+           c->bq, clattn__decode_mma_local(dev, k, c) / 1024.0, dev->local_mem / 1024.0);
+}
