@@ -92,18 +92,32 @@ static unsigned decode_regs(const clattn__class *k, const clattn__config *c, uns
   return 24 + 5 * bq + 3 * rm * cc / 2 + 3 * rm + words / 2 + (c->stage == 2 ? 12 : 0) + held;
 }
 
-/* The one family of a cache class. For plain classes it ranks after every other family (the
- * heuristic never picks it; the tuner reaches it last, and may find it faster for a few query
- * rows against many keys with GQA). 16 packed rows fit a GQA group of 4 to 16 heads times 1 to
- * 4 query rows (a call's plan tightens it to the rows its tiles have: plan/grid.c). CPUs: one
- * work-item per key, V after the scores (stage 1: nothing there waits on a load, and fewer
- * values live). GPUs, by occupancy and loads in flight: a build's registers (decode_regs, for a
- * GQA 4 group's 4 rows) decide how many work-groups an SM of 64K registers holds; a kernel of
- * 160 registers (fp16, 16-byte loads, 4 rows per work-item) holds 8 warps, too few to keep the
- * memory busy through a block's barriers, and one of 80 holds 24 (ptxas's counts of clang's
- * code before the loads stayed packed; 106 and 72 since). Then the bytes those warps
- * have in flight at a block's start (K's, and V's first chunks at stage 2), and 256 work-items
- * (64 keys of 4). */
+/* P V's serial rounds of V loads a block: a work-item owns every nsub-th key of it, nsub = the
+ * work-group over (column chunks x row groups of RM rows), and loads VU = 4 keys' chunks a
+ * round; plus K's round at the block's start where V waits for it (stage 1; stage 2 takes V's
+ * first round with K's, stage 3 the next block's K with V's). rows: the tile's. */
+static unsigned decode_rounds(const clattn__class *k, const clattn__config *c, unsigned rows) {
+  unsigned rm = c->rm ? c->rm : 1, rg = pow2_at_least((rows + rm - 1) / rm);
+  unsigned lanes = chunks_v(k, c) * rg, nsub = wg_of(c) > lanes ? wg_of(c) / lanes : 1;
+  unsigned keys = (c->bkv + nsub - 1) / nsub, tv = (keys + 3) / 4;
+  return c->stage == 1 ? 1 + tv : tv ? tv : 1;
+}
+
+/* The one family of a cache class where decode_mma is not legal (int8 and fp32 caches, other
+ * head dims, GPUs without tensor cores). For plain classes it ranks after every other family
+ * (the heuristic never picks it; the tuner reaches it last, and may find it faster for a few
+ * query rows against many keys with GQA). 16 packed rows fit a GQA group of 4 to 16 heads times
+ * 1 to 4 query rows (a call's plan tightens it to the rows its tiles have: plan/grid.c). CPUs:
+ * one work-item per key, V after the scores (stage 1: nothing there waits on a load, and fewer
+ * values live). GPUs: a block's time is mostly its serial memory round trips (decode_rounds)
+ * while the SM's other work-groups' loads are in flight, so the cost ranks by rounds per key
+ * held by an SM: rounds / (work-groups an SM holds x keys a block), the work-groups from a
+ * build's registers (decode_regs, for a GQA 4 group's 4 rows) in 64K. The H200 measured it so
+ * (docs/BENCHMARKS.md, fp16, batch 64, 8k keys): 4 rows per work-item in P V (2 rounds, 128
+ * registers, two work-groups) 1.14 ms, 2 rows (3 rounds, 84, two) 1.37, 1 row (5 rounds, 76,
+ * three) 1.87, where the cost of the time, which ranked by warps held, chose the last. Then
+ * the bytes in flight at a block's start, 16-byte loads (narrower ones measured 1.4x slower at
+ * equal rounds) and 256 work-items (64 keys of 4). */
 unsigned clattn__decode_cost(const clattn__family *f, const clattn__device *dev,
                              const clattn__class *k, const clattn__config *c) {
   unsigned cc = chunk_of(k, c), rm = c->rm ? c->rm : 1, nchk = (k->d + cc - 1) / cc;
@@ -111,17 +125,24 @@ unsigned clattn__decode_cost(const clattn__family *f, const clattn__device *dev,
   if (!(k->variants & CLATTN__VAR_KVCACHE)) s += 100000; /* after the measured families */
   if (clattn__fam_is_cpu(dev))
     return s + 4 * udiff(vec, 2) + 4 * udiff(ilog2(c->bkv), 6) + 8 * ilog2(c->tpr) +
-           udiff(ilog2(rm), 2) + (c->stage == 2 ? 2 : 0);
-  s += udiff(vec, 2); /* 16-byte loads, where the registers allow them (below) */
-  s += 6 * udiff(ilog2(wg_of(c)), 8) + 2 * udiff(ilog2(c->bkv), 6);
-  unsigned regs = (decode_regs(k, c, c->bq < 4 ? c->bq : 4) + 7) / 8 * 8, wg = wg_of(c);
-  unsigned groups = 65536 / (regs * wg), warps = (groups ? groups : 1) * wg / 32;
-  if (warps > 64) warps = 64;
-  s += warps >= 32 ? 0 : warps >= 24 ? 2 : warps >= 16 ? 5 : warps >= 8 ? 12 : 25;
+           udiff(ilog2(rm), 2) + (c->stage != 1 ? 2 : 0);
+  s += 4 * udiff(vec, 2); /* 16-byte loads, where the registers allow them (below) */
+  s += 2 * udiff(ilog2(wg_of(c)), 8) + 2 * udiff(ilog2(c->bkv), 6);
+  unsigned rows = c->bq < 4 ? c->bq : 4;
+  unsigned regs = (decode_regs(k, c, rows) + 7) / 8 * 8, wg = wg_of(c);
+  unsigned groups = 65536 / (regs * wg), most = 2048 / wg;
+  if (groups > most) groups = most;
+  if (!groups) return s + 1000; /* a work-group the registers cannot hold */
+  /* 10 per round per 64-key block of a lone work-group */
+  s += 640 * decode_rounds(k, c, rows) / (groups * c->bkv);
   size_t bytes = (size_t)cc * (k->variants & CLATTN__VAR_KV8 ? 1 : k->dtype ? 2 : 4);
   size_t flight =
-      (size_t)warps * 32 * (((nchk + c->tpr - 1) / c->tpr) + (c->stage == 2 ? 4u : 0u)) * bytes;
+      (size_t)groups * wg * (((nchk + c->tpr - 1) / c->tpr) + (c->stage == 2 ? 4u : 0u)) * bytes;
   s += flight < 16384 ? 6 : flight < 32768 ? 3 : 0;
+  /* V loaded with K (stage 2) never won on the H200 (8-52% slower than stage 1 at the same
+   * tiles), whatever its rounds; the next block's K with V (stage 3) is unmeasured: after stage
+   * 1 at equal cost. */
+  s += c->stage == 2 ? 8 : c->stage == 3 ? 1 : 0;
   if (clattn__decode_local(dev, k, c) > 32768) s += 5;
   return s;
 }
