@@ -51,6 +51,7 @@
 #define NVW (DV / 16)       /* 32-bit words of a V row a lane loads */
 #define R16 (BQ > 8)        /* rows 8-15 of the fragments hold rows of the tile */
 #define QW (D / 2)          /* 32-bit words of a Q row in local memory */
+#define QROWS (R16 ? 16 : 8) /* Q's rows in local memory */
 
 /* O's accumulators per n8 tile: rows gq and gq + 8 (4), or, with BQ <= 8 on the tensor cores,
  * rows gq only (2), the mma's rows 8-15 written to registers that die at once (MMA16_TOP):
@@ -124,7 +125,9 @@ clattn_decode_mma(__global const stor_t *q, __global const stor_t *k, __global c
                   uint num_tiles, ulong group_base, float scale_log2, int write_lse,
                   uint num_splits, uint kv_per_split, ulong o_split, ulong lse_off,
                   ulong lse_split OUT_ARG VARIANT_ARGS PAGE_ARGS) {
-  __local uint Qs[BQ * QW]; /* the tile's Q, two 16-bit values a word */
+  /* The tile's Q, two 16-bit values a word, in the fragment's rows: 8 (rows past BQ zero, since
+   * lanes gq < 8 read them) or 16. */
+  __local uint Qs[QROWS * QW];
   const uint lane = get_local_id(0), gq = lane / 4, tq = lane % 4;
 #ifdef MMA_EMULATE
   __local float scr[SCRATCH];
@@ -160,7 +163,7 @@ clattn_decode_mma(__global const stor_t *q, __global const stor_t *k, __global c
   __global const ushort *q16 = (__global const ushort *)q, *k16 = (__global const ushort *)k,
                         *v16 = (__global const ushort *)v;
 
-  for (uint x = lane; x < BQ * QW; x += 32) {
+  for (uint x = lane; x < QROWS * QW; x += 32) {
     const uint r = x / QW, c = 2 * (x % QW), p = p0 + r;
     const ulong at =
         q_off + b * q_sb + (ulong)(kvh * group + p % group) * q_sh + (ulong)(p / group) * q_ss + c;

@@ -140,9 +140,10 @@ unsigned clattn__decode_cost(const clattn__family *f, const clattn__device *dev,
       (size_t)groups * wg * (((nchk + c->tpr - 1) / c->tpr) + (c->stage == 2 ? 4u : 0u)) * bytes;
   s += flight < 16384 ? 6 : flight < 32768 ? 3 : 0;
   /* V loaded with K (stage 2) never won on the H200 (8-52% slower than stage 1 at the same
-   * tiles), whatever its rounds; the next block's K with V (stage 3) is unmeasured: after stage
-   * 1 at equal cost. */
-  s += c->stage == 2 ? 8 : c->stage == 3 ? 1 : 0;
+   * tiles), whatever its rounds; the next block's K with V (stage 3) won once (7%, fp16 at 128
+   * registers either way) and lost where its registers grew (fp16 with 2 work-items a key, 160
+   * against 128: 1.54x; int8, 184 against 128: 1.51x), more than the estimate says. */
+  s += c->stage == 2 ? 8 : c->stage == 3 ? 4 : 0;
   if (clattn__decode_local(dev, k, c) > 32768) s += 5;
   return s;
 }

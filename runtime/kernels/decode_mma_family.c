@@ -10,7 +10,7 @@
 
 size_t clattn__decode_mma_local(const clattn__device *dev, const clattn__class *k,
                                 const clattn__config *c) {
-  size_t bytes = (size_t)c->bq * QWORDS(k) * sizeof(cl_uint);
+  size_t bytes = (size_t)(c->bq > 8 ? 16 : 8) * QWORDS(k) * sizeof(cl_uint); /* its QROWS */
   if (dev->mma_emulated) bytes += CLATTN__MMA_SCRATCH * sizeof(float); /* one warp's */
   return bytes;
 }
