@@ -1,5 +1,6 @@
-/* Attention over a KV cache on tensor cores (issue 18): the `decode_mma` family, fp16 and bf16
- * caches through mma.sync m16n8k16 (cl/mma_half.cl; emulated elsewhere, for tests). On the
+/* Attention over a KV cache on tensor cores (issue 18): the `decode_mma` family, fp16 or bf16
+ * queries over fp16, bf16 or int8 caches through mma.sync m16n8k16 (cl/mma_half.cl; emulated
+ * elsewhere, for tests). On the
  * H200 the CUDA-core kernel (cl/decode.cl) spends about 75 warp instructions per key of a GQA
  * group, bound by its issue and its barriers rather than by memory (docs/BENCHMARKS.md); here a
  * key costs about a dozen, the fp16 words go to the tensor cores as loaded (no conversions), and
@@ -27,9 +28,14 @@
  * V (zero). Rows past the tile's are zero in Q, and BQ <= 8 leaves rows 8-15 out of every
  * fragment (zero registers).
  *
- * Parameters (-D): D (a multiple of 32), DV (of 16), both at most 128; BQ; CAUSAL and the
- * variants of cl/common.cl (MASK, SOFTCAP, ALIBI, SINKS, KVLENS); KVCACHE and PAGED as in
- * cl/decode.cl (no KV8: int8 caches are cl/decode.cl's). The arguments are cl/decode.cl's.
+ * An int8 cache (KV8): a 16-byte chunk holds 16 columns, four k-steps' worth (a word each); its
+ * values go to the mma exactly (|x| <= 127 is exact in fp16 and bf16) and K's scale multiplies
+ * S's column, while V's values are dequantised (x times the key's scale) and rounded once, as
+ * an fp16 cache's values are; the lane of a key's S elements loads its two scales.
+ *
+ * Parameters (-D): D (a multiple of 32; 64 with KV8), DV (of 16; 32 with KV8), both at most 128;
+ * BQ; CAUSAL and the variants of cl/common.cl (MASK, SOFTCAP, ALIBI, SINKS, KVLENS); KVCACHE,
+ * PAGED and KV8 as in cl/decode.cl. The arguments are cl/decode.cl's.
  * Scores are in the log2 domain; Q is used as stored and S scaled after the mma. */
 
 #ifndef KVCACHE
@@ -38,17 +44,33 @@
 #ifndef PAGED
 #define PAGED 0
 #endif
-#if defined(KV8) && KV8
-#error "decode_mma: fp16 and bf16 caches only (int8 is cl/decode.cl's)"
+#ifndef KV8
+#define KV8 0
+#endif
+#if KV8 && (D % 64 || DV % 32)
+#error "decode_mma: an int8 cache needs D a multiple of 64 and DV of 32"
 #endif
 #if D % 32 || DV % 16 || D > 128 || DV > 128
 #error "decode_mma: D a multiple of 32 and DV of 16, both at most 128"
 #endif
 
-#define NKC (D / 32)        /* 16-byte chunks of a key row a lane loads */
+/* A 16-byte chunk holds EPC elements of the cache (8 fp16/bf16, 16 int8), SPC k-steps' worth
+ * (4 elements a lane a k-step). */
+#if KV8
+#define EPC 16
+typedef char kv_t;
+#define SCALE_ARGS , __global const float *k_scale, __global const float *v_scale, ulong sc_sb
+#else
+#define EPC 8
+typedef stor_t kv_t;
+#define SCALE_ARGS
+#endif
+#define SPC (EPC / 4)
+#define NKC (D / (4 * EPC)) /* 16-byte chunks of a key row a lane loads */
+#define KWL (4 * NKC)       /* their 32-bit words */
+#define VWL (NT * (KV8 ? 1 : 2) / 4) /* 32-bit words of a V row a lane loads: NT elements */
 #define KS (D / 16)         /* k-steps of Q K^T */
 #define NT (DV / 8)         /* n8 tiles of O; a lane's columns of a V row */
-#define NVW (DV / 16)       /* 32-bit words of a V row a lane loads */
 #define R16 (BQ > 8)        /* rows 8-15 of the fragments hold rows of the tile */
 #define QW (D / 2)          /* 32-bit words of a Q row in local memory */
 #define QROWS (R16 ? 16 : 8) /* Q's rows in local memory */
@@ -94,20 +116,30 @@ static inline int kv_where(ulong b, uint key PAGE_ARGS, ulong *slot, uint *tok) 
 #endif
 }
 
-/* Word i of a 16-bit row at element offset `at` of x (two elements, the first in the low half):
- * one 32-bit load where al (the row aligned to two elements), else two 16-bit ones. The loads of
- * one row's words are adjacent, so the compiler may merge them. */
-static inline uint row_word(__global const ushort *x, ulong at, int al, uint i) {
-  return al ? *(__global const uint *)(x + at + 2 * i)
-            : (uint)x[at + 2 * i] | (uint)x[at + 2 * i + 1] << 16;
+/* Word i of a cache row at element offset `at` of x (4 / sizeof(kv_t) elements, the first in the
+ * low bits): one 32-bit load where al (the row aligned to a word), else element by element. */
+static inline uint row_word(__global const kv_t *x, ulong at, int al, uint i) {
+  const uint n = 4 / sizeof(kv_t);
+  if (al) return *(__global const uint *)(x + at + n * i);
+  uint w = 0;
+  for (uint e = 0; e < n; e++)
+    w |= (n == 2 ? (uint)((__global const ushort *)x)[at + n * i + e]
+                 : (uint)((__global const uchar *)x)[at + n * i + e])
+         << (32 / n * e);
+  return w;
 }
 
-/* Four words of a 16-bit row at element offset `at`, 8-element aligned where al: one 16-byte
- * load. */
-static inline uint4 row_chunk(__global const ushort *x, ulong at, int al) {
+/* The 16-byte chunk of a cache row at element offset `at`, aligned where al: one load. */
+static inline uint4 row_chunk(__global const kv_t *x, ulong at, int al) {
   if (al) return *(__global const uint4 *)(x + at);
-  return (uint4)(row_word(x, at, 0, 0), row_word(x, at, 0, 1), row_word(x, at, 0, 2),
-                 row_word(x, at, 0, 3));
+  const uint n = 4 / sizeof(kv_t);
+  return (uint4)(row_word(x, at, 0, 0), row_word(x, at + n, 0, 0), row_word(x, at + 2 * n, 0, 0),
+                 row_word(x, at + 3 * n, 0, 0));
+}
+
+/* Byte e of w as the int8 it holds. */
+static inline float i8_of(uint w, uint e) {
+  return (float)((int)(w << (24 - 8 * e)) >> 24);
 }
 
 /* The B register of two keys' halves in one column: half h (0 low, 1 high) of a's word, key k
@@ -117,14 +149,14 @@ static inline uint pair_keys(uint a, uint b, uint h) {
 }
 
 __kernel __attribute__((reqd_work_group_size(32, 1, 1))) void
-clattn_decode_mma(__global const stor_t *q, __global const stor_t *k, __global const stor_t *v,
+clattn_decode_mma(__global const stor_t *q, __global const kv_t *k, __global const kv_t *v,
                   __global stor_t *o, __global float *lse, ulong q_off, ulong q_sb, ulong q_ss,
                   ulong q_sh, ulong k_off, ulong k_sb, ulong k_ss, ulong k_sh, ulong v_off,
                   ulong v_sb, ulong v_ss, ulong v_sh, ulong o_off, ulong o_sb, ulong o_ss,
                   ulong o_sh, uint heads_q, uint group, uint seqlen_q, uint seqlen_kv,
                   uint num_tiles, ulong group_base, float scale_log2, int write_lse,
                   uint num_splits, uint kv_per_split, ulong o_split, ulong lse_off,
-                  ulong lse_split OUT_ARG VARIANT_ARGS PAGE_ARGS) {
+                  ulong lse_split OUT_ARG VARIANT_ARGS PAGE_ARGS SCALE_ARGS) {
   /* The tile's Q, two 16-bit values a word, in the fragment's rows: 8 (rows past BQ zero, since
    * lanes gq < 8 read them) or 16. */
   __local uint Qs[QROWS * QW];
@@ -151,17 +183,17 @@ clattn_decode_mma(__global const stor_t *q, __global const stor_t *k, __global c
   const uint nr = pend > p0 ? pend - p0 : 0u;
   const uint i_first = p0 / group, i_last = nr ? (pend - 1) / group : i_first;
   const ulong kbase = k_off + kvh * k_sh, vbase = v_off + kvh * v_sh;
-  /* 16-byte loads need every row to start on 8 elements. */
-  const int kal = ((k_off | k_sb | k_ss | k_sh) % 8) == 0;
-  /* V: a lane's columns start at gq DV / 8, 8-element aligned where DV % 64 == 0, else
-   * 2-element (words). */
-#if NVW % 4 == 0
-  const int val = ((v_off | v_sb | v_ss | v_sh) % 8) == 0;
+  /* 16-byte loads need every row to start on a whole chunk (EPC elements). V: a lane's NT
+   * columns start at gq NT: 16-byte loads where NT is a chunk (DV = 128 in fp16 and bf16 at
+   * NT = 16 > 8, and int8 at 16), else 32-bit words (NT elements are whole words: the host's
+   * check), both on the views' alignment. */
+  const int kal = ((k_off | k_sb | k_ss | k_sh) % EPC) == 0;
+#if VWL % 4 == 0
+  const int val = ((v_off | v_sb | v_ss | v_sh) % EPC) == 0;
 #else
-  const int val = ((v_off | v_sb | v_ss | v_sh) % 2) == 0;
+  const int val = ((v_off | v_sb | v_ss | v_sh) % (EPC / 4)) == 0;
 #endif
-  __global const ushort *q16 = (__global const ushort *)q, *k16 = (__global const ushort *)k,
-                        *v16 = (__global const ushort *)v;
+  __global const ushort *q16 = (__global const ushort *)q;
 
   for (uint x = lane; x < QROWS * QW; x += 32) {
     const uint r = x / QW, c = 2 * (x % QW), p = p0 + r;
@@ -170,12 +202,13 @@ clattn_decode_mma(__global const stor_t *q, __global const stor_t *k, __global c
     Qs[x] = r < nr ? (uint)q16[at] | (uint)q16[at + 1] << 16 : 0u;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-  /* Q's A fragments in the permuted columns: k-step 2 i + h, k indices 2 tq, 2 tq + 1 at
-   * column 8 (4 i + tq) + 4 h, and 2 tq + 8, 2 tq + 9 two columns on. */
+  /* Q's A fragments in the permuted columns: k-step ks = SPC i + j, k indices 2 tq, 2 tq + 1
+   * at column EPC (4 i + tq) + 4 j (where lane tq's chunk i puts them), and 2 tq + 8, 2 tq + 9
+   * two columns on. */
   uint qa[KS][4];
   UNROLL
   for (uint ks = 0; ks < KS; ks++) {
-    const uint w = (8 * (4 * (ks / 2) + tq) + 4 * (ks % 2)) / 2;
+    const uint w = (EPC * (4 * (ks / SPC) + tq) + 4 * (ks % SPC)) / 2;
     qa[ks][0] = Qs[gq * QW + w], qa[ks][2] = Qs[gq * QW + w + 1];
     qa[ks][1] = R16 ? Qs[(gq + 8) * QW + w] : 0u, qa[ks][3] = R16 ? Qs[(gq + 8) * QW + w + 1] : 0u;
   }
@@ -225,8 +258,11 @@ clattn_decode_mma(__global const stor_t *q, __global const stor_t *k, __global c
   for (uint kb0 = kv_lo; kb0 < kv_end; kb0 += 16) {
     /* K: keys kb0 + gq and kb0 + 8 + gq, chunks tq, tq + 4, ... V: keys kb0 + 2 tq (+ 1) and
      * kb0 + 8 + 2 tq (+ 1), this lane's columns. Every load issued before any is used. */
-    uint kw[2][4 * NKC], vw[4][NVW];
+    uint kw[2][KWL], vw[4][VWL];
     int vis[4]; /* whether the S elements' keys exist */
+#if KV8
+    float ksc[4], vsc[4]; /* their scales */
+#endif
     UNROLL
     for (uint t = 0; t < 2; t++) {
       const uint key = kb0 + 8 * t + gq;
@@ -236,13 +272,13 @@ clattn_decode_mma(__global const stor_t *q, __global const stor_t *k, __global c
         const ulong at = kbase + slot * k_sb + (ulong)tok * k_ss;
         UNROLL
         for (uint i = 0; i < NKC; i++) {
-          const uint4 u4 = row_chunk(k16, at + 8 * (4 * i + tq), kal);
+          const uint4 u4 = row_chunk(k, at + EPC * (4 * i + tq), kal);
           kw[t][4 * i] = u4.s0, kw[t][4 * i + 1] = u4.s1, kw[t][4 * i + 2] = u4.s2,
                     kw[t][4 * i + 3] = u4.s3;
         }
       } else {
         UNROLL
-        for (uint i = 0; i < 4 * NKC; i++) kw[t][i] = 0u;
+        for (uint i = 0; i < KWL; i++) kw[t][i] = 0u;
       }
     }
     UNROLL
@@ -253,19 +289,26 @@ clattn_decode_mma(__global const stor_t *q, __global const stor_t *k, __global c
       vis[u] = key < kv_end && kv_where(b, key PAGE_PASS, &slot, &tok);
       if (vis[u]) {
         const ulong at = vbase + slot * v_sb + (ulong)tok * v_ss + gq * NT;
-#if NVW % 4 == 0
+#if VWL % 4 == 0
         UNROLL
-        for (uint i = 0; i < NVW; i += 4) {
-          const uint4 u4 = row_chunk(v16, at + 2 * i, val);
+        for (uint i = 0; i < VWL; i += 4) {
+          const uint4 u4 = row_chunk(v, at + (EPC / 4) * i, val);
           vw[u][i] = u4.s0, vw[u][i + 1] = u4.s1, vw[u][i + 2] = u4.s2, vw[u][i + 3] = u4.s3;
         }
 #else
         UNROLL
-        for (uint i = 0; i < NVW; i++) vw[u][i] = row_word(v16, at, val, i);
+        for (uint i = 0; i < VWL; i++) vw[u][i] = row_word(v, at, val, i);
+#endif
+#if KV8
+        const ulong si = slot * sc_sb + (ulong)tok * heads_kv + kvh;
+        ksc[u] = k_scale[si], vsc[u] = v_scale[si];
 #endif
       } else {
         UNROLL
-        for (uint i = 0; i < NVW; i++) vw[u][i] = 0u;
+        for (uint i = 0; i < VWL; i++) vw[u][i] = 0u;
+#if KV8
+        ksc[u] = vsc[u] = 0.0f;
+#endif
       }
     }
 
@@ -274,9 +317,14 @@ clattn_decode_mma(__global const stor_t *q, __global const stor_t *k, __global c
     for (uint t = 0; t < 2; t++) {
       s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.0f;
       UNROLL
-      for (uint ks = 0; ks < KS; ks++)
-        MMA16(s[t], qa[ks], kw[t][4 * (ks / 2) + 2 * (ks % 2)],
-              kw[t][4 * (ks / 2) + 2 * (ks % 2) + 1]);
+      for (uint ks = 0; ks < KS; ks++) {
+#if KV8 /* word ks holds k-step ks's four int8 columns, exact in fp16 and bf16 */
+        const uint w = kw[t][ks];
+        MMA16(s[t], qa[ks], PACK2(i8_of(w, 0), i8_of(w, 1)), PACK2(i8_of(w, 2), i8_of(w, 3)));
+#else
+        MMA16(s[t], qa[ks], kw[t][2 * ks], kw[t][2 * ks + 1]);
+#endif
+      }
     }
     /* Scores: scaled (the softcap's cap folded into scale_log2), capped, ALiBi, masked. Element
      * e of tile t: row gq + 8 (e >> 1), key kb0 + 8 t + 2 tq + (e & 1), this lane's V key
@@ -287,7 +335,11 @@ clattn_decode_mma(__global const stor_t *q, __global const stor_t *k, __global c
       UNROLL
       for (uint e = 0; e < 4; e++) {
         const uint h = e >> 1, u = 2 * t + (e & 1), key = kb0 + 8 * t + 2 * tq + (e & 1);
+#if KV8
+        float x = s[t][e] * (ksc[u] * scale_log2);
+#else
         float x = s[t][e] * scale_log2;
+#endif
 #if SOFTCAP
         x = softcap * cap_tanh(x);
 #endif
@@ -331,7 +383,12 @@ clattn_decode_mma(__global const stor_t *q, __global const stor_t *k, __global c
     UNROLL
     for (uint nt = 0; nt < NT; nt++) {
       const uint w = nt / 2, hh = nt % 2;
+#if KV8 /* dequantised (x times the key's scale) and rounded once, as the fp16 cache's values */
+      MMA_O(acc[nt], pa, PACK2(i8_of(vw[0][nt / 4], nt % 4) * vsc[0], i8_of(vw[1][nt / 4], nt % 4) * vsc[1]),
+            PACK2(i8_of(vw[2][nt / 4], nt % 4) * vsc[2], i8_of(vw[3][nt / 4], nt % 4) * vsc[3]));
+#else
       MMA_O(acc[nt], pa, pair_keys(vw[0][w], vw[1][w], hh), pair_keys(vw[2][w], vw[3][w], hh));
+#endif
     }
   }
 

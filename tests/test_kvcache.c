@@ -135,8 +135,8 @@ Test(kvcache, split_keys_i8_f16) {
 
 /* On tensor cores (decode_mma, mma.sync emulated): fp16 and bf16 caches, contiguous and paged
  * (NHD and HND, a page of 1, pages out of the pool), one and four rows (8 and 16 packed: both
- * fragment halves), GQA and MHA, every variant, head dims 64 and 128 and K's above V's; split
- * keys where the entries are few. int8 caches and a head dim off 32 stay decode's. */
+ * fragment halves), GQA and MHA, every variant, head dims 64 and 128 and K's above V's, int8
+ * caches; split keys where the entries are few. Head dims off 32 (int8: 64) stay decode's. */
 Test(kvcache, mma_f16) {
   run(&(kcase){F16, F16, 6, 8, 2, 1, 130, 128, 0, 16, 50, .sinks = 1, .mma = "decode_mma"});
   run(&(kcase){F16, F16, 3, 8, 2, 4, 90, 64, 0, 1, 21, 1, 1, .flags = C, .mma = "decode_mma"});
@@ -149,8 +149,13 @@ Test(kvcache, mma_bf16) {
   run(&(kcase){BF16, BF16, 1, 4, 1, 3, 700, 128, 0, 32, 300, .flags = C, .sinks = 1,
                .mma = "decode_mma"});
 }
+Test(kvcache, mma_i8) {
+  run(&(kcase){F16, I8, 6, 8, 2, 1, 70, 64, 0, 16, 30, .mma = "decode_mma"});
+  run(&(kcase){BF16, I8, 4, 8, 4, 4, 100, 128, 0, 8, 33, 1, .flags = C | W, .left = 40,
+               .softcap = 20.0f, .sinks = 1, .mma = "decode_mma"});
+}
 Test(kvcache, mma_falls_back_to_decode) {
-  run(&(kcase){F16, I8, 6, 8, 2, 1, 70, 64, 0, 16, 30, .mma = "decode"});
+  run(&(kcase){F16, I8, 6, 8, 2, 1, 70, 96, 0, 16, 30, .mma = "decode"});
   run(&(kcase){BF16, BF16, 6, 8, 2, 1, 70, 80, 0, 0, 30, .mma = "decode"});
 }
 

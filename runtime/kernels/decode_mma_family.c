@@ -1,7 +1,7 @@
 /* The decode_mma family's model (registry.c's entry `decode_mma`, cl/decode_mma.cl): attention
- * over an fp16 or bf16 KV cache on tensor cores, a work-group of one warp per (tile of a KV
- * group's packed rows, KV head, key split) (issue 18). Its launch, tiles and arguments are the
- * decode family's (decode_family.c). */
+ * over an fp16, bf16 or int8 KV cache (half queries) on tensor cores, a work-group of one warp per
+ * (tile of a KV group's packed rows, KV head, key split) (issue 18). Its launch, tiles and
+ * arguments are the decode family's (decode_family.c). */
 #include "families.h"
 
 #include <stdio.h>
@@ -11,7 +11,7 @@
 size_t clattn__decode_mma_local(const clattn__device *dev, const clattn__class *k,
                                 const clattn__config *c) {
   size_t bytes = (size_t)(c->bq > 8 ? 16 : 8) * QWORDS(k) * sizeof(cl_uint); /* its QROWS */
-  if (dev->mma_emulated) bytes += CLATTN__MMA_SCRATCH * sizeof(float); /* one warp's */
+  if (dev->mma_emulated) bytes += CLATTN__MMA_SCRATCH * sizeof(float);       /* one warp's */
   return bytes;
 }
 
@@ -28,6 +28,12 @@ int clattn__decode_mma_check(const clattn__family *f, const clattn__device *dev,
              "%s needs an NVIDIA GPU of compute capability 8.0 or more (mma.sync f16/bf16 "
              "through inline PTX)",
              f->name);
+    return 0;
+  }
+  if (k->variants & CLATTN__VAR_KV8 && (k->d % 64 || k->dv % 32)) {
+    snprintf(why, why_len,
+             "%s: an int8 cache needs head_dim %u a multiple of 64 and head_dim_v %u of 32",
+             f->name, k->d, k->dv);
     return 0;
   }
   if (k->d % 32 || k->dv % 16 || k->d > 128 || k->dv > 128) {

@@ -225,15 +225,15 @@ static const clattn__family table[] = {
      .min_block_q = clattn__one_row,
      .accept = clattn__backward_accept,
      .bind = clattn__backward_bind},
-    /* A KV cache's reader on tensor cores, fp16 and bf16 caches (int8 is decode's, below):
-     * ranked ahead of decode where the GPU has them (decode_mma_family.c). */
+    /* A KV cache's reader on tensor cores (half queries; fp16, bf16 and int8 caches): ranked
+     * ahead of decode where the GPU has them (decode_mma_family.c). */
     {.name = "decode_mma",
      .pass = CLATTN__FORWARD,
      .files = {"common.cl", "mma.cl", "mma_half.cl", "decode_mma.cl"},
      .entries = {"clattn_decode_mma"},
      .tensor_cores = 1,
      .dtypes = 1u << CLATTN_F16 | 1u << CLATTN_BF16,
-     .variants = CLATTN__VAR_ALL & ~(CLATTN__VAR_VARLEN | CLATTN__VAR_KV8),
+     .variants = CLATTN__VAR_ALL & ~CLATTN__VAR_VARLEN,
      .max_dim = 128,
      .axes = {{CLATTN__AX_BQ, 2, {16, 8}}, {CLATTN__AX_BKV, 1, {16}}},
      .naxes = 2,
