@@ -9,7 +9,8 @@
  *
  * One warp owns BQ (8 or 16) packed rows of one (batch entry, KV head) and one key split: packed
  * row p is query row p / group of query head kvh * group + p % group, as in cl/decode.cl. It
- * walks its keys 16 at a time:
+ * walks its keys in blocks of BKV (16 or 32), 16 at a time, every load of a block issued before
+ * its first step:
  *   S = Q K^T as two n8 tiles of keys and D / 16 k-steps. Lane (gq, tq) loads keys gq and 8 + gq
  *     of the step, its 16-byte chunks tq, tq + 4, ... (a quad reads 64 contiguous bytes), and
  *     hands the words to the mma as its B fragments as loaded: the k-step's columns are a
@@ -34,7 +35,7 @@
  * an fp16 cache's values are; the lane of a key's S elements loads its two scales.
  *
  * Parameters (-D): D (a multiple of 32; 64 with KV8), DV (of 16; 32 with KV8), both at most 128;
- * BQ; CAUSAL and the variants of cl/common.cl (MASK, SOFTCAP, ALIBI, SINKS, KVLENS); KVCACHE,
+ * BQ; BKV; CAUSAL and the variants of cl/common.cl (MASK, SOFTCAP, ALIBI, SINKS, KVLENS); KVCACHE,
  * PAGED and KV8 as in cl/decode.cl. The arguments are cl/decode.cl's.
  * Scores are in the log2 domain; Q is used as stored and S scaled after the mma. */
 
@@ -74,6 +75,10 @@ typedef stor_t kv_t;
 #define R16 (BQ > 8)        /* rows 8-15 of the fragments hold rows of the tile */
 #define QW (D / 2)          /* 32-bit words of a Q row in local memory */
 #define QROWS (R16 ? 16 : 8) /* Q's rows in local memory */
+#ifndef BKV
+#define BKV 16
+#endif
+#define SUBS (BKV / 16)     /* 16-key steps a block */
 
 /* O's accumulators per n8 tile: rows gq and gq + 8 (4), or, with BQ <= 8 on the tensor cores,
  * rows gq only (2), the mma's rows 8-15 written to registers that die at once (MMA16_TOP):
@@ -255,140 +260,153 @@ clattn_decode_mma(__global const stor_t *q, __global const kv_t *k, __global con
     for (uint e = 0; e < AW; e++) acc[nt][e] = 0.0f;
   }
 
-  for (uint kb0 = kv_lo; kb0 < kv_end; kb0 += 16) {
-    /* K: keys kb0 + gq and kb0 + 8 + gq, chunks tq, tq + 4, ... V: keys kb0 + 2 tq (+ 1) and
-     * kb0 + 8 + 2 tq (+ 1), this lane's columns. Every load issued before any is used. */
-    uint kw[2][KWL], vw[4][VWL];
-    int vis[4]; /* whether the S elements' keys exist */
+  for (uint kb = kv_lo; kb < kv_end; kb += BKV) {
+    /* SUBS steps of 16 keys, every step's loads issued before the first is used: more bytes in
+     * flight a warp (BKV 32: an int8 cache's steps carry half an fp16 one's). */
+    uint kw[SUBS][2][KWL], vw[SUBS][4][VWL];
+    int vis[SUBS][4]; /* whether the S elements' keys exist */
 #if KV8
-    float ksc[4], vsc[4]; /* their scales */
+    float ksc[SUBS][4], vsc[SUBS][4]; /* their scales */
 #endif
     UNROLL
-    for (uint t = 0; t < 2; t++) {
-      const uint key = kb0 + 8 * t + gq;
-      ulong slot;
-      uint tok;
-      if (key < kv_end && kv_where(b, key PAGE_PASS, &slot, &tok)) {
-        const ulong at = kbase + slot * k_sb + (ulong)tok * k_ss;
-        UNROLL
-        for (uint i = 0; i < NKC; i++) {
-          const uint4 u4 = row_chunk(k, at + EPC * (4 * i + tq), kal);
-          kw[t][4 * i] = u4.s0, kw[t][4 * i + 1] = u4.s1, kw[t][4 * i + 2] = u4.s2,
-                    kw[t][4 * i + 3] = u4.s3;
+    for (uint sb = 0; sb < SUBS; sb++) {
+      const uint kb0 = kb + 16 * sb;
+      /* K: keys kb0 + gq and kb0 + 8 + gq, chunks tq, tq + 4, ... V: keys kb0 + 2 tq (+ 1) and
+       * kb0 + 8 + 2 tq (+ 1), this lane's columns. */
+      UNROLL
+      for (uint t = 0; t < 2; t++) {
+        const uint key = kb0 + 8 * t + gq;
+        ulong slot;
+        uint tok;
+        if (key < kv_end && kv_where(b, key PAGE_PASS, &slot, &tok)) {
+          const ulong at = kbase + slot * k_sb + (ulong)tok * k_ss;
+          UNROLL
+          for (uint i = 0; i < NKC; i++) {
+            const uint4 u4 = row_chunk(k, at + EPC * (4 * i + tq), kal);
+            kw[sb][t][4 * i] = u4.s0, kw[sb][t][4 * i + 1] = u4.s1;
+            kw[sb][t][4 * i + 2] = u4.s2, kw[sb][t][4 * i + 3] = u4.s3;
+          }
+        } else {
+          UNROLL
+          for (uint i = 0; i < KWL; i++) kw[sb][t][i] = 0u;
         }
-      } else {
-        UNROLL
-        for (uint i = 0; i < KWL; i++) kw[t][i] = 0u;
       }
-    }
-    UNROLL
-    for (uint u = 0; u < 4; u++) {
-      const uint key = kb0 + 8 * (u / 2) + 2 * tq + u % 2;
-      ulong slot;
-      uint tok;
-      vis[u] = key < kv_end && kv_where(b, key PAGE_PASS, &slot, &tok);
-      if (vis[u]) {
-        const ulong at = vbase + slot * v_sb + (ulong)tok * v_ss + gq * NT;
+      UNROLL
+      for (uint u = 0; u < 4; u++) {
+        const uint key = kb0 + 8 * (u / 2) + 2 * tq + u % 2;
+        ulong slot;
+        uint tok;
+        vis[sb][u] = key < kv_end && kv_where(b, key PAGE_PASS, &slot, &tok);
+        if (vis[sb][u]) {
+          const ulong at = vbase + slot * v_sb + (ulong)tok * v_ss + gq * NT;
 #if VWL % 4 == 0
-        UNROLL
-        for (uint i = 0; i < VWL; i += 4) {
-          const uint4 u4 = row_chunk(v, at + (EPC / 4) * i, val);
-          vw[u][i] = u4.s0, vw[u][i + 1] = u4.s1, vw[u][i + 2] = u4.s2, vw[u][i + 3] = u4.s3;
+          UNROLL
+          for (uint i = 0; i < VWL; i += 4) {
+            const uint4 u4 = row_chunk(v, at + (EPC / 4) * i, val);
+            vw[sb][u][i] = u4.s0, vw[sb][u][i + 1] = u4.s1;
+            vw[sb][u][i + 2] = u4.s2, vw[sb][u][i + 3] = u4.s3;
+          }
+#else
+          UNROLL
+          for (uint i = 0; i < VWL; i++) vw[sb][u][i] = row_word(v, at, val, i);
+#endif
+#if KV8
+          const ulong si = slot * sc_sb + (ulong)tok * heads_kv + kvh;
+          ksc[sb][u] = k_scale[si], vsc[sb][u] = v_scale[si];
+#endif
+        } else {
+          UNROLL
+          for (uint i = 0; i < VWL; i++) vw[sb][u][i] = 0u;
+#if KV8
+          ksc[sb][u] = vsc[sb][u] = 0.0f;
+#endif
         }
-#else
-        UNROLL
-        for (uint i = 0; i < VWL; i++) vw[u][i] = row_word(v, at, val, i);
-#endif
-#if KV8
-        const ulong si = slot * sc_sb + (ulong)tok * heads_kv + kvh;
-        ksc[u] = k_scale[si], vsc[u] = v_scale[si];
-#endif
-      } else {
-        UNROLL
-        for (uint i = 0; i < VWL; i++) vw[u][i] = 0u;
-#if KV8
-        ksc[u] = vsc[u] = 0.0f;
-#endif
       }
     }
-
-    float s[2][4];
     UNROLL
-    for (uint t = 0; t < 2; t++) {
-      s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.0f;
+    for (uint sb = 0; sb < SUBS; sb++) {
+      const uint kb0 = kb + 16 * sb;
+      float s[2][4];
       UNROLL
-      for (uint ks = 0; ks < KS; ks++) {
+      for (uint t = 0; t < 2; t++) {
+        s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.0f;
+        UNROLL
+        for (uint ks = 0; ks < KS; ks++) {
 #if KV8 /* word ks holds k-step ks's four int8 columns, exact in fp16 and bf16 */
-        const uint w = kw[t][ks];
-        MMA16(s[t], qa[ks], PACK2(i8_of(w, 0), i8_of(w, 1)), PACK2(i8_of(w, 2), i8_of(w, 3)));
+          const uint w = kw[sb][t][ks];
+          MMA16(s[t], qa[ks], PACK2(i8_of(w, 0), i8_of(w, 1)), PACK2(i8_of(w, 2), i8_of(w, 3)));
 #else
-        MMA16(s[t], qa[ks], kw[t][2 * ks], kw[t][2 * ks + 1]);
+          MMA16(s[t], qa[ks], kw[sb][t][2 * ks], kw[sb][t][2 * ks + 1]);
 #endif
+        }
       }
-    }
-    /* Scores: scaled (the softcap's cap folded into scale_log2), capped, ALiBi, masked. Element
-     * e of tile t: row gq + 8 (e >> 1), key kb0 + 8 t + 2 tq + (e & 1), this lane's V key
-     * u = 2 t + (e & 1). */
-    float mx[2] = {-INFINITY, -INFINITY};
-    UNROLL
-    for (uint t = 0; t < 2; t++) {
+      /* Scores: scaled (the softcap's cap folded into scale_log2), capped, ALiBi, masked. Element
+       * e of tile t: row gq + 8 (e >> 1), key kb0 + 8 t + 2 tq + (e & 1), this lane's V key
+       * u = 2 t + (e & 1). */
+      float mx[2] = {-INFINITY, -INFINITY};
       UNROLL
-      for (uint e = 0; e < 4; e++) {
-        const uint h = e >> 1, u = 2 * t + (e & 1), key = kb0 + 8 * t + 2 * tq + (e & 1);
+      for (uint t = 0; t < 2; t++) {
+        UNROLL
+        for (uint e = 0; e < 4; e++) {
+          const uint h = e >> 1, u = 2 * t + (e & 1), key = kb0 + 8 * t + 2 * tq + (e & 1);
 #if KV8
-        float x = s[t][e] * (ksc[u] * scale_log2);
+          float x = s[t][e] * (ksc[sb][u] * scale_log2);
 #else
-        float x = s[t][e] * scale_log2;
+          float x = s[t][e] * scale_log2;
 #endif
 #if SOFTCAP
-        x = softcap * cap_tanh(x);
+          x = softcap * cap_tanh(x);
 #endif
-        ALIBI_ADD(x, slope[h], qi[h], key);
-        int seen = live[h] && vis[u];
+          ALIBI_ADD(x, slope[h], qi[h], key);
+          int seen = live[h] && vis[sb][u];
 #if CAUSAL
-        seen = seen && (long)key <= (long)qi[h] + shift;
+          seen = seen && (long)key <= (long)qi[h] + shift;
 #endif
 #if MASK
-        seen = seen && MASK_SEES(qi[h], key);
+          seen = seen && MASK_SEES(qi[h], key);
 #endif
-        s[t][e] = seen ? x : -INFINITY;
-        mx[h] = fmax(mx[h], s[t][e]);
-      }
-    }
-    UNROLL
-    for (uint h = 0; h < 2; h++) {
-      const float mn = fmax(m[h], quad_max(mx[h] SCR_ARGS));
-      if (mn > m[h]) { /* the max grew: rescale (m = -inf: nothing to rescale yet) */
-        const float al = m[h] == -INFINITY ? 0.0f : exp2(m[h] - mn);
-        l[h] *= al;
-        if (2 * h < AW) {
-          UNROLL
-          for (uint nt = 0; nt < NT; nt++) acc[nt][2 * h] *= al, acc[nt][2 * h + 1] *= al;
+          s[t][e] = seen ? x : -INFINITY;
+          mx[h] = fmax(mx[h], s[t][e]);
         }
-        m[h] = mn;
       }
-    }
-    UNROLL
-    for (uint t = 0; t < 2; t++) {
       UNROLL
-      for (uint e = 0; e < 4; e++) {
-        const uint h = e >> 1;
-        const float p = m[h] == -INFINITY ? 0.0f : exp2(s[t][e] - m[h]);
-        s[t][e] = p;
-        l[h] += p;
+      for (uint h = 0; h < 2; h++) {
+        const float mn = fmax(m[h], quad_max(mx[h] SCR_ARGS));
+        if (mn > m[h]) { /* the max grew: rescale (m = -inf: nothing to rescale yet) */
+          const float al = m[h] == -INFINITY ? 0.0f : exp2(m[h] - mn);
+          l[h] *= al;
+          if (2 * h < AW) {
+            UNROLL
+            for (uint nt = 0; nt < NT; nt++) acc[nt][2 * h] *= al, acc[nt][2 * h + 1] *= al;
+          }
+          m[h] = mn;
+        }
       }
-    }
-    const uint pa[4] = {PACK2(s[0][0], s[0][1]), PACK2(s[0][2], s[0][3]), PACK2(s[1][0], s[1][1]),
-                        PACK2(s[1][2], s[1][3])};
-    UNROLL
-    for (uint nt = 0; nt < NT; nt++) {
-      const uint w = nt / 2, hh = nt % 2;
+      UNROLL
+      for (uint t = 0; t < 2; t++) {
+        UNROLL
+        for (uint e = 0; e < 4; e++) {
+          const uint h = e >> 1;
+          const float p = m[h] == -INFINITY ? 0.0f : exp2(s[t][e] - m[h]);
+          s[t][e] = p;
+          l[h] += p;
+        }
+      }
+      const uint pa[4] = {PACK2(s[0][0], s[0][1]), PACK2(s[0][2], s[0][3]), PACK2(s[1][0], s[1][1]),
+                          PACK2(s[1][2], s[1][3])};
+      UNROLL
+      for (uint nt = 0; nt < NT; nt++) {
+        const uint w = nt / 2, hh = nt % 2;
 #if KV8 /* dequantised (x times the key's scale) and rounded once, as the fp16 cache's values */
-      MMA_O(acc[nt], pa, PACK2(i8_of(vw[0][nt / 4], nt % 4) * vsc[0], i8_of(vw[1][nt / 4], nt % 4) * vsc[1]),
-            PACK2(i8_of(vw[2][nt / 4], nt % 4) * vsc[2], i8_of(vw[3][nt / 4], nt % 4) * vsc[3]));
+        const uint w4 = nt / 4, e4 = nt % 4;
+        MMA_O(acc[nt], pa,
+              PACK2(i8_of(vw[sb][0][w4], e4) * vsc[sb][0], i8_of(vw[sb][1][w4], e4) * vsc[sb][1]),
+              PACK2(i8_of(vw[sb][2][w4], e4) * vsc[sb][2], i8_of(vw[sb][3][w4], e4) * vsc[sb][3]));
 #else
-      MMA_O(acc[nt], pa, pair_keys(vw[0][w], vw[1][w], hh), pair_keys(vw[2][w], vw[3][w], hh));
+        MMA_O(acc[nt], pa, pair_keys(vw[sb][0][w], vw[sb][1][w], hh),
+              pair_keys(vw[sb][2][w], vw[sb][3][w], hh));
 #endif
+      }
     }
   }
 

@@ -27,7 +27,8 @@ typedef struct kcase {
   int alibi, sinks;
   unsigned stage;  /* not 0: the decode kernel forced (an override) with this stage_kv */
   const char *mma; /* not NULL: mma.sync emulated, and the plan's family must be this one */
-  unsigned mma_bq; /* not 0: decode_mma forced with tiles of this many rows */
+  unsigned mma_bq, mma_bkv; /* mma_bq not 0: decode_mma forced with tiles of this many rows, and
+                               blocks of mma_bkv keys (16 if 0) */
 } kcase;
 
 static void run(const kcase *v) {
@@ -45,7 +46,7 @@ static void run(const kcase *v) {
   clattn_config forced = {.kernel = "decode", .block_q = 8, .block_kv = 32, .threads_per_row = 2};
   forced.stage_kv = v->stage, forced.rows_per_item = 2, forced.vector_width = 2;
   if (v->mma_bq) /* tiles of fewer rows than the fragment's 8 or 16 (a GPU's tight rows) */
-    forced = (clattn_config){"decode_mma", v->mma_bq, 16, 1, 1, 0, 1, 1};
+    forced = (clattn_config){"decode_mma", v->mma_bq, v->mma_bkv ? v->mma_bkv : 16, 1, 1, 0, 1, 1};
   if (v->stage || v->mma_bq)
     cr_assert_eq(clattn_override_config(ctx, &sp.problem, &forced), CLATTN_OK, "%s",
                  clattn_last_error(ctx));
@@ -141,6 +142,8 @@ Test(kvcache, mma_f16) {
   run(&(kcase){F16, F16, 6, 8, 2, 1, 130, 128, 0, 16, 50, .sinks = 1, .mma = "decode_mma"});
   run(&(kcase){F16, F16, 3, 8, 2, 4, 90, 64, 0, 1, 21, 1, 1, .flags = C, .mma = "decode_mma"});
   run(&(kcase){F16, F16, 5, 8, 2, 1, 60, 128, 0, 16, 20, .mma = "decode_mma", .mma_bq = 4});
+  run(&(kcase){F16, F16, 3, 4, 1, 2, 75, 64, 0, 8, 30, .flags = C, .mma = "decode_mma", .mma_bq = 8,
+               .mma_bkv = 32});
   run(&(kcase){F16, F16, 6, 4, 4, 2, 100, 96, 64, 0, 40, .flags = C | W, .left = 30,
                .softcap = 30.0f, .alibi = 1, .mma = "decode_mma"});
 }

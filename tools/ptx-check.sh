@@ -160,6 +160,8 @@ for dt in 1 2; do
   check dmma "${dmma[@]}" -DDTYPE=$dt -DD=64 -DDV=64 -DBQ=8 -DCAUSAL=0 -DKVCACHE=1 -DKVLENS=1
   check dmma "${dmma[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=8 -DCAUSAL=0 -DKVCACHE=1 -DKVLENS=1 \
     -DKV8=1 -DPAGED=1
+  check dmma "${dmma[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=8 -DBKV=32 -DCAUSAL=0 -DKVCACHE=1 \
+    -DKVLENS=1 -DKV8=1
 done
 # The wgmma probe (tools/probe_wgmma.cl, issue 19): Hopper's wgmma needs PTX .target sm_90a,
 # which clang here cannot emit, so its PTX is retargeted by hand; sm_90 must refuse it.

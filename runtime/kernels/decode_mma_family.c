@@ -42,10 +42,11 @@ int clattn__decode_mma_check(const clattn__family *f, const clattn__device *dev,
              f->name, k->d, k->dv);
     return 0;
   }
-  if (!c->bq || c->bq > 16 || (c->bq & (c->bq - 1)) || c->bkv != 16 || c->tpr != 1) {
+  if (!c->bq || c->bq > 16 || (c->bq & (c->bq - 1)) || (c->bkv != 16 && c->bkv != 32) ||
+      c->tpr != 1) {
     snprintf(why, why_len,
-             "%s BQ=%u BKV=%u TPR=%u: BQ a power of two up to 16 (one m16 fragment), BKV 16, "
-             "TPR 1",
+             "%s BQ=%u BKV=%u TPR=%u: BQ a power of two up to 16 (one m16 fragment), BKV 16 or "
+             "32, TPR 1",
              f->name, c->bq, c->bkv, c->tpr);
     return 0;
   }
@@ -67,6 +68,9 @@ unsigned clattn__decode_mma_cost(const clattn__family *f, const clattn__device *
                                  const clattn__class *k, const clattn__config *c) {
   (void)f;
   unsigned s = c->bq == 16 ? 0 : c->bq == 8 ? 1 : 2;
+  /* Two 16-key steps' loads at once: for an int8 cache (half the bytes a step, 168 registers in
+   * clang's sm_90 build against fp16's 194, where two steps would not fit 255). Unmeasured. */
+  s += (c->bkv == 32) == !(k->variants & CLATTN__VAR_KV8) ? 4 : 0;
   (void)dev;
   if (!(k->variants & CLATTN__VAR_KVCACHE)) s += 100000;
   return s;
@@ -78,8 +82,8 @@ void clattn__decode_mma_defines(const clattn__family *f, const clattn__device *d
   (void)f;
   /* Emulated, unoptimized: LLVM 15's inliner (PoCL 3.1's) crashes on this kernel's two groups of
    * emulated MMAs when it optimizes, and the emulation is for checking, not for speed. */
-  snprintf(out, len, "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DCAUSAL=%u%s", k->d, k->dv, c->bq,
-           k->causal,
+  snprintf(out, len, "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DCAUSAL=%u%s", k->d, k->dv,
+           c->bq, c->bkv, k->causal,
            dev->mma_emulated
                ? " -DMMA_EMULATE=1 -DSCRATCH=" CLATTN__STR(CLATTN__MMA_SCRATCH) " -cl-opt-disable"
                : "");
@@ -91,7 +95,7 @@ void clattn__decode_mma_reason(const clattn__family *f, const clattn__device *de
   (void)f;
   snprintf(out, len,
            "decode_mma: a KV group's query heads packed %u rows to a warp's tile, Q K^T and P V "
-           "on tensor cores (m16n8k16), 16 keys a step loaded straight into fragments; %.1f of "
+           "on tensor cores (m16n8k16), %u-key blocks loaded straight into fragments; %.1f of "
            "%.1f KiB local memory, 32 work-items",
-           c->bq, clattn__decode_mma_local(dev, k, c) / 1024.0, dev->local_mem / 1024.0);
+           c->bq, c->bkv, clattn__decode_mma_local(dev, k, c) / 1024.0, dev->local_mem / 1024.0);
 }

@@ -235,7 +235,7 @@ static const clattn__family table[] = {
      .dtypes = 1u << CLATTN_F16 | 1u << CLATTN_BF16,
      .variants = CLATTN__VAR_ALL & ~CLATTN__VAR_VARLEN,
      .max_dim = 128,
-     .axes = {{CLATTN__AX_BQ, 2, {16, 8}}, {CLATTN__AX_BKV, 1, {16}}},
+     .axes = {{CLATTN__AX_BQ, 2, {16, 8}}, {CLATTN__AX_BKV, 2, {16, 32}}},
      .naxes = 2,
      .fixed = {.tpr = 1, .stage = 1, .rm = 1, .vec = 1, .pad = 0},
      .check = clattn__decode_mma_check,
