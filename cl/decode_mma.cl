@@ -7,7 +7,7 @@
  * a work-group is one warp with no barrier in its loop, so that many warps per SM keep their
  * loads in flight independently. Key splits (runtime/ops/split.c) give the parallelism.
  *
- * One warp owns BQ (8 or 16) packed rows of one (batch entry, KV head) and one key split: packed
+ * One warp owns BQ (up to 16; fewer where a GPU's plan tightens the tile to its rows) packed rows of one (batch entry, KV head) and one key split: packed
  * row p is query row p / group of query head kvh * group + p % group, as in cl/decode.cl. It
  * walks its keys in blocks of BKV (16 or 32), 16 at a time, every load of a block issued before
  * its first step:
@@ -189,9 +189,9 @@ clattn_decode_mma(__global const stor_t *q, __global const kv_t *k, __global con
   const uint i_first = p0 / group, i_last = nr ? (pend - 1) / group : i_first;
   const ulong kbase = k_off + kvh * k_sh, vbase = v_off + kvh * v_sh;
   /* 16-byte loads need every row to start on a whole chunk (EPC elements). V: a lane's NT
-   * columns start at gq NT: 16-byte loads where NT is a chunk (DV = 128 in fp16 and bf16 at
-   * NT = 16 > 8, and int8 at 16), else 32-bit words (NT elements are whole words: the host's
-   * check), both on the views' alignment. */
+   * columns start at gq NT: 16-byte loads where they are whole chunks (fp16 and bf16 at DV = 64
+   * and 128, int8 at 128), else 32-bit words (NT elements are whole words: the host's check),
+   * both on the views' alignment. */
   const int kal = ((k_off | k_sb | k_ss | k_sh) % EPC) == 0;
 #if VWL % 4 == 0
   const int val = ((v_off | v_sb | v_ss | v_sh) % EPC) == 0;

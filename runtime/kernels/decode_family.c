@@ -103,8 +103,8 @@ static unsigned decode_rounds(const clattn__class *k, const clattn__config *c, u
   return c->stage == 1 ? 1 + tv : tv ? tv : 1;
 }
 
-/* The one family of a cache class where decode_mma is not legal (int8 and fp32 caches, other
- * head dims, GPUs without tensor cores). For plain classes it ranks after every other family
+/* The one family of a cache class where decode_mma is not legal (fp32 queries, head dims off its
+ * multiples, GPUs without tensor cores). For plain classes it ranks after every other family
  * (the heuristic never picks it; the tuner reaches it last, and may find it faster for a few
  * query rows against many keys with GQA). 16 packed rows fit a GQA group of 4 to 16 heads times
  * 1 to 4 query rows (a call's plan tightens it to the rows its tiles have: plan/grid.c). CPUs:

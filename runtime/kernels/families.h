@@ -66,7 +66,7 @@ unsigned clattn__decode_bind(const clattn__family *f, const clattn__config *c,
                              const cl_kernel *kernels, const clattn__bound *b, clattn__launch *out,
                              cl_int *err);
 
-/* decode_mma (decode_mma_family.c): the same over fp16/bf16 caches on tensor cores; its tiles,
+/* decode_mma (decode_mma_family.c): the same for half queries on tensor cores; its tiles,
  * launch and arguments are decode's. */
 size_t clattn__decode_mma_local(const clattn__device *, const clattn__class *,
                                 const clattn__config *);
