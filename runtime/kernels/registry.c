@@ -250,8 +250,8 @@ static const clattn__family table[] = {
      .split_fill = 16,
      .tight_rows = 1,
      .bind = clattn__decode_bind},
-    /* A KV cache's reader (issue 18): a KV group's query heads in one tile. Ranked only for
-     * cache classes, which no other family computes. */
+    /* A KV cache's reader (issue 18): a KV group's query heads in one tile. Ranked first only
+     * for cache classes, which decode_mma (above) computes too where it is legal. */
     {.name = "decode",
      .pass = CLATTN__FORWARD,
      .files = {"common.cl", "decode.cl"},
