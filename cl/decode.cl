@@ -20,49 +20,18 @@
  * After the last block the nsub partial states of each (rows, chunk) are merged in local memory
  * by halves, and the first writes O (or its split's partial O) and the LSE.
  *
- * CC, the elements of one load: 16 bytes at VEC = 4 (fp32 4, fp16/bf16 8, int8 16), half or a
- * quarter of that at VEC = 2 or 1. Views whose offsets and strides are multiples of CC elements
- * load through aligned vectors; others, and a head dim's last partial chunk, element by element.
+ * The loads of CC elements (16 bytes at VEC = 4) are cl/decode_load.cl's; the arguments, the
+ * work-group's place and its keys cl/decode_common.cl's (shared with cl/decode_mma.cl).
  *
  * Parameters (-D): D, DV; BQ (packed rows per tile), BKV (keys per block), TPR (work-items per
- * key), RM (rows per work-item in P V), VEC, STAGE (1 or 2, above), PACKED and PTX_CVT (below);
- * CAUSAL and the variants of cl/common.cl (MASK, SOFTCAP, ALIBI, SINKS, KVLENS); and the cache's:
- *   KVCACHE  1: k and v are a cache's (the lengths come as KVLENS's seqlens_kv);
- *   PAGED    1: keys are found through block_table (page_shift = log2 page_size), pages
- *               outside [0, num_pages) read as no keys;
- *   KV8      1: K and V are int8 with an fp32 scale per (token, KV head): scale index
- *               slot * sc_sb + token * heads_kv + kvh, slot the page (paged) or the entry.
+ * key), RM (rows per work-item in P V), STAGE (1 to 3, above and at fetch_k), VEC, PACKED and
+ * PTX_CVT (cl/decode_load.cl); CAUSAL and the variants of cl/common.cl (MASK, SOFTCAP, ALIBI,
+ * SINKS, KVLENS); KVCACHE, PAGED and KV8 (cl/decode_common.cl).
  * runtime/kernels/decode_family.c mirrors the local-memory formula below; keep the two in step.
  * Scores are in the log2 domain, as cl/forward.cl's.
  */
 
-#ifndef KVCACHE
-#define KVCACHE 0
-#endif
-#ifndef PAGED
-#define PAGED 0
-#endif
-#ifndef KV8
-#define KV8 0
-#endif
-
-/* UNROLL: full unrolling of the loops over private arrays, so that their indices are constants
- * and the arrays stay in registers on a GPU (UNROLL_LOOPS=1, decode_family.c); a CPU keeps them
- * in memory anyway, and PoCL's compile time grows with the unrolled code. */
-#if UNROLL_LOOPS
-#define UNROLL _Pragma("unroll")
-#else
-#define UNROLL
-#endif
-
 #define WG (BKV * TPR)
-#if KV8
-#define CC (4 * VEC)
-#elif DTYPE != 0
-#define CC (2 * VEC)
-#else
-#define CC VEC
-#endif
 #define NCHK ((D + CC - 1) / CC)     /* chunks of a K row */
 #define NCHV ((DV + CC - 1) / CC)    /* chunks of a V row */
 #define CPK ((NCHK + TPR - 1) / TPR) /* K chunks per work-item */
@@ -84,170 +53,6 @@
 #define SU (SPART > SMERGE ? SPART : SMERGE)
 #ifndef STAGE
 #define STAGE 1
-#endif
-
-#if KV8
-typedef char kv_t;
-#define SCALE_ARGS , __global const float *k_scale, __global const float *v_scale, ulong sc_sb
-#else
-typedef stor_t kv_t;
-#define SCALE_ARGS
-#endif
-#if PAGED
-#define PAGE_ARGS , __global const int *block_table, uint max_pages, uint num_pages, uint page_shift
-#else
-#define PAGE_ARGS
-#endif
-#define CACHE_ARGS PAGE_ARGS SCALE_ARGS
-
-/* A chunk as loaded: VEC 32-bit words (16 bytes at VEC = 4) of EPW elements each, unpacked to
- * float only where an element is used, so that a chunk in flight holds VEC registers, not CC
- * (fp16: half as many, int8: a quarter): PACKED 1, GPUs (decode_family.c). On a CPU registers
- * cost nothing and PoCL unpacks element by element (15% slower), so its chunks are CC floats,
- * converted as they are loaded (PACKED 0). */
-#define EPW (CC / VEC)
-#ifndef PTX_CVT
-#define PTX_CVT 0
-#endif
-#ifndef PACKED
-#define PACKED 1
-#endif
-#if PACKED
-typedef uint cw_t; /* a loaded chunk: CW of these */
-#define CW VEC
-#else
-typedef float cw_t;
-#define CW CC
-#endif
-
-/* The VEC 32-bit words of a chunk at p, aligned to the whole chunk: one vector load. */
-static inline void load_words(__global const kv_t *p, uint *w) {
-#if VEC == 4
-  const uint4 u = *(__global const uint4 *)p;
-  w[0] = u.s0, w[1] = u.s1, w[2] = u.s2, w[3] = u.s3;
-#elif VEC == 2
-  const uint2 u = *(__global const uint2 *)p;
-  w[0] = u.s0, w[1] = u.s1;
-#else
-  w[0] = *(__global const uint *)p;
-#endif
-}
-
-#if !PACKED
-/* A CPU's build (PACKED 0): elements [0, n) of a chunk (n <= CC) at p converted to floats in x
- * as they are loaded, the rest zero; al: p is aligned to the whole chunk and n == CC. */
-static inline void load_raw(__global const kv_t *p, uint n, int al, float *x) {
-  if (al) {
-#if KV8
-#if VEC == 4
-    const float16 y = convert_float16(as_char16(*(__global const uint4 *)p));
-    UNROLL
-    for (uint e = 0; e < 16; e++) x[e] = y[e];
-#elif VEC == 2
-    const float8 y = convert_float8(as_char8(*(__global const uint2 *)p));
-    UNROLL
-    for (uint e = 0; e < 8; e++) x[e] = y[e];
-#else
-    const float4 y = convert_float4(as_char4(*(__global const uint *)p));
-    UNROLL
-    for (uint e = 0; e < 4; e++) x[e] = y[e];
-#endif
-#elif DTYPE == 1
-#if VEC == 4
-    const float8 y = vloada_half8(0, p);
-#elif VEC == 2
-    const float4 y = vloada_half4(0, p);
-#else
-    const float2 y = vloada_half2(0, p);
-#endif
-    UNROLL
-    for (uint e = 0; e < CC; e++) x[e] = y[e];
-#else /* bf16: each word's halves shifted into floats; fp32: the words are the floats */
-    uint w[VEC];
-    load_words(p, w);
-    UNROLL
-    for (uint e = 0; e < VEC; e++)
-#if DTYPE == 2
-      x[2 * e] = as_float(w[e] << 16), x[2 * e + 1] = as_float(w[e] & 0xffff0000u);
-#else
-      x[e] = as_float(w[e]);
-#endif
-#endif
-  } else {
-    UNROLL
-    for (uint e = 0; e < CC; e++)
-#if KV8
-      x[e] = e < n ? (float)p[e] : 0.0f;
-#else
-      x[e] = e < n ? LDS(p + e) : 0.0f;
-#endif
-  }
-}
-
-#else
-/* Elements [0, n) of a chunk (n <= CC) at p into w, the rest zero; al: p is aligned to the
- * whole chunk and n == CC. */
-static inline void load_raw(__global const kv_t *p, uint n, int al, uint *w) {
-  if (al) {
-    load_words(p, w);
-  } else {
-    UNROLL
-    for (uint i = 0; i < VEC; i++) w[i] = 0u;
-    UNROLL
-    for (uint e = 0; e < CC; e++) {
-      if (e >= n) break;
-#if KV8
-      const uint bits = (uint)((__global const uchar *)p)[e];
-#elif DTYPE != 0
-      const uint bits = (uint)((__global const ushort *)p)[e];
-#else
-      const uint bits = as_uint(p[e]);
-#endif
-      w[e / EPW] |= bits << (32 / EPW * (e % EPW));
-    }
-  }
-}
-
-#endif
-
-/* Element e of a loaded chunk as float (e a constant once the loops are unrolled). */
-static inline float unpack(const cw_t *w, uint e) {
-#if !PACKED
-  return w[e];
-#elif KV8
-  return (float)((int)(w[e / 4] << (24 - 8 * (e % 4))) >> 24);
-#elif DTYPE == 1
-#if PTX_CVT /* NVIDIA: the half's 16 bits converted in place, no private memory */
-  float f;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((ushort)(w[e / 2] >> (16 * (e % 2)))));
-  return f;
-#else
-  return vload_half(e, (const __private half *)w);
-#endif
-#elif DTYPE == 2
-  return as_float(e % 2 ? w[e / 2] & 0xffff0000u : w[e / 2] << 16);
-#else
-  return as_float(w[e]);
-#endif
-}
-
-/* Where key `key` of entry b lives: its slot (the page, or the entry) and its row in the slot;
- * 0 when its page is outside the pool. */
-static inline int kv_where(ulong b, uint key PAGE_ARGS, ulong *slot, uint *tok) {
-#if PAGED
-  const int pg = block_table[b * max_pages + (key >> page_shift)];
-  *tok = key & ((1u << page_shift) - 1u);
-  *slot = pg >= 0 && (uint)pg < num_pages ? (ulong)pg : 0;
-  return pg >= 0 && (uint)pg < num_pages;
-#else
-  *slot = b, *tok = key;
-  return 1;
-#endif
-}
-#if PAGED
-#define PAGE_PASS , block_table, max_pages, num_pages, page_shift
-#else
-#define PAGE_PASS
 #endif
 
 #if STAGE == 2
@@ -318,13 +123,7 @@ static inline void merge_state(float *m, float *l, float *a, float m2, float l2,
 }
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
-clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const kv_t *v,
-              __global stor_t *o, __global float *lse, ulong q_off, ulong q_sb, ulong q_ss,
-              ulong q_sh, ulong k_off, ulong k_sb, ulong k_ss, ulong k_sh, ulong v_off, ulong v_sb,
-              ulong v_ss, ulong v_sh, ulong o_off, ulong o_sb, ulong o_ss, ulong o_sh, uint heads_q,
-              uint group, uint seqlen_q, uint seqlen_kv, uint num_tiles, ulong group_base,
-              float scale_log2, int write_lse, uint num_splits, uint kv_per_split, ulong o_split,
-              ulong lse_off, ulong lse_split OUT_ARG VARIANT_ARGS CACHE_ARGS) {
+clattn_decode(DECODE_ARGS) {
   /* Rows of whole chunks, 16-byte aligned: a chunk of Q is read in float4s (CC % 4 == 0). */
   __local float Qs[BQ * QD] __attribute__((aligned(16)));
   __local float U[SU];           /* the scores of a block, then the merge's states */
@@ -334,15 +133,11 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
 #endif
   __local float Rm[BQ]; /* ALiBi's slope of each row */
   const uint lid = get_local_id(0);
-  const ulong g = group_base + get_group_id(0);
-  const uint tile = (uint)(g % num_tiles);
-  /* Work-groups run over tiles, then key splits, then KV heads, then the batch. */
-  const ulong gs = g / num_tiles;
-  const uint split = (uint)(gs % num_splits);
-  const ulong bg = gs / num_splits;
   const uint heads_kv = heads_q / group;
-  const uint kvh = (uint)(bg % heads_kv);
-  const ulong b = bg / heads_kv;
+  uint tile, split, kvh;
+  ulong b;
+  decode_place(group_base + get_group_id(0), num_tiles, num_splits, heads_kv, &tile, &split, &kvh,
+               &b);
   SEQ_BEGIN(b);
 #if SEQLENS /* this entry's lengths from here on (cl/common.cl) */
 #define seqlen_q seqlen_q_b
@@ -350,9 +145,14 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
 #define mask_lo mask_lo_b
 #define mask_hi mask_hi_b
 #endif
-  const uint rows = seqlen_q * group, p0 = tile * BQ, pend = min(p0 + BQ, rows);
-  const uint nr = pend > p0 ? pend - p0 : 0u; /* this tile's rows */
-  const uint i_first = p0 / group, i_last = nr ? (pend - 1) / group : i_first;
+  /* This tile's first packed row and rows, and the keys some row of it sees within this split:
+   * [kv_lo, kv_end). */
+  uint p0, nr, kv_lo, kv_end;
+  decode_tile(tile, BQ, group, seqlen_q, seqlen_kv, TILE_MASK(mask_lo, mask_hi), split,
+              kv_per_split, &p0, &nr, &kv_lo, &kv_end);
+#if CAUSAL
+  const long shift = (long)seqlen_kv - (long)seqlen_q; /* row i sees keys j <= i + shift */
+#endif
   const ulong kbase = k_off + kvh * k_sh, vbase = v_off + kvh * v_sh;
   /* 16-byte loads need every row to start on a whole chunk. */
   const int kal = ((k_off | k_sb | k_ss | k_sh) % CC) == 0;
@@ -367,23 +167,6 @@ clattn_decode(__global const stor_t *q, __global const kv_t *k, __global const k
 #if ALIBI
   for (uint r = lid; r < BQ; r += WG)
     Rm[r] = ALIBI_SLOPE(b * heads_q + kvh * group + (p0 + r) % group);
-#endif
-
-  /* The keys some row of the tile sees, within this split: [kv_lo, kv_end). */
-  uint kv_end = nr ? seqlen_kv : 0u;
-#if CAUSAL
-  const long shift = (long)seqlen_kv - (long)seqlen_q;
-  const long tile_end = (long)i_last + 1 + shift;
-  kv_end = tile_end <= 0 ? 0u : (uint)min(tile_end, (long)kv_end);
-#endif
-#if MASK
-  uint kv_lo;
-  mask_split_keys(i_first, i_last + 1, seqlen_kv, mask_lo, mask_hi, split * kv_per_split,
-                  kv_per_split, &kv_lo, &kv_end);
-  if (!nr) kv_end = kv_lo;
-#else
-  const uint kv_lo = min(split * kv_per_split, kv_end);
-  kv_end = min(kv_end, kv_lo + kv_per_split);
 #endif
 
   /* P V's mapping: RG row groups of RM rows (as many as the tile's rows need, a power of two),

@@ -36,18 +36,9 @@
  *
  * Parameters (-D): D (a multiple of 32; 64 with KV8), DV (of 16; 32 with KV8), both at most 128;
  * BQ; BKV; CAUSAL and the variants of cl/common.cl (MASK, SOFTCAP, ALIBI, SINKS, KVLENS); KVCACHE,
- * PAGED and KV8 as in cl/decode.cl. The arguments are cl/decode.cl's.
+ * PAGED and KV8 (cl/decode_common.cl, which has the arguments, shared with cl/decode.cl).
  * Scores are in the log2 domain; Q is used as stored and S scaled after the mma. */
 
-#ifndef KVCACHE
-#define KVCACHE 0
-#endif
-#ifndef PAGED
-#define PAGED 0
-#endif
-#ifndef KV8
-#define KV8 0
-#endif
 #if KV8 && (D % 64 || DV % 32)
 #error "decode_mma: an int8 cache needs D a multiple of 64 and DV of 32"
 #endif
@@ -59,12 +50,8 @@
  * (4 elements a lane a k-step). */
 #if KV8
 #define EPC 16
-typedef char kv_t;
-#define SCALE_ARGS , __global const float *k_scale, __global const float *v_scale, ulong sc_sb
 #else
 #define EPC 8
-typedef stor_t kv_t;
-#define SCALE_ARGS
 #endif
 #define SPC (EPC / 4)
 #define NKC (D / (4 * EPC)) /* 16-byte chunks of a key row a lane loads */
@@ -99,28 +86,6 @@ typedef stor_t kv_t;
   } while (0)
 #endif
 
-#if PAGED
-#define PAGE_ARGS , __global const int *block_table, uint max_pages, uint num_pages, uint page_shift
-#define PAGE_PASS , block_table, max_pages, num_pages, page_shift
-#else
-#define PAGE_ARGS
-#define PAGE_PASS
-#endif
-
-/* Where key `key` of entry b lives, as cl/decode.cl's: its slot and its row in the slot; 0 when
- * its page is outside the pool. */
-static inline int kv_where(ulong b, uint key PAGE_ARGS, ulong *slot, uint *tok) {
-#if PAGED
-  const int pg = block_table[b * max_pages + (key >> page_shift)];
-  *tok = key & ((1u << page_shift) - 1u);
-  *slot = pg >= 0 && (uint)pg < num_pages ? (ulong)pg : 0;
-  return pg >= 0 && (uint)pg < num_pages;
-#else
-  *slot = b, *tok = key;
-  return 1;
-#endif
-}
-
 /* Word i of a cache row at element offset `at` of x (4 / sizeof(kv_t) elements, the first in the
  * low bits): one 32-bit load where al (the row aligned to a word), else element by element. */
 static inline uint row_word(__global const kv_t *x, ulong at, int al, uint i) {
@@ -154,14 +119,7 @@ static inline uint pair_keys(uint a, uint b, uint h) {
 }
 
 __kernel __attribute__((reqd_work_group_size(32, 1, 1))) void
-clattn_decode_mma(__global const stor_t *q, __global const kv_t *k, __global const kv_t *v,
-                  __global stor_t *o, __global float *lse, ulong q_off, ulong q_sb, ulong q_ss,
-                  ulong q_sh, ulong k_off, ulong k_sb, ulong k_ss, ulong k_sh, ulong v_off,
-                  ulong v_sb, ulong v_ss, ulong v_sh, ulong o_off, ulong o_sb, ulong o_ss,
-                  ulong o_sh, uint heads_q, uint group, uint seqlen_q, uint seqlen_kv,
-                  uint num_tiles, ulong group_base, float scale_log2, int write_lse,
-                  uint num_splits, uint kv_per_split, ulong o_split, ulong lse_off,
-                  ulong lse_split OUT_ARG VARIANT_ARGS PAGE_ARGS SCALE_ARGS) {
+clattn_decode_mma(DECODE_ARGS) {
   /* The tile's Q, two 16-bit values a word, in the fragment's rows: 8 (rows past BQ zero, since
    * lanes gq < 8 read them) or 16. */
   __local uint Qs[QROWS * QW];
@@ -169,14 +127,11 @@ clattn_decode_mma(__global const stor_t *q, __global const kv_t *k, __global con
 #ifdef MMA_EMULATE
   __local float scr[SCRATCH];
 #endif
-  const ulong g = group_base + get_group_id(0);
-  const uint tile = (uint)(g % num_tiles);
-  const ulong gs = g / num_tiles;
-  const uint split = (uint)(gs % num_splits);
-  const ulong bg = gs / num_splits;
   const uint heads_kv = heads_q / group;
-  const uint kvh = (uint)(bg % heads_kv);
-  const ulong b = bg / heads_kv;
+  uint tile, split, kvh;
+  ulong b;
+  decode_place(group_base + get_group_id(0), num_tiles, num_splits, heads_kv, &tile, &split, &kvh,
+               &b);
   SEQ_BEGIN(b);
 #if SEQLENS
 #define seqlen_q seqlen_q_b
@@ -184,9 +139,12 @@ clattn_decode_mma(__global const stor_t *q, __global const kv_t *k, __global con
 #define mask_lo mask_lo_b
 #define mask_hi mask_hi_b
 #endif
-  const uint rows = seqlen_q * group, p0 = tile * BQ, pend = min(p0 + BQ, rows);
-  const uint nr = pend > p0 ? pend - p0 : 0u;
-  const uint i_first = p0 / group, i_last = nr ? (pend - 1) / group : i_first;
+  uint p0, nr, kv_lo, kv_end; /* the tile's rows and keys (cl/decode_common.cl) */
+  decode_tile(tile, BQ, group, seqlen_q, seqlen_kv, TILE_MASK(mask_lo, mask_hi), split,
+              kv_per_split, &p0, &nr, &kv_lo, &kv_end);
+#if CAUSAL
+  const long shift = (long)seqlen_kv - (long)seqlen_q; /* row i sees keys j <= i + shift */
+#endif
   const ulong kbase = k_off + kvh * k_sh, vbase = v_off + kvh * v_sh;
   /* 16-byte loads need every row to start on a whole chunk (EPC elements). V: a lane's NT
    * columns start at gq NT: 16-byte loads where they are whole chunks (fp16 and bf16 at DV = 64
@@ -217,23 +175,6 @@ clattn_decode_mma(__global const stor_t *q, __global const kv_t *k, __global con
     qa[ks][0] = Qs[gq * QW + w], qa[ks][2] = Qs[gq * QW + w + 1];
     qa[ks][1] = R16 ? Qs[(gq + 8) * QW + w] : 0u, qa[ks][3] = R16 ? Qs[(gq + 8) * QW + w + 1] : 0u;
   }
-
-  /* The keys some row of the tile sees, within this split: [kv_lo, kv_end) (cl/decode.cl's). */
-  uint kv_end = nr ? seqlen_kv : 0u;
-#if CAUSAL
-  const long shift = (long)seqlen_kv - (long)seqlen_q;
-  const long tile_end = (long)i_last + 1 + shift;
-  kv_end = tile_end <= 0 ? 0u : (uint)min(tile_end, (long)kv_end);
-#endif
-#if MASK
-  uint kv_lo;
-  mask_split_keys(i_first, i_last + 1, seqlen_kv, mask_lo, mask_hi, split * kv_per_split,
-                  kv_per_split, &kv_lo, &kv_end);
-  if (!nr) kv_end = kv_lo;
-#else
-  const uint kv_lo = min(split * kv_per_split, kv_end);
-  kv_end = min(kv_end, kv_lo + kv_per_split);
-#endif
 
   /* This lane's two rows (fragment rows gq and gq + 8): query row, ALiBi slope, state. */
   uint qi[2];

@@ -140,7 +140,7 @@ check fm common.cl mma.cl forward_mma.cl -- -DD=128 -DDV=128 -DBQ=64 -DBKV=32 -D
 # The decode kernels as a GPU builds them (loops unrolled), with their registers: fp16, an int8
 # cache and fp32, d = 128, GQA 4's one row, the two stages; the cost model's register estimate
 # (runtime/kernels/decode_family.c) was fitted to these.
-dec=(common.cl decode.cl --)
+dec=(common.cl decode_common.cl decode_load.cl decode.cl --)
 dd=(-DD=128 -DDV=128 -DBQ=4 -DBKV=64 -DCAUSAL=0 -DKVCACHE=1 -DKVLENS=1 -DUNROLL_LOOPS=1
   -DPTX_CVT=1)
 for st in 1 2; do
@@ -152,7 +152,7 @@ for st in 1 2; do
 done
 # The tensor-core decode (cl/decode_mma.cl): fp16 and bf16, d = 128 and 64, 8 and 16 rows, paged
 # with the variants.
-dmma=(common.cl mma.cl mma_half.cl decode_mma.cl --)
+dmma=(common.cl mma.cl mma_half.cl decode_common.cl decode_mma.cl --)
 for dt in 1 2; do
   check dmma "${dmma[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=8 -DCAUSAL=0 -DKVCACHE=1 -DKVLENS=1
   check dmma "${dmma[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=16 -DCAUSAL=1 -DKVCACHE=1 -DKVLENS=1 \

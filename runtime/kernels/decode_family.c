@@ -192,8 +192,8 @@ size_t clattn__decode_row_groups(const clattn__config *c, const clattn__shape *s
 }
 
 /* The forward's arguments (tiles of packed rows), the variants', then the cache's
- * (cl/decode.cl's CACHE_ARGS): the block table, its columns, the pool's pages and log2 of the
- * page size; the int8 scales and the scales per slot. */
+ * (cl/decode_common.cl's DECODE_ARGS): the block table, its columns, the pool's pages and log2 of
+ * the page size; the int8 scales and the scales per slot. */
 unsigned clattn__decode_bind(const clattn__family *f, const clattn__config *c,
                              const cl_kernel *kernels, const clattn__bound *b, clattn__launch *out,
                              cl_int *err) {

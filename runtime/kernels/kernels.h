@@ -29,9 +29,9 @@ void clattn__arg_view(clattn__args *a, const clattn_tensor *t);
  * unit; the sinks, heads_q (uint) and unit; seqlens_kv, kv_align (int) and heads_q; or varlen's
  * cu_seqlens_q, cu_seqlens_kv, total_q, total_kv (ulong) and kv_align. */
 void clattn__arg_variants(clattn__args *a, const clattn__shape *s, double unit);
-/* A KV cache's arguments (cl/decode.cl's and cl/kv_append.cl's PAGE_ARGS then SCALE_ARGS), as
- * the shape has them: paged, the block table, its columns, the pool's pages and log2 of the
- * page size; int8, the K and V scales and the scales per slot. */
+/* A KV cache's arguments (cl/decode_common.cl's and cl/kv_append.cl's PAGE_ARGS then SCALE_ARGS),
+ * as the shape has them: paged, the block table, its columns, the pool's pages and log2 of the page
+ * size; int8, the K and V scales and the scales per slot. */
 void clattn__arg_cache(clattn__args *a, const clattn__shape *s);
 
 /* ---- sources (sources.c) ---- */

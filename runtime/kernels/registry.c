@@ -229,7 +229,7 @@ static const clattn__family table[] = {
      * ahead of decode where the GPU has them (decode_mma_family.c). */
     {.name = "decode_mma",
      .pass = CLATTN__FORWARD,
-     .files = {"common.cl", "mma.cl", "mma_half.cl", "decode_mma.cl"},
+     .files = {"common.cl", "mma.cl", "mma_half.cl", "decode_common.cl", "decode_mma.cl"},
      .entries = {"clattn_decode_mma"},
      .tensor_cores = 1,
      .dtypes = 1u << CLATTN_F16 | 1u << CLATTN_BF16,
@@ -254,7 +254,7 @@ static const clattn__family table[] = {
      * for cache classes, which decode_mma (above) computes too where it is legal. */
     {.name = "decode",
      .pass = CLATTN__FORWARD,
-     .files = {"common.cl", "decode.cl"},
+     .files = {"common.cl", "decode_common.cl", "decode_load.cl", "decode.cl"},
      .entries = {"clattn_decode"},
      .dtypes = HALF_TOO,
      .variants = CLATTN__VAR_ALL & ~CLATTN__VAR_VARLEN,
