@@ -1,6 +1,8 @@
 /* The local-memory model: byte formula, legality, the heuristic's choice on synthetic devices
  * (a 48 KiB GPU like the H200, a 512 KiB device), and the built kernel's use of local memory. */
 #include "common.h"
+#include "families.h"
+#include "plan.h"
 #include "tune.h"
 
 #include <stdio.h>
@@ -313,4 +315,102 @@ Test(tiling, mma_half_first_on_tensor_cores_in_half_only) {
   cr_assert(clattn__config_legal(&d, &k, &c, why, sizeof why), "%s", why);
   cr_assert_eq(clattn__configs_ranked(&d, &k, &first, 1), 1);
   cr_assert_neq(first.kernel, id);
+}
+
+/* decode's GPU cost (runtime/kernels/decode_family.c) rests on two estimates; these hold them to
+ * what was measured. A fp16 (or int8) cache class, d = 128, GQA 4's one row (a 4-row tile). */
+static clattn__class decode_class(int kv8) {
+  unsigned var = CLATTN__VAR_KVCACHE | CLATTN__VAR_KVLENS | (kv8 ? CLATTN__VAR_KV8 : 0u);
+  clattn__class k = {128, 128, 0, clattn__seqlen_bucket(8192), CLATTN__FORWARD, CLATTN_F16, var};
+  return k;
+}
+static clattn__config decode_config(unsigned bkv, unsigned tpr, unsigned rm, unsigned stage,
+                                    unsigned vec) {
+  clattn__config c = {4, bkv, tpr, stage, 0, clattn__family_find("decode"), rm, vec};
+  return c;
+}
+
+/* P V's serial rounds a block: 1 + V's rounds with V after the scores (stage 1), V's alone when
+ * one of its rounds rides with K's (stages 2 and 3). The H200's fp16 sweep (docs/BENCHMARKS.md:
+ * 4, 2, 1 rows per work-item: 1.14, 1.37, 1.87 ms) is these rounds' order. */
+Test(tiling, decode_rounds_count_p_v_loads) {
+  const clattn__class f16 = decode_class(0), i8 = decode_class(1);
+  struct {
+    int kv8;
+    unsigned bkv, tpr, rm, stage, vec, rounds;
+  } t[] = {
+      /* 256 work-items over 16 chunks of 8 columns x 4 / rm row groups: 16 / rm lanes of keys,
+       * 64 of them in rounds of 4 keys */
+      {0, 64, 4, 4, 1, 4, 2},
+      {0, 64, 4, 2, 1, 4, 3},
+      {0, 64, 4, 1, 1, 4, 5},
+      {0, 64, 4, 4, 2, 4, 1},
+      {0, 64, 4, 4, 3, 4, 1},
+      {0, 64, 4, 1, 3, 4, 4},
+      /* 128 work-items: half the lanes, twice the keys each */
+      {0, 64, 2, 4, 1, 4, 3},
+      {0, 64, 2, 1, 1, 4, 9},
+      /* 4-column chunks (vec 2): 32 chunks */
+      {0, 64, 4, 4, 1, 2, 3},
+      /* int8's 16-column chunks: 8 */
+      {1, 64, 4, 4, 1, 4, 2},
+      {1, 64, 2, 2, 1, 4, 3},
+      {1, 64, 4, 2, 1, 2, 3},
+  };
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+    clattn__config c = decode_config(t[i].bkv, t[i].tpr, t[i].rm, t[i].stage, t[i].vec);
+    cr_expect_eq(clattn__decode_rounds(t[i].kv8 ? &i8 : &f16, &c, 4), t[i].rounds,
+                 "row %zu: %u rounds, want %u", i,
+                 clattn__decode_rounds(t[i].kv8 ? &i8 : &f16, &c, 4), t[i].rounds);
+  }
+}
+
+/* The register estimate against ptxas's counts from NVIDIA's OpenCL compiler on the H200
+ * (`-cl-nv-verbose`, docs/BENCHMARKS.md's sweeps at 17ea94b and d27adfb; the builds that spilled
+ * left out, their counts being the compiler's cap rather than the demand): within 15%, but
+ * where the compiler held a build to 128 registers (two work-groups of 256 an SM) that the
+ * estimate puts higher, which the test names. */
+Test(tiling, decode_regs_within_the_h200_counts) {
+  const clattn__class f16 = decode_class(0), i8 = decode_class(1);
+  struct {
+    int kv8;
+    unsigned bkv, tpr, rm, stage, vec, regs;
+  } t[] = {
+      {0, 64, 4, 1, 1, 4, 76},  {0, 64, 4, 2, 1, 4, 84},  {0, 64, 4, 4, 1, 4, 128},
+      {0, 64, 4, 1, 1, 2, 72},  {0, 64, 4, 4, 1, 2, 80},  {0, 64, 4, 1, 2, 4, 86},
+      {0, 64, 4, 2, 2, 4, 108}, {0, 64, 4, 4, 2, 4, 136}, {0, 64, 4, 1, 2, 2, 75},
+      {0, 64, 4, 2, 2, 2, 86},  {0, 64, 4, 4, 2, 2, 114}, {0, 32, 4, 1, 1, 4, 72},
+      {0, 32, 8, 1, 2, 4, 74},  {0, 64, 2, 4, 3, 4, 160}, {1, 64, 4, 2, 1, 2, 80},
+      {1, 64, 4, 4, 3, 4, 184}, {1, 64, 2, 2, 1, 4, 127}, {1, 64, 4, 4, 1, 4, 128},
+  };
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+    clattn__config c = decode_config(t[i].bkv, t[i].tpr, t[i].rm, t[i].stage, t[i].vec);
+    const unsigned est = clattn__decode_regs(t[i].kv8 ? &i8 : &f16, &c, 4);
+    const double err = ((double)est - t[i].regs) / t[i].regs;
+    cr_log_info("%s 4/%u/%u/%u/%u vec %u: estimate %u, measured %u (%+.0f%%)",
+                t[i].kv8 ? "int8" : "fp16", t[i].bkv, t[i].tpr, t[i].rm, t[i].stage, t[i].vec, est,
+                t[i].regs, 100 * err);
+    if (t[i].regs == 128 && est > 128) continue; /* held to two work-groups: est is the demand */
+    cr_expect(err <= 0.15 && err >= -0.15, "row %zu: estimate %u against %u measured", i, est,
+              t[i].regs);
+  }
+}
+
+/* The cost's picks on an H200-like GPU without tensor cores (decode_mma not legal): the fastest
+ * decode configs measured there at d27adfb (fp16 4/64/2/4/1 vec 4, 0.935 ms; int8 4/64/2/2/1
+ * vec 4, 0.822 ms), the tile tightened to 4 rows by the call. */
+Test(tiling, decode_cost_picks_the_h200_fastest) {
+  clattn__device d = gpu(48);
+  for (int kv8 = 0; kv8 < 2; kv8++) {
+    const clattn__class k = decode_class(kv8);
+    clattn__config out[4096];
+    const size_t n = clattn__configs_ranked(&d, &k, out, 4096);
+    cr_assert_gt(n, 0);
+    cr_expect_eq(out[0].kernel, clattn__family_find("decode"));
+    char got[160];
+    clattn__config_describe(&out[0], got, sizeof got);
+    cr_expect(out[0].bkv == 64 && out[0].tpr == 2 && out[0].rm == (kv8 ? 2u : 4u) &&
+                  out[0].stage == 1 && out[0].vec == 4,
+              "%s: %s", kv8 ? "int8" : "fp16", got);
+  }
 }

@@ -85,7 +85,7 @@ static unsigned udiff(unsigned a, unsigned b) {
  * flight (K's chunks and VU = 4 V chunks: the loads stay packed until used), and about 12 more
  * for V loaded with K (stage 2); stage 3 holds K's next words across P V, a register each. bq: the
  * rows a call's tile has, not the class's block (a call tightens it: plan/grid.c). */
-static unsigned decode_regs(const clattn__class *k, const clattn__config *c, unsigned bq) {
+unsigned clattn__decode_regs(const clattn__class *k, const clattn__config *c, unsigned bq) {
   unsigned cc = chunk_of(k, c), rm = c->rm ? c->rm : 1, nchk = (k->d + cc - 1) / cc;
   unsigned words = ((nchk + c->tpr - 1) / c->tpr + 4) * (c->vec ? c->vec : 1);
   unsigned held = c->stage == 3 ? (nchk + c->tpr - 1) / c->tpr * (c->vec ? c->vec : 1) : 0;
@@ -96,7 +96,7 @@ static unsigned decode_regs(const clattn__class *k, const clattn__config *c, uns
  * work-group over (column chunks x row groups of RM rows), and loads VU = 4 keys' chunks a
  * round; plus K's round at the block's start where V waits for it (stage 1; stage 2 takes V's
  * first round with K's, stage 3 the next block's K with V's). rows: the tile's. */
-static unsigned decode_rounds(const clattn__class *k, const clattn__config *c, unsigned rows) {
+unsigned clattn__decode_rounds(const clattn__class *k, const clattn__config *c, unsigned rows) {
   unsigned rm = c->rm ? c->rm : 1, rg = pow2_at_least((rows + rm - 1) / rm);
   unsigned lanes = chunks_v(k, c) * rg, nsub = wg_of(c) > lanes ? wg_of(c) / lanes : 1;
   unsigned keys = (c->bkv + nsub - 1) / nsub, tv = (keys + 3) / 4;
@@ -109,14 +109,14 @@ static unsigned decode_rounds(const clattn__class *k, const clattn__config *c, u
  * query rows against many keys with GQA). 16 packed rows fit a GQA group of 4 to 16 heads times
  * 1 to 4 query rows (a call's plan tightens it to the rows its tiles have: plan/grid.c). CPUs:
  * one work-item per key, V after the scores (stage 1: nothing there waits on a load, and fewer
- * values live). GPUs: a block's time is mostly its serial memory round trips (decode_rounds)
- * while the SM's other work-groups' loads are in flight, so the cost ranks by rounds per key
- * held by an SM: rounds / (work-groups an SM holds x keys a block), the work-groups from a
- * build's registers (decode_regs, for a GQA 4 group's 4 rows) in 64K. The H200 measured it so
- * (docs/BENCHMARKS.md, fp16, batch 64, 8k keys): 4 rows per work-item in P V (2 rounds, 128
- * registers, two work-groups) 1.14 ms, 2 rows (3 rounds, 84, two) 1.37, 1 row (5 rounds, 76,
- * three) 1.87, where the cost of the time, which ranked by warps held, chose the last. Then
- * the bytes in flight at a block's start, 16-byte loads (narrower ones measured 1.4x slower at
+ * values live). GPUs: a block's time is mostly its serial memory round trips
+ * (clattn__decode_rounds) while the SM's other work-groups' loads are in flight, so the cost ranks
+ * by rounds per key held by an SM: rounds / (work-groups an SM holds x keys a block), the
+ * work-groups from a build's registers (clattn__decode_regs, for a GQA 4 group's 4 rows) in 64K.
+ * The H200 measured it so (docs/BENCHMARKS.md, fp16, batch 64, 8k keys): 4 rows per work-item in P
+ * V (2 rounds, 128 registers, two work-groups) 1.14 ms, 2 rows (3 rounds, 84, two) 1.37, 1 row (5
+ * rounds, 76, three) 1.87, where the cost of the time, which ranked by warps held, chose the last.
+ * Then the bytes in flight at a block's start, 16-byte loads (narrower ones measured 1.4x slower at
  * equal rounds) and 256 work-items (64 keys of 4). */
 unsigned clattn__decode_cost(const clattn__family *f, const clattn__device *dev,
                              const clattn__class *k, const clattn__config *c) {
@@ -129,12 +129,12 @@ unsigned clattn__decode_cost(const clattn__family *f, const clattn__device *dev,
   s += 4 * udiff(vec, 2); /* 16-byte loads, where the registers allow them (below) */
   s += 2 * udiff(ilog2(wg_of(c)), 8) + 2 * udiff(ilog2(c->bkv), 6);
   unsigned rows = c->bq < 4 ? c->bq : 4;
-  unsigned regs = (decode_regs(k, c, rows) + 7) / 8 * 8, wg = wg_of(c);
+  unsigned regs = (clattn__decode_regs(k, c, rows) + 7) / 8 * 8, wg = wg_of(c);
   unsigned groups = 65536 / (regs * wg), most = 2048 / wg;
   if (groups > most) groups = most;
   if (!groups) return s + 1000; /* a work-group the registers cannot hold */
   /* 10 per round per 64-key block of a lone work-group */
-  s += 640 * decode_rounds(k, c, rows) / (groups * c->bkv);
+  s += 640 * clattn__decode_rounds(k, c, rows) / (groups * c->bkv);
   size_t bytes = (size_t)cc * (k->variants & CLATTN__VAR_KV8 ? 1 : k->dtype ? 2 : 4);
   size_t flight =
       (size_t)groups * wg * (((nchk + c->tpr - 1) / c->tpr) + (c->stage == 2 ? 4u : 0u)) * bytes;

@@ -61,6 +61,11 @@ void clattn__decode_defines(const clattn__family *f, const clattn__device *, con
 void clattn__decode_reason(const clattn__family *f, const clattn__device *, const clattn__class *,
                            const clattn__config *, char *, size_t);
 unsigned clattn__decode_min_block_q(const clattn__config *c);
+/* The cost's two estimates for a GPU build (tests/test_tiling.c checks them against the H200's
+ * counts): registers per work-item with bq rows a tile, and P V's serial rounds of loads a
+ * block. */
+unsigned clattn__decode_regs(const clattn__class *k, const clattn__config *c, unsigned bq);
+unsigned clattn__decode_rounds(const clattn__class *k, const clattn__config *c, unsigned rows);
 size_t clattn__decode_row_groups(const clattn__config *c, const clattn__shape *s);
 unsigned clattn__decode_bind(const clattn__family *f, const clattn__config *c,
                              const cl_kernel *kernels, const clattn__bound *b, clattn__launch *out,
