@@ -10,7 +10,8 @@
  * One warp owns BQ (up to 16; fewer where a GPU's plan tightens the tile to its rows) packed rows of one (batch entry, KV head) and one key split: packed
  * row p is query row p / group of query head kvh * group + p % group, as in cl/decode.cl. It
  * walks its keys in blocks of BKV (16 or 32), 16 at a time, every load of a block issued before
- * its first step:
+ * its first step (STAGE 1), or each step's loads issued before the previous step's math (STAGE
+ * 2, BKV 32: two steps' registers rotating):
  *   S = Q K^T as two n8 tiles of keys and D / 16 k-steps. Lane (gq, tq) loads keys gq and 8 + gq
  *     of the step, its 16-byte chunks tq, tq + 4, ... (a quad reads 64 contiguous bytes), and
  *     hands the words to the mma as its B fragments as loaded: the k-step's columns are a
@@ -35,7 +36,7 @@
  * an fp16 cache's values are; the lane of a key's S elements loads its two scales.
  *
  * Parameters (-D): D (a multiple of 32; 64 with KV8), DV (of 16; 32 with KV8), both at most 128;
- * BQ; BKV; CAUSAL and the variants of cl/common.cl (MASK, SOFTCAP, ALIBI, SINKS, KVLENS); KVCACHE,
+ * BQ; BKV; STAGE; CAUSAL and the variants of cl/common.cl (MASK, SOFTCAP, ALIBI, SINKS, KVLENS); KVCACHE,
  * PAGED and KV8 (cl/decode_common.cl, which has the arguments, shared with cl/decode.cl).
  * Scores are in the log2 domain; Q is used as stored and S scaled after the mma. */
 
@@ -66,6 +67,12 @@
 #define BKV 16
 #endif
 #define SUBS (BKV / 16)     /* 16-key steps a block */
+#ifndef STAGE
+#define STAGE 1
+#endif
+#if STAGE == 2 && BKV != 32
+#error "decode_mma: STAGE 2 (the next step loaded during this one) rotates two 16-key steps: BKV 32"
+#endif
 
 /* O's accumulators per n8 tile: rows gq and gq + 8 (4), or, with BQ <= 8 on the tensor cores,
  * rows gq only (2), the mma's rows 8-15 written to registers that die at once (MMA16_TOP):
@@ -116,6 +123,84 @@ static inline float i8_of(uint w, uint e) {
  * (low), and of b's, key k + 1 (high). */
 static inline uint pair_keys(uint a, uint b, uint h) {
   return h ? (a >> 16) | (b & 0xffff0000u) : (a & 0xffffu) | (b << 16);
+}
+
+/* A lane's loads of one 16-key step: K's words of keys kb0 + gq and kb0 + 8 + gq (chunks tq, tq
+ * + 4, ...), V's of keys kb0 + 2 tq (+ 1) and kb0 + 8 + 2 tq (+ 1) at this lane's columns,
+ * whether those keys exist, and (int8) their scales. */
+typedef struct {
+  uint kw[2][KWL], vw[4][VWL];
+  int vis[4];
+#if KV8
+  float ksc[4], vsc[4];
+#endif
+} step_t;
+
+#if KV8
+#define SCALE_PASS , k_scale, v_scale, sc_sb, heads_kv, kvh
+#define SCALE_PARAMS                                                                               \
+  , __global const float *k_scale, __global const float *v_scale, ulong sc_sb, uint heads_kv,      \
+      uint kvh
+#else
+#define SCALE_PASS
+#define SCALE_PARAMS
+#endif
+
+/* The step at kb0 into x, every load issued before any is used; keys at kv_end or past it, and
+ * keys of pages outside the pool, read nothing and hold zeros. */
+static inline void load_step(__global const kv_t *k, __global const kv_t *v, ulong b, uint kb0,
+                             uint kv_end, ulong kbase, ulong vbase, ulong k_sb, ulong k_ss,
+                             ulong v_sb, ulong v_ss, int kal, int val, uint gq,
+                             uint tq PAGE_ARGS SCALE_PARAMS, step_t *x) {
+  UNROLL
+  for (uint t = 0; t < 2; t++) {
+    const uint key = kb0 + 8 * t + gq;
+    ulong slot;
+    uint tok;
+    if (key < kv_end && kv_where(b, key PAGE_PASS, &slot, &tok)) {
+      const ulong at = kbase + slot * k_sb + (ulong)tok * k_ss;
+      UNROLL
+      for (uint i = 0; i < NKC; i++) {
+        const uint4 u4 = row_chunk(k, at + EPC * (4 * i + tq), kal);
+        x->kw[t][4 * i] = u4.s0, x->kw[t][4 * i + 1] = u4.s1;
+        x->kw[t][4 * i + 2] = u4.s2, x->kw[t][4 * i + 3] = u4.s3;
+      }
+    } else {
+      UNROLL
+      for (uint i = 0; i < KWL; i++) x->kw[t][i] = 0u;
+    }
+  }
+  UNROLL
+  for (uint u = 0; u < 4; u++) {
+    const uint key = kb0 + 8 * (u / 2) + 2 * tq + u % 2;
+    ulong slot;
+    uint tok;
+    x->vis[u] = key < kv_end && kv_where(b, key PAGE_PASS, &slot, &tok);
+    if (x->vis[u]) {
+      const ulong at = vbase + slot * v_sb + (ulong)tok * v_ss + gq * NT;
+#if VWL % 4 == 0
+      UNROLL
+      for (uint i = 0; i < VWL; i += 4) {
+        const uint4 u4 = row_chunk(v, at + (EPC / 4) * i, val);
+        x->vw[u][i] = u4.s0, x->vw[u][i + 1] = u4.s1;
+        x->vw[u][i + 2] = u4.s2, x->vw[u][i + 3] = u4.s3;
+      }
+#else
+      UNROLL
+      for (uint i = 0; i < VWL; i++) x->vw[u][i] = row_word(v, at, val, i);
+#endif
+#if KV8
+      const ulong si = slot * sc_sb + (ulong)tok * heads_kv + kvh;
+      x->ksc[u] = k_scale[si], x->vsc[u] = v_scale[si];
+#endif
+    } else {
+      UNROLL
+      for (uint i = 0; i < VWL; i++) x->vw[u][i] = 0u;
+#if KV8
+      x->ksc[u] = x->vsc[u] = 0.0f;
+#endif
+    }
+  }
 }
 
 __kernel __attribute__((reqd_work_group_size(32, 1, 1))) void
@@ -201,72 +286,28 @@ clattn_decode_mma(DECODE_ARGS) {
     for (uint e = 0; e < AW; e++) acc[nt][e] = 0.0f;
   }
 
+  /* Keys in steps of 16, each step's K and V words loaded into a step_t before its math: STAGE
+   * 1, a block's SUBS steps loaded at its start; STAGE 2 (BKV 32), the next step's loads issued
+   * before this step's math (two buffers rotating), so that the warp's loads stay in flight while
+   * it computes. Loads past kv_end are zero and read nothing. */
+  step_t st[SUBS];
+#define LOAD_STEP(kb0, x)                                                                          \
+  load_step(k, v, b, (kb0), kv_end, kbase, vbase, k_sb, k_ss, v_sb, v_ss, kal, val, gq,         \
+            tq PAGE_PASS SCALE_PASS, (x))
+#if STAGE == 2
+  if (kv_lo < kv_end) LOAD_STEP(kv_lo, &st[0]);
+#endif
   for (uint kb = kv_lo; kb < kv_end; kb += BKV) {
-    /* SUBS steps of 16 keys, every step's loads issued before the first is used: more bytes in
-     * flight a warp (BKV 32: an int8 cache's steps carry half an fp16 one's). */
-    uint kw[SUBS][2][KWL], vw[SUBS][4][VWL];
-    int vis[SUBS][4]; /* whether the S elements' keys exist */
-#if KV8
-    float ksc[SUBS][4], vsc[SUBS][4]; /* their scales */
+#if STAGE == 1
+    UNROLL
+    for (uint sb = 0; sb < SUBS; sb++) LOAD_STEP(kb + 16 * sb, &st[sb]);
 #endif
     UNROLL
     for (uint sb = 0; sb < SUBS; sb++) {
       const uint kb0 = kb + 16 * sb;
-      /* K: keys kb0 + gq and kb0 + 8 + gq, chunks tq, tq + 4, ... V: keys kb0 + 2 tq (+ 1) and
-       * kb0 + 8 + 2 tq (+ 1), this lane's columns. */
-      UNROLL
-      for (uint t = 0; t < 2; t++) {
-        const uint key = kb0 + 8 * t + gq;
-        ulong slot;
-        uint tok;
-        if (key < kv_end && kv_where(b, key PAGE_PASS, &slot, &tok)) {
-          const ulong at = kbase + slot * k_sb + (ulong)tok * k_ss;
-          UNROLL
-          for (uint i = 0; i < NKC; i++) {
-            const uint4 u4 = row_chunk(k, at + EPC * (4 * i + tq), kal);
-            kw[sb][t][4 * i] = u4.s0, kw[sb][t][4 * i + 1] = u4.s1;
-            kw[sb][t][4 * i + 2] = u4.s2, kw[sb][t][4 * i + 3] = u4.s3;
-          }
-        } else {
-          UNROLL
-          for (uint i = 0; i < KWL; i++) kw[sb][t][i] = 0u;
-        }
-      }
-      UNROLL
-      for (uint u = 0; u < 4; u++) {
-        const uint key = kb0 + 8 * (u / 2) + 2 * tq + u % 2;
-        ulong slot;
-        uint tok;
-        vis[sb][u] = key < kv_end && kv_where(b, key PAGE_PASS, &slot, &tok);
-        if (vis[sb][u]) {
-          const ulong at = vbase + slot * v_sb + (ulong)tok * v_ss + gq * NT;
-#if VWL % 4 == 0
-          UNROLL
-          for (uint i = 0; i < VWL; i += 4) {
-            const uint4 u4 = row_chunk(v, at + (EPC / 4) * i, val);
-            vw[sb][u][i] = u4.s0, vw[sb][u][i + 1] = u4.s1;
-            vw[sb][u][i + 2] = u4.s2, vw[sb][u][i + 3] = u4.s3;
-          }
-#else
-          UNROLL
-          for (uint i = 0; i < VWL; i++) vw[sb][u][i] = row_word(v, at, val, i);
+#if STAGE == 2
+      LOAD_STEP(kb0 + 16, &st[sb ^ 1]); /* its buffer's step was computed last */
 #endif
-#if KV8
-          const ulong si = slot * sc_sb + (ulong)tok * heads_kv + kvh;
-          ksc[sb][u] = k_scale[si], vsc[sb][u] = v_scale[si];
-#endif
-        } else {
-          UNROLL
-          for (uint i = 0; i < VWL; i++) vw[sb][u][i] = 0u;
-#if KV8
-          ksc[sb][u] = vsc[sb][u] = 0.0f;
-#endif
-        }
-      }
-    }
-    UNROLL
-    for (uint sb = 0; sb < SUBS; sb++) {
-      const uint kb0 = kb + 16 * sb;
       float s[2][4];
       UNROLL
       for (uint t = 0; t < 2; t++) {
@@ -274,10 +315,10 @@ clattn_decode_mma(DECODE_ARGS) {
         UNROLL
         for (uint ks = 0; ks < KS; ks++) {
 #if KV8 /* word ks holds k-step ks's four int8 columns, exact in fp16 and bf16 */
-          const uint w = kw[sb][t][ks];
+          const uint w = st[sb].kw[t][ks];
           MMA16(s[t], qa[ks], PACK2(i8_of(w, 0), i8_of(w, 1)), PACK2(i8_of(w, 2), i8_of(w, 3)));
 #else
-          MMA16(s[t], qa[ks], kw[sb][t][2 * ks], kw[sb][t][2 * ks + 1]);
+          MMA16(s[t], qa[ks], st[sb].kw[t][2 * ks], st[sb].kw[t][2 * ks + 1]);
 #endif
         }
       }
@@ -291,7 +332,7 @@ clattn_decode_mma(DECODE_ARGS) {
         for (uint e = 0; e < 4; e++) {
           const uint h = e >> 1, u = 2 * t + (e & 1), key = kb0 + 8 * t + 2 * tq + (e & 1);
 #if KV8
-          float x = s[t][e] * (ksc[sb][u] * scale_log2);
+          float x = s[t][e] * (st[sb].ksc[u] * scale_log2);
 #else
           float x = s[t][e] * scale_log2;
 #endif
@@ -299,7 +340,7 @@ clattn_decode_mma(DECODE_ARGS) {
           x = softcap * cap_tanh(x);
 #endif
           ALIBI_ADD(x, slope[h], qi[h], key);
-          int seen = live[h] && vis[sb][u];
+          int seen = live[h] && st[sb].vis[u];
 #if CAUSAL
           seen = seen && (long)key <= (long)qi[h] + shift;
 #endif
@@ -341,11 +382,11 @@ clattn_decode_mma(DECODE_ARGS) {
 #if KV8 /* dequantised (x times the key's scale) and rounded once, as the fp16 cache's values */
         const uint w4 = nt / 4, e4 = nt % 4;
         MMA_O(acc[nt], pa,
-              PACK2(i8_of(vw[sb][0][w4], e4) * vsc[sb][0], i8_of(vw[sb][1][w4], e4) * vsc[sb][1]),
-              PACK2(i8_of(vw[sb][2][w4], e4) * vsc[sb][2], i8_of(vw[sb][3][w4], e4) * vsc[sb][3]));
+              PACK2(i8_of(st[sb].vw[0][w4], e4) * st[sb].vsc[0], i8_of(st[sb].vw[1][w4], e4) * st[sb].vsc[1]),
+              PACK2(i8_of(st[sb].vw[2][w4], e4) * st[sb].vsc[2], i8_of(st[sb].vw[3][w4], e4) * st[sb].vsc[3]));
 #else
-        MMA_O(acc[nt], pa, pair_keys(vw[sb][0][w], vw[sb][1][w], hh),
-              pair_keys(vw[sb][2][w], vw[sb][3][w], hh));
+        MMA_O(acc[nt], pa, pair_keys(st[sb].vw[0][w], st[sb].vw[1][w], hh),
+              pair_keys(st[sb].vw[2][w], st[sb].vw[3][w], hh));
 #endif
       }
     }

@@ -386,7 +386,12 @@ typedef struct clattn_config {
                                block_kv keys per block; threads_per_row work-items per key;
                                rows_per_item rows per work-item in P V; vector_width 4:
                                16-byte loads; stage_kv 2: V loaded with K, 1: after the
-                               scores, 3: after the scores, with the next block's K);
+                               scores, 3: after the scores, with the next block's K), or
+                               "decode_mma" (the same calls on NVIDIA tensor cores, fp16 or
+                               bf16 queries over fp16, bf16 or int8 caches: block_q 8 or 16,
+                               block_kv 16 or 32, threads_per_row 1; stage_kv 1: a block's
+                               loads issued at its start, 2 (block_kv 32): each 16 keys' loads
+                               issued during the previous 16's math);
                                "" means forward_rows. For clattn_backward's
                                kernels: "backward_rows" (a work-item per key or query row),
                                "backward_mma" (NVIDIA tensor cores, a warp per 16 keys or

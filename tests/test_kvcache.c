@@ -29,6 +29,7 @@ typedef struct kcase {
   const char *mma; /* not NULL: mma.sync emulated, and the plan's family must be this one */
   unsigned mma_bq, mma_bkv; /* mma_bq not 0: decode_mma forced with tiles of this many rows, and
                                blocks of mma_bkv keys (16 if 0) */
+  unsigned mma_stage;       /* ... and this stage_kv (1 if 0) */
 } kcase;
 
 static void run(const kcase *v) {
@@ -46,7 +47,14 @@ static void run(const kcase *v) {
   clattn_config forced = {.kernel = "decode", .block_q = 8, .block_kv = 32, .threads_per_row = 2};
   forced.stage_kv = v->stage, forced.rows_per_item = 2, forced.vector_width = 2;
   if (v->mma_bq) /* tiles of fewer rows than the fragment's 8 or 16 (a GPU's tight rows) */
-    forced = (clattn_config){"decode_mma", v->mma_bq, v->mma_bkv ? v->mma_bkv : 16, 1, 1, 0, 1, 1};
+    forced = (clattn_config){"decode_mma",
+                             v->mma_bq,
+                             v->mma_bkv ? v->mma_bkv : 16,
+                             1,
+                             v->mma_stage ? v->mma_stage : 1,
+                             0,
+                             1,
+                             1};
   if (v->stage || v->mma_bq)
     cr_assert_eq(clattn_override_config(ctx, &sp.problem, &forced), CLATTN_OK, "%s",
                  clattn_last_error(ctx));
@@ -54,8 +62,8 @@ static void run(const kcase *v) {
   double append_err;
   cr_assert_eq(check_kvcache_run(ctx, &sp, &kv, &r, &append_err), CLATTN_OK, "%s",
                clattn_last_error(ctx));
-  if (v->stage) /* the forced stage is the one the call ran, not mapped to another */
-    cr_expect_eq(kv.plan.stage_kv, v->stage, "%s", kv.plan.reason);
+  if (v->stage || v->mma_stage) /* the forced stage is the one the call ran, not mapped */
+    cr_expect_eq(kv.plan.stage_kv, v->stage | v->mma_stage, "%s", kv.plan.reason);
   if (v->mma) cr_expect_str_eq(kv.plan.kernel, v->mma, "%s", kv.plan.reason);
   cr_expect_eq(append_err, 0.0, "appended rows differ from their sources by %g", append_err);
   cr_expect_leq(r.err_o, r.tol_o, "O error %g, tolerance %g", r.err_o, r.tol_o);
@@ -144,6 +152,9 @@ Test(kvcache, mma_f16) {
   run(&(kcase){F16, F16, 5, 8, 2, 1, 60, 128, 0, 16, 20, .mma = "decode_mma", .mma_bq = 4});
   run(&(kcase){F16, F16, 3, 4, 1, 2, 75, 64, 0, 8, 30, .flags = C, .mma = "decode_mma", .mma_bq = 8,
                .mma_bkv = 32});
+  /* Each 16 keys' loads during the previous 16's math (stage 2), paged, the last step partial */
+  run(&(kcase){F16, F16, 4, 8, 2, 1, 91, 128, 0, 16, 20, .mma = "decode_mma", .mma_bq = 8,
+               .mma_bkv = 32, .mma_stage = 2});
   run(&(kcase){F16, F16, 6, 4, 4, 2, 100, 96, 64, 0, 40, .flags = C | W, .left = 30,
                .softcap = 30.0f, .alibi = 1, .mma = "decode_mma"});
 }
@@ -156,6 +167,8 @@ Test(kvcache, mma_i8) {
   run(&(kcase){F16, I8, 6, 8, 2, 1, 70, 64, 0, 16, 30, .mma = "decode_mma"});
   run(&(kcase){BF16, I8, 4, 8, 4, 4, 100, 128, 0, 8, 33, 1, .flags = C | W, .left = 40,
                .softcap = 20.0f, .sinks = 1, .mma = "decode_mma"});
+  run(&(kcase){F16, I8, 3, 8, 2, 1, 77, 64, 0, 0, 30, .flags = C, .mma = "decode_mma", .mma_bq = 4,
+               .mma_bkv = 32, .mma_stage = 2});
 }
 Test(kvcache, mma_falls_back_to_decode) {
   run(&(kcase){F16, I8, 6, 8, 2, 1, 70, 96, 0, 16, 30, .mma = "decode"});

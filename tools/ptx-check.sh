@@ -151,7 +151,7 @@ for st in 1 2; do
     -DSINKS=1
 done
 # The tensor-core decode (cl/decode_mma.cl): fp16 and bf16, d = 128 and 64, 8 and 16 rows, paged
-# with the variants.
+# with the variants, int8, 32-key blocks and their two stages.
 dmma=(common.cl mma.cl mma_half.cl decode_common.cl decode_mma.cl --)
 for dt in 1 2; do
   check dmma "${dmma[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=8 -DCAUSAL=0 -DKVCACHE=1 -DKVLENS=1
@@ -162,6 +162,11 @@ for dt in 1 2; do
     -DKV8=1 -DPAGED=1
   check dmma "${dmma[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=8 -DBKV=32 -DCAUSAL=0 -DKVCACHE=1 \
     -DKVLENS=1 -DKV8=1
+  # each 16 keys' loads during the previous 16's math (stage 2): fp16 / bf16 and int8
+  check dmma "${dmma[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=8 -DBKV=32 -DSTAGE=2 -DCAUSAL=0 \
+    -DKVCACHE=1 -DKVLENS=1
+  check dmma "${dmma[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=8 -DBKV=32 -DSTAGE=2 -DCAUSAL=0 \
+    -DKVCACHE=1 -DKVLENS=1 -DKV8=1
 done
 # The wgmma probe (tools/probe_wgmma.cl, issue 19): Hopper's wgmma needs PTX .target sm_90a,
 # which clang here cannot emit, so its PTX is retargeted by hand; sm_90 must refuse it.

@@ -50,6 +50,13 @@ int clattn__decode_mma_check(const clattn__family *f, const clattn__device *dev,
              f->name, c->bq, c->bkv, c->tpr);
     return 0;
   }
+  if (c->stage != 1 && (c->stage != 2 || c->bkv != 32)) {
+    snprintf(why, why_len,
+             "%s BKV=%u stage %u: stage 1 (a block's loads at its start), or 2 with BKV 32 (each "
+             "16 keys' loads during the previous 16's math)",
+             f->name, c->bkv, c->stage);
+    return 0;
+  }
   size_t bytes = clattn__decode_mma_local(dev, k, c);
   if (bytes > dev->local_mem) {
     snprintf(why, why_len, "%s BQ=%u: needs %.1f KiB local memory, device has %.1f KiB", f->name,
@@ -71,6 +78,9 @@ unsigned clattn__decode_mma_cost(const clattn__family *f, const clattn__device *
   /* Two 16-key steps' loads at once: for an int8 cache (half the bytes a step, 168 registers in
    * clang's sm_90 build against fp16's 194, where two steps would not fit 255). Unmeasured. */
   s += (c->bkv == 32) == !(k->variants & CLATTN__VAR_KV8) ? 4 : 0;
+  /* Each step's loads issued during the previous step's math (stage 2): the same registers as
+   * two steps at once, its loads overlapping the math. Unmeasured: after stage 1. */
+  s += c->stage == 2 ? 5 : 0;
   (void)dev;
   if (!(k->variants & CLATTN__VAR_KVCACHE)) s += 100000;
   return s;
@@ -82,8 +92,8 @@ void clattn__decode_mma_defines(const clattn__family *f, const clattn__device *d
   (void)f;
   /* Emulated, unoptimized: LLVM 15's inliner (PoCL 3.1's) crashes on this kernel's two groups of
    * emulated MMAs when it optimizes, and the emulation is for checking, not for speed. */
-  snprintf(out, len, "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DCAUSAL=%u%s", k->d, k->dv,
-           c->bq, c->bkv, k->causal,
+  snprintf(out, len, "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DSTAGE=%u -DCAUSAL=%u%s", k->d,
+           k->dv, c->bq, c->bkv, c->stage, k->causal,
            dev->mma_emulated
                ? " -DMMA_EMULATE=1 -DSCRATCH=" CLATTN__STR(CLATTN__MMA_SCRATCH) " -cl-opt-disable"
                : "");
@@ -95,7 +105,9 @@ void clattn__decode_mma_reason(const clattn__family *f, const clattn__device *de
   (void)f;
   snprintf(out, len,
            "decode_mma: a KV group's query heads packed %u rows to a warp's tile, Q K^T and P V "
-           "on tensor cores (m16n8k16), %u-key blocks loaded straight into fragments; %.1f of "
+           "on tensor cores (m16n8k16), %u-key blocks loaded straight into fragments%s; %.1f of "
            "%.1f KiB local memory, 32 work-items",
-           c->bq, c->bkv, clattn__decode_mma_local(dev, k, c) / 1024.0, dev->local_mem / 1024.0);
+           c->bq, c->bkv,
+           c->stage == 2 ? " (each 16 keys' loads during the previous 16's math)" : "",
+           clattn__decode_mma_local(dev, k, c) / 1024.0, dev->local_mem / 1024.0);
 }
