@@ -260,6 +260,13 @@ void check_forward_errors(const clattn_problem *p, const ref_extras *rx, ref_vie
   free(o64), free(l64), free(o32), free(l32), free(got);
 }
 
+void (*check_fail_hook)(const char *what);
+
+void check_finish(clattn_status st, int *pass, const char *what) {
+  if (st != CLATTN_OK) *pass = 0;
+  if (!*pass && check_fail_hook) check_fail_hook(what);
+}
+
 clattn_status check_run(clattn_context *ctx, const check_spec *sp, check_result *r) {
   memset(r, 0, sizeof *r);
   const clattn_problem *p = &sp->problem;
@@ -316,6 +323,6 @@ done:
   }
   if (lse) clReleaseMemObject(lse);
   r->status = st;
-  if (st != CLATTN_OK) r->pass = 0;
+  check_finish(st, &r->pass, "check_run");
   return st;
 }

@@ -114,6 +114,13 @@ typedef struct check_varlen_result {
 clattn_status check_varlen_run(clattn_context *ctx, const check_spec *sp, int backward,
                                check_varlen_result *r);
 
+/* Called (where set) when a check run's result fails, with the run's name: tests set it to
+ * stop a case at its first failing check (tests/common.c, under CLATTN_TEST_FAIL_FAST, which
+ * the no-kernel selftests set: a case proven to fail need not run its remaining shapes). */
+extern void (*check_fail_hook)(const char *what);
+/* The end of a check run: r's pass is 0 where the call failed; the hook where it did not pass. */
+void check_finish(clattn_status st, int *pass, const char *what);
+
 /* Returns CLATTN_OK when everything ran (whether or not the result passed). */
 clattn_status check_run(clattn_context *ctx, const check_spec *spec, check_result *out);
 /* O (o->host: the device's output read back) and LSE (NULL: not asked for) of a forward against

@@ -159,6 +159,6 @@ done:
   }
   if (lse) clReleaseMemObject(lse);
   r->status = st;
-  if (st != CLATTN_OK) r->pass = 0;
+  check_finish(st, &r->pass, "check_backward_run");
   return st;
 }

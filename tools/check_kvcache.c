@@ -431,6 +431,6 @@ done:
   }
   if (lse) clReleaseMemObject(lse);
   r->status = st;
-  if (st != CLATTN_OK) r->pass = 0;
+  check_finish(st, &r->pass, "check_kvcache_run");
   return st;
 }

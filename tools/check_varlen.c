@@ -231,6 +231,6 @@ done:
     if (m[i]) clReleaseMemObject(m[i]);
   free(cu_q), free(cu_kv), free(got_lse), free(got_sinks);
   r->status = st;
-  if (st != CLATTN_OK) r->pass = 0;
+  check_finish(st, &r->pass, "check_varlen_run");
   return st;
 }
