@@ -127,6 +127,7 @@ void clattn_context_destroy(clattn_context *ctx) {
   clattn__context_db_release(ctx);
   clattn__standard_release(ctx);
   clattn__split_release(ctx);
+  clattn__kv_release(ctx);
   clattn__backward_release(ctx);
   clattn__program_cache_release(ctx);
   clattn__errors_release(ctx);

@@ -2,6 +2,7 @@
  * clattn_kv_append): each refused before anything is enqueued, with the status and a message
  * naming the member, the outputs and the cache left as they were, and the context usable. */
 #include "common.h"
+#include "core.h"
 
 #include <math.h>
 #include <string.h>
@@ -176,8 +177,18 @@ Test(kvcache_errors, interleaved_kv_appended) {
   clattn_tensor kv = {both, 0, 2 * ROW, HKV * D, D};
   f.c.k = kv, kv.offset = ROW, f.c.v = kv;
   clattn_tensor kn = {f.kn, 0, NQ * HKV * D, HKV * D, D}, vn = {f.vn, 0, NQ * HKV * D, HKV * D, D};
-  cr_assert_eq(clattn_kv_append(f.ctx, &f.p, &f.c, &kn, &vn, 0, NULL, NULL), CLATTN_OK, "%s",
-               clattn_last_error(f.ctx));
+  /* Twice (the lengths unchanged: the same rows again), the second on the kernel the first
+   * built, which the context keeps (ctx->append). */
+  cl_kernel *slots = &f.ctx->append[0][0][0], kept = NULL;
+  for (int call = 0; call < 2; call++) {
+    cr_assert_eq(clattn_kv_append(f.ctx, &f.p, &f.c, &kn, &vn, 0, NULL, NULL), CLATTN_OK, "%s",
+                 clattn_last_error(f.ctx));
+    int built = 0;
+    for (size_t i = 0; i < sizeof f.ctx->append / sizeof *slots; i++)
+      if (slots[i]) built++, kept = call ? kept : slots[i];
+    cr_assert_eq(built, 1, "%d append kernels kept after call %d", built, call);
+    cr_assert_eq(f.ctx->append[CLATTN_F32][1][0], kept, "a new append kernel on call %d", call);
+  }
   float *host = malloc(ALL * sizeof(float));
   cr_assert_eq(clEnqueueReadBuffer(clattn_context_queue(f.ctx), both, CL_TRUE, 0,
                                    ALL * sizeof(float), host, 0, NULL, NULL),

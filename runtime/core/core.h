@@ -203,9 +203,11 @@ struct clattn_context {
   size_t bwd_ws_bytes;
   cl_mem split_ws; /* partial outputs of split-key calls, grown on demand */
   size_t split_ws_bytes;
-  cl_kernel merge[3];   /* the split-key merge per storage type, built on first use: building and
-                           creating it on every call cost decode calls tens of microseconds */
-  cl_event *step_marks; /* markers around the last standard call's steps, 4 a chunk */
+  cl_kernel merge[3]; /* the split-key merge per storage type, built on first use: building and
+                         creating it on every call cost decode calls tens of microseconds */
+  cl_kernel append[3][2][2]; /* clattn_kv_append's kernel per storage type, paged and int8, built
+                                on first use, for the same reason (runtime/ops/kvcache.c) */
+  cl_event *step_marks;      /* markers around the last standard call's steps, 4 a chunk */
   size_t step_marks_count;
   size_t std_launch_groups; /* work-groups per enqueue of the standard path's element kernels;
                                0: GROUPS_PER_LAUNCH (tests make it small to check the pieces) */

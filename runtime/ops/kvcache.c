@@ -6,8 +6,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* The append kernel for the call's storage and cache (options: its DTYPE, PAGED, KV8). */
+/* The append kernel for the call's storage and cache (options: its DTYPE, PAGED, KV8), built
+ * on first use and kept by the context (ctx->append; a decode loop appends every step, and the
+ * build's lookup and clCreateKernel cost tens of microseconds a call). */
 static clattn_status append_kernel(clattn_context *ctx, const clattn__shape *s, cl_kernel *out) {
+  cl_kernel *slot = &ctx->append[s->dtype][s->kv_paged ? 1 : 0][s->kv_i8 ? 1 : 0];
+  if (*slot) {
+    *out = *slot;
+    return CLATTN_OK;
+  }
   const clattn__family *f = clattn__family_for(CLATTN__ROLE_KV_APPEND);
   char *src = NULL, options[96];
   snprintf(options, sizeof options, "-cl-std=CL1.2%s%s%s", clattn__dtype_define(s->dtype),
@@ -19,7 +26,15 @@ static clattn_status append_kernel(clattn_context *ctx, const clattn__shape *s, 
   if (st != CLATTN_OK) return st;
   cl_int err;
   *out = clCreateKernel(prog, f->entries[0], &err);
-  return err == CL_SUCCESS ? CLATTN_OK : clattn__fail_cl(ctx, err, "clCreateKernel(kv_append)");
+  if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clCreateKernel(kv_append)");
+  *slot = *out;
+  return CLATTN_OK;
+}
+
+void clattn__kv_release(clattn_context *ctx) {
+  cl_kernel *k = &ctx->append[0][0][0];
+  for (size_t i = 0; i < sizeof ctx->append / sizeof *k; i++)
+    if (k[i]) clReleaseKernel(k[i]), k[i] = NULL;
 }
 
 /* The new rows' views, which the cache's written members must not overlap. */
@@ -76,7 +91,6 @@ static clattn_status append_enqueue(clattn_context *ctx, const clattn__shape *s,
   if (st == CLATTN_OK)
     st = clattn__launch_grid(ctx, ctx->queue, ctx->queue_in_order, &l, 0, num_wait, wait, NULL,
                              done);
-  clReleaseKernel(kernel);
   clFlush(ctx->queue);
   return st;
 }

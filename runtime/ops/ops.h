@@ -45,6 +45,8 @@ clattn_status clattn__forward_split(clattn_context *ctx, const clattn__shape *s,
                                     const clattn_tensor *v, const clattn_tensor *o, cl_mem lse,
                                     cl_uint num_wait, const cl_event *wait, cl_event *done);
 void clattn__split_release(clattn_context *ctx);
+/* Releases the context's kv_append kernels (runtime/ops/kvcache.c). */
+void clattn__kv_release(clattn_context *ctx);
 
 /* ---- the backward (backward.c) ---- */
 
