@@ -31,9 +31,13 @@
  * fragment (zero registers).
  *
  * An int8 cache (KV8): a 16-byte chunk holds 16 columns, four k-steps' worth (a word each); its
- * values go to the mma exactly (|x| <= 127 is exact in fp16 and bf16) and K's scale multiplies
- * S's column, while V's values are dequantised (x times the key's scale) and rounded once, as
- * an fp16 cache's values are; the lane of a key's S elements loads its two scales.
+ * values go to the mma exactly (|x| <= 127 is exact in fp16 and bf16): K's scale multiplies S's
+ * column, and V's multiplies P's column (P' = p s_v VSC, rounded once as P is; l sums p alone,
+ * and O is divided by VSC at the end), so no element of V is scaled. The lane of a key's S
+ * elements loads its two scales. With fp16 queries a value becomes fp16 in two instructions a
+ * pair (i8x2: its byte, biased by 128, under the exponent of 1024, less 1152), not by integer
+ * to float conversions (a quarter-rate instruction) and a pack: dequantising took about three
+ * quarters of a step's instructions (docs/BENCHMARKS.md: the int8 cache no faster than fp16). 
  *
  * Parameters (-D): D (a multiple of 32; 64 with KV8), DV (of 16; 32 with KV8), both at most 128;
  * BQ; BKV; STAGE; CAUSAL and the variants of cl/common.cl (MASK, SOFTCAP, ALIBI, SINKS, KVLENS); KVCACHE,
@@ -119,6 +123,31 @@ static inline float i8_of(uint w, uint e) {
   return (float)((int)(w << (24 - 8 * e)) >> 24);
 }
 
+#if KV8 && DTYPE == 1
+/* fp16 queries over int8: the loaded words are biased (each byte xor 0x80: x + 128, load_step),
+ * and the low bytes of a and b become an fp16 pair (a's low, b's high), exactly: 0x6400 | (x +
+ * 128) is the half 1024 + 128 + x, less 1152 (0x6480) is x. VSC 16 keeps P' = p s_v out of
+ * fp16's subnormals for scales down to 1/16 of the smallest normal's reach (p s_v 16 <= 8256:
+ * no overflow for scales up to 65504 / 127). */
+#define KV8_BIAS 0x80808080u
+#define VSC 16.0f
+static inline uint i8x2(uint a, uint b) {
+  const uint w = (a & 0xffu) | (b & 0xffu) << 16 | 0x64006400u;
+#ifdef MMA_EMULATE
+  return pack2(h2f(w & 0xffffu) - 1152.0f, h2f(w >> 16) - 1152.0f);
+#else
+  uint r;
+  asm("sub.f16x2 %0, %1, %2;" : "=r"(r) : "r"(w), "r"(0x64806480u));
+  return r;
+#endif
+}
+#define KV8_PAIR(a, b) i8x2((a), (b))
+#elif KV8
+#define KV8_BIAS 0u
+#define VSC 1.0f
+#define KV8_PAIR(a, b) PACK2(i8_of((a), 0), i8_of((b), 0))
+#endif
+
 /* The B register of two keys' halves in one column: half h (0 low, 1 high) of a's word, key k
  * (low), and of b's, key k + 1 (high). */
 static inline uint pair_keys(uint a, uint b, uint h) {
@@ -201,6 +230,18 @@ static inline void load_step(__global const kv_t *k, __global const kv_t *v, ulo
 #endif
     }
   }
+#if KV8 && DTYPE == 1 /* i8x2's bias, once a word (a missing key's zeros become biased zeros) */
+  UNROLL
+  for (uint t = 0; t < 2; t++) {
+    UNROLL
+    for (uint i = 0; i < KWL; i++) x->kw[t][i] ^= KV8_BIAS;
+  }
+  UNROLL
+  for (uint u = 0; u < 4; u++) {
+    UNROLL
+    for (uint i = 0; i < VWL; i++) x->vw[u][i] ^= KV8_BIAS;
+  }
+#endif
 }
 
 __kernel __attribute__((reqd_work_group_size(32, 1, 1))) void
@@ -316,7 +357,7 @@ clattn_decode_mma(DECODE_ARGS) {
         for (uint ks = 0; ks < KS; ks++) {
 #if KV8 /* word ks holds k-step ks's four int8 columns, exact in fp16 and bf16 */
           const uint w = st[sb].kw[t][ks];
-          MMA16(s[t], qa[ks], PACK2(i8_of(w, 0), i8_of(w, 1)), PACK2(i8_of(w, 2), i8_of(w, 3)));
+          MMA16(s[t], qa[ks], KV8_PAIR(w, w >> 8), KV8_PAIR(w >> 16, w >> 24));
 #else
           MMA16(s[t], qa[ks], st[sb].kw[t][2 * ks], st[sb].kw[t][2 * ks + 1]);
 #endif
@@ -374,16 +415,25 @@ clattn_decode_mma(DECODE_ARGS) {
           l[h] += p;
         }
       }
+#if KV8 /* P' = p s_v VSC: V's scale on P's column (key u = 2 t + (e & 1)) */
+      float vq[4];
+      UNROLL
+      for (uint u = 0; u < 4; u++) vq[u] = st[sb].vsc[u] * VSC;
+      const uint pa[4] = {PACK2(s[0][0] * vq[0], s[0][1] * vq[1]),
+                          PACK2(s[0][2] * vq[0], s[0][3] * vq[1]),
+                          PACK2(s[1][0] * vq[2], s[1][1] * vq[3]),
+                          PACK2(s[1][2] * vq[2], s[1][3] * vq[3])};
+#else
       const uint pa[4] = {PACK2(s[0][0], s[0][1]), PACK2(s[0][2], s[0][3]), PACK2(s[1][0], s[1][1]),
                           PACK2(s[1][2], s[1][3])};
+#endif
       UNROLL
       for (uint nt = 0; nt < NT; nt++) {
         const uint w = nt / 2, hh = nt % 2;
-#if KV8 /* dequantised (x times the key's scale) and rounded once, as the fp16 cache's values */
-        const uint w4 = nt / 4, e4 = nt % 4;
-        MMA_O(acc[nt], pa,
-              PACK2(i8_of(st[sb].vw[0][w4], e4) * st[sb].vsc[0], i8_of(st[sb].vw[1][w4], e4) * st[sb].vsc[1]),
-              PACK2(i8_of(st[sb].vw[2][w4], e4) * st[sb].vsc[2], i8_of(st[sb].vw[3][w4], e4) * st[sb].vsc[3]));
+#if KV8 /* x exactly (the scale is on P): byte nt % 4 of word nt / 4, keys u and u + 1 */
+        const uint w4 = nt / 4, sh = 8 * (nt % 4);
+        MMA_O(acc[nt], pa, KV8_PAIR(st[sb].vw[0][w4] >> sh, st[sb].vw[1][w4] >> sh),
+              KV8_PAIR(st[sb].vw[2][w4] >> sh, st[sb].vw[3][w4] >> sh));
 #else
         MMA_O(acc[nt], pa, pair_keys(st[sb].vw[0][w], st[sb].vw[1][w], hh),
               pair_keys(st[sb].vw[2][w], st[sb].vw[3][w], hh));
@@ -399,7 +449,11 @@ clattn_decode_mma(DECODE_ARGS) {
     const float lt = quad_sum(l[h] SCR_ARGS);
     if (live[h] && 2 * h < AW) {
       const uint p = p0 + gq + 8 * h, head = kvh * group + p % group;
+#if KV8
+      const float inv = lt > 0.0f ? 1.0f / (lt * VSC) : 0.0f; /* P' carried VSC */
+#else
       const float inv = lt > 0.0f ? 1.0f / lt : 0.0f;
+#endif
       const ulong obase = o_off + split * o_split + b * o_sb + head * o_sh + (ulong)qi[h] * o_ss;
       UNROLL
       for (uint nt = 0; nt < NT; nt++) {
