@@ -7,9 +7,9 @@
  * a work-group is one warp with no barrier in its loop, so that many warps per SM keep their
  * loads in flight independently. Key splits (runtime/ops/split.c) give the parallelism.
  *
- * One warp owns BQ (up to 16; fewer where a GPU's plan tightens the tile to its rows) packed rows of one (batch entry, KV head) and one key split: packed
- * row p is query row p / group of query head kvh * group + p % group, as in cl/decode.cl. It
- * walks its keys in blocks of BKV (16 or 32), 16 at a time, every load of a block issued before
+ * One warp owns BQ (up to 16; fewer where a GPU's plan tightens the tile to its rows) packed
+ * rows of one (batch entry, KV head) and one key split: packed row p is query row p / group of
+ * query head kvh * group + p % group, as in cl/decode.cl. It walks its keys in blocks of BKV (16 or 32), 16 at a time, every load of a block issued before
  * its first step (STAGE 1), or each step's loads issued before the previous step's math (STAGE
  * 2, BKV 32: two steps' registers rotating):
  *   S = Q K^T as two n8 tiles of keys and D / 16 k-steps. Lane (gq, tq) loads keys gq and 8 + gq
@@ -40,8 +40,9 @@
  * quarters of a step's instructions (docs/BENCHMARKS.md: the int8 cache no faster than fp16). 
  *
  * Parameters (-D): D (a multiple of 32; 64 with KV8), DV (of 16; 32 with KV8), both at most 128;
- * BQ; BKV; STAGE; CAUSAL and the variants of cl/common.cl (MASK, SOFTCAP, ALIBI, SINKS, KVLENS); KVCACHE,
- * PAGED and KV8 (cl/decode_common.cl, which has the arguments, shared with cl/decode.cl).
+ * BQ; BKV; STAGE; CAUSAL and the variants of cl/common.cl (MASK, SOFTCAP, ALIBI, SINKS,
+ * KVLENS); KVCACHE, PAGED and KV8 (cl/decode_common.cl, which has the arguments, shared with
+ * cl/decode.cl).
  * Scores are in the log2 domain; Q is used as stored and S scaled after the mma. */
 
 #if KV8 && (D % 64 || DV % 32)
