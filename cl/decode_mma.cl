@@ -9,9 +9,10 @@
  *
  * One warp owns BQ (up to 16; fewer where a GPU's plan tightens the tile to its rows) packed
  * rows of one (batch entry, KV head) and one key split: packed row p is query row p / group of
- * query head kvh * group + p % group, as in cl/decode.cl. It walks its keys in blocks of BKV (16 or 32), 16 at a time, every load of a block issued before
- * its first step (STAGE 1), or each step's loads issued before the previous step's math (STAGE
- * 2, BKV 32: two steps' registers rotating):
+ * query head kvh * group + p % group, as in cl/decode.cl. It walks its keys in blocks of BKV
+ * (16 or 32), 16 at a time, every load of a block issued before its first step (STAGE 1), or
+ * each step's loads issued before the previous step's math (STAGE 2, BKV 32: two steps'
+ * registers rotating):
  *   S = Q K^T as two n8 tiles of keys and D / 16 k-steps. Lane (gq, tq) loads keys gq and 8 + gq
  *     of the step, its 16-byte chunks tq, tq + 4, ... (a quad reads 64 contiguous bytes), and
  *     hands the words to the mma as its B fragments as loaded: the k-step's columns are a
