@@ -1,6 +1,7 @@
 /* What the two readers of a KV cache share (issue 18): cl/decode.cl (CUDA cores) and
  * cl/decode_mma.cl (tensor cores) take the same arguments, place a work-group the same way and
- * walk the same keys; only how they load and multiply differs. Joined after cl/common.cl.
+ * walk the same keys; only how they load and multiply differs. The writer, cl/kv_append.cl,
+ * takes the cache's types, arguments and kv_where. Joined after cl/common.cl.
  *
  * The cache's parameters (-D):
  *   KVCACHE  1: k and v are a cache's (the lengths come as KVLENS's seqlens_kv);
@@ -20,9 +21,15 @@
 #define KV8 0
 #endif
 
+/* SCALE_QUAL: the scales' qualifier, const but for cl/kv_append.cl, which writes them (its
+ * build passes -DSCALE_QUAL=, empty). */
+#ifndef SCALE_QUAL
+#define SCALE_QUAL const
+#endif
 #if KV8
 typedef char kv_t;
-#define SCALE_ARGS , __global const float *k_scale, __global const float *v_scale, ulong sc_sb
+#define SCALE_ARGS                                                                                 \
+  , __global SCALE_QUAL float *k_scale, __global SCALE_QUAL float *v_scale, ulong sc_sb
 #else
 typedef stor_t kv_t;
 #define SCALE_ARGS

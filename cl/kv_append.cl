@@ -3,25 +3,8 @@
  * through the block table when PAGED, quantised to int8 with one fp32 scale per row when KV8
  * (scale = max|x| / 127, values x / scale rounded to nearest even and saturated). A length out
  * of [0, seqlen_kv], a position at or past seqlen_kv and a page outside [0, num_pages) write
- * nothing. Built with cl/common.cl's DTYPE (the new rows' storage, and the cache's unless KV8). */
-#ifndef PAGED
-#define PAGED 0
-#endif
-#ifndef KV8
-#define KV8 0
-#endif
-#if KV8
-typedef char kv_t;
-#define SCALE_ARGS , __global float *k_scale, __global float *v_scale, ulong sc_sb
-#else
-typedef stor_t kv_t;
-#define SCALE_ARGS
-#endif
-#if PAGED
-#define PAGE_ARGS , __global const int *block_table, uint max_pages, uint num_pages, uint page_shift
-#else
-#define PAGE_ARGS
-#endif
+ * nothing. Built with cl/common.cl's DTYPE (the new rows' storage, and the cache's unless KV8),
+ * after cl/decode_common.cl (kv_t, PAGE_ARGS, SCALE_ARGS writable by -DSCALE_QUAL=, kv_where). */
 
 /* One row of n elements from src to dst; with KV8 its scale to *scale. */
 static inline void put_row(__global const stor_t *src, __global kv_t *dst, uint n
@@ -56,19 +39,15 @@ __kernel void kv_append(__global const stor_t *kn, __global const stor_t *vn, __
   if (len < 0 || (uint)len > seqlen_kv) return;
   const ulong pos = (ulong)len + i;
   if (pos >= seqlen_kv) return;
-#if PAGED
-  const int pg = block_table[b * max_pages + (pos >> page_shift)];
-  if (pg < 0 || (uint)pg >= num_pages) return;
-  const ulong slot = (ulong)pg, tok = pos & ((1u << page_shift) - 1u);
-#else
-  const ulong slot = b, tok = pos;
-#endif
+  ulong slot;
+  uint tok;
+  if (!kv_where(b, (uint)pos PAGE_PASS, &slot, &tok)) return; /* a page outside the pool */
   __global const stor_t *ks = kn + kn_off + b * kn_sb + (ulong)i * kn_ss + h * kn_sh;
   __global const stor_t *vs = vn + vn_off + b * vn_sb + (ulong)i * vn_ss + h * vn_sh;
-  __global kv_t *kd = k + k_off + slot * k_sb + tok * k_ss + h * k_sh;
-  __global kv_t *vd = v + v_off + slot * v_sb + tok * v_ss + h * v_sh;
+  __global kv_t *kd = k + k_off + slot * k_sb + (ulong)tok * k_ss + h * k_sh;
+  __global kv_t *vd = v + v_off + slot * v_sb + (ulong)tok * v_ss + h * v_sh;
 #if KV8
-  const ulong at = slot * sc_sb + tok * heads_kv + h;
+  const ulong at = slot * sc_sb + (ulong)tok * heads_kv + h;
   put_row(ks, kd, d, k_scale + at);
   put_row(vs, vd, dv, v_scale + at);
 #else

@@ -324,21 +324,26 @@ static clattn__class decode_class(int kv8) {
   clattn__class k = {128, 128, 0, clattn__seqlen_bucket(8192), CLATTN__FORWARD, CLATTN_F16, var};
   return k;
 }
-static clattn__config decode_config(unsigned bkv, unsigned tpr, unsigned rm, unsigned stage,
-                                    unsigned vec) {
-  clattn__config c = {4, bkv, tpr, stage, 0, clattn__family_find("decode"), rm, vec};
-  return c;
+/* A row of the tables below: a decode config (4-row tiles) on a cache class, and a figure. */
+typedef struct {
+  int kv8;
+  unsigned bkv, tpr, rm, stage, vec, want;
+} decode_row;
+
+/* f (one of the estimates) of the row's config on its class, for a 4-row tile. */
+static unsigned decode_eval(const decode_row *r, unsigned (*f)(const clattn__class *,
+                                                               const clattn__config *, unsigned)) {
+  const clattn__class k = decode_class(r->kv8);
+  const clattn__config c = {4,     r->bkv, r->tpr, r->stage, 0, clattn__family_find("decode"),
+                            r->rm, r->vec};
+  return f(&k, &c, 4);
 }
 
 /* P V's serial rounds a block: 1 + V's rounds with V after the scores (stage 1), V's alone when
  * one of its rounds rides with K's (stages 2 and 3). The H200's fp16 sweep (docs/BENCHMARKS.md:
  * 4, 2, 1 rows per work-item: 1.14, 1.37, 1.87 ms) is these rounds' order. */
 Test(tiling, decode_rounds_count_p_v_loads) {
-  const clattn__class f16 = decode_class(0), i8 = decode_class(1);
-  struct {
-    int kv8;
-    unsigned bkv, tpr, rm, stage, vec, rounds;
-  } t[] = {
+  const decode_row t[] = {
       /* 256 work-items over 16 chunks of 8 columns x 4 / rm row groups: 16 / rm lanes of keys,
        * 64 of them in rounds of 4 keys */
       {0, 64, 4, 4, 1, 4, 2},
@@ -358,10 +363,8 @@ Test(tiling, decode_rounds_count_p_v_loads) {
       {1, 64, 4, 2, 1, 2, 3},
   };
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-    clattn__config c = decode_config(t[i].bkv, t[i].tpr, t[i].rm, t[i].stage, t[i].vec);
-    cr_expect_eq(clattn__decode_rounds(t[i].kv8 ? &i8 : &f16, &c, 4), t[i].rounds,
-                 "row %zu: %u rounds, want %u", i,
-                 clattn__decode_rounds(t[i].kv8 ? &i8 : &f16, &c, 4), t[i].rounds);
+    const unsigned got = decode_eval(&t[i], clattn__decode_rounds);
+    cr_expect_eq(got, t[i].want, "row %zu: %u rounds, want %u", i, got, t[i].want);
   }
 }
 
@@ -371,11 +374,7 @@ Test(tiling, decode_rounds_count_p_v_loads) {
  * where the compiler held a build to 128 registers (two work-groups of 256 an SM) that the
  * estimate puts higher, which the test names. */
 Test(tiling, decode_regs_within_the_h200_counts) {
-  const clattn__class f16 = decode_class(0), i8 = decode_class(1);
-  struct {
-    int kv8;
-    unsigned bkv, tpr, rm, stage, vec, regs;
-  } t[] = {
+  const decode_row t[] = {
       {0, 64, 4, 1, 1, 4, 76},  {0, 64, 4, 2, 1, 4, 84},  {0, 64, 4, 4, 1, 4, 128},
       {0, 64, 4, 1, 1, 2, 72},  {0, 64, 4, 4, 1, 2, 80},  {0, 64, 4, 1, 2, 4, 86},
       {0, 64, 4, 2, 2, 4, 108}, {0, 64, 4, 4, 2, 4, 136}, {0, 64, 4, 1, 2, 2, 75},
@@ -384,15 +383,14 @@ Test(tiling, decode_regs_within_the_h200_counts) {
       {1, 64, 4, 4, 3, 4, 184}, {1, 64, 2, 2, 1, 4, 127}, {1, 64, 4, 4, 1, 4, 128},
   };
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-    clattn__config c = decode_config(t[i].bkv, t[i].tpr, t[i].rm, t[i].stage, t[i].vec);
-    const unsigned est = clattn__decode_regs(t[i].kv8 ? &i8 : &f16, &c, 4);
-    const double err = ((double)est - t[i].regs) / t[i].regs;
+    const unsigned est = decode_eval(&t[i], clattn__decode_regs);
+    const double err = ((double)est - t[i].want) / t[i].want;
     cr_log_info("%s 4/%u/%u/%u/%u vec %u: estimate %u, measured %u (%+.0f%%)",
                 t[i].kv8 ? "int8" : "fp16", t[i].bkv, t[i].tpr, t[i].rm, t[i].stage, t[i].vec, est,
-                t[i].regs, 100 * err);
-    if (t[i].regs == 128 && est > 128) continue; /* held to two work-groups: est is the demand */
+                t[i].want, 100 * err);
+    if (t[i].want == 128 && est > 128) continue; /* held to two work-groups: est is the demand */
     cr_expect(err <= 0.15 && err >= -0.15, "row %zu: estimate %u against %u measured", i, est,
-              t[i].regs);
+              t[i].want);
   }
 }
 

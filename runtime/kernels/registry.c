@@ -289,7 +289,7 @@ static const clattn__family table[] = {
     {.name = "standard", .role = CLATTN__ROLE_STANDARD, .files = {"common.cl", "standard.cl"}},
     {.name = "kv_append",
      .role = CLATTN__ROLE_KV_APPEND,
-     .files = {"common.cl", "kv_append.cl"},
+     .files = {"common.cl", "decode_common.cl", "kv_append.cl"},
      .entries = {"kv_append"}},
 };
 

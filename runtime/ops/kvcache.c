@@ -17,8 +17,9 @@ static clattn_status append_kernel(clattn_context *ctx, const clattn__shape *s, 
   }
   const clattn__family *f = clattn__family_for(CLATTN__ROLE_KV_APPEND);
   char *src = NULL, options[96];
-  snprintf(options, sizeof options, "-cl-std=CL1.2%s%s%s", clattn__dtype_define(s->dtype),
-           s->kv_paged ? " -DPAGED=1" : "", s->kv_i8 ? " -DKV8=1" : "");
+  snprintf(options, sizeof options, "-cl-std=CL1.2 -DSCALE_QUAL=%s%s%s",
+           clattn__dtype_define(s->dtype), s->kv_paged ? " -DPAGED=1" : "",
+           s->kv_i8 ? " -DKV8=1" : "");
   clattn_status st = clattn__family_source(ctx, f, &src);
   cl_program prog = NULL;
   if (st == CLATTN_OK) st = clattn__build(ctx, src, options, &prog);
