@@ -175,6 +175,32 @@ Test(kvcache, mma_falls_back_to_decode) {
   run(&(kcase){BF16, BF16, 6, 8, 2, 1, 70, 80, 0, 0, 30, .mma = "decode"});
 }
 
+/* An override legal for the problem's class but not for a call's cache (decode_mma over an
+ * int8 cache at head_dim 32, which int8 needs a multiple of 64) fails that call as unsupported,
+ * naming the rule, and the context serves the call once the override is removed. */
+Test(kvcache, override_illegal_for_the_cache_rejected) {
+  setenv("CLATTN_MMA_EMULATE", "1", 1);
+  clattn_context *ctx = test_context(NULL);
+  check_spec sp = {{2, 4, 2, 1, 40, 32, 0, F16, 0.0f, 0}};
+  sp.seed = 3;
+  check_kv kv = {I8, 16, 0, 20, 0};
+  clattn_config forced = {"decode_mma", 8, 16, 1, 1, 0, 1, 1};
+  cr_assert_eq(clattn_override_config(ctx, &sp.problem, &forced), CLATTN_OK, "%s",
+               clattn_last_error(ctx));
+  check_result r;
+  double append_err;
+  cr_assert_eq(check_kvcache_run(ctx, &sp, &kv, &r, &append_err), CLATTN_ERR_UNSUPPORTED, "%s",
+               clattn_last_error(ctx));
+  cr_assert(strstr(clattn_last_error(ctx), "KV cache") &&
+                strstr(clattn_last_error(ctx), "a multiple of 64"),
+            "%s", clattn_last_error(ctx));
+  cr_assert_eq(clattn_override_config(ctx, &sp.problem, NULL), CLATTN_OK);
+  cr_assert_eq(check_kvcache_run(ctx, &sp, &kv, &r, &append_err), CLATTN_OK, "%s",
+               clattn_last_error(ctx));
+  cr_expect(r.pass, "O error %g (tolerance %g)", r.err_o, r.tol_o);
+  clattn_context_destroy(ctx);
+}
+
 /* The GPU's planning rules, on the test device made to look like a GPU of 132 compute units:
  * a GQA group of 4 heads' one row takes 4-row tiles (tight_rows: the family's entry has more);
  * 4 x 36 (batch, KV head) tiles fill the 132 units but not 4 work-groups on each, so the keys

@@ -36,7 +36,8 @@ static void usage(FILE *f) {
       "  --lengths L,...    the batch entries' lengths for --seqlens-kv (keys) or --varlen\n"
       "                     (queries and keys), instead of the patterns\n"
       "  --kv-cache contiguous|paged  a KV cache filled by clattn_kv_append (twice, across\n"
-      "                     pages) and read by the forward (decode: --seqlen-q 1), checked and\n"
+      "                     pages) and read by the forward (--seqlen-q rows a sequence, 1\n"
+      "                     unless given: decode), checked and\n"
       "                     timed with its bandwidth beside a streaming read's; every sequence\n"
       "                     full unless --lengths\n"
       "  --context N        the cache's capacity per sequence (seqlen_kv)\n"
@@ -202,11 +203,13 @@ static int parse(int argc, char **argv, check_spec *sp, run_opts *o) {
 int cmd_run(int argc, char **argv) {
   check_spec sp = {0};
   clattn_problem *p = &sp.problem;
-  p->batch = 1, p->heads_q = 8, p->seqlen_q = p->seqlen_kv = 1024, p->head_dim = 64;
+  /* seqlen_q SIZE_MAX until an option sets it: 1024, or one row over a KV cache (decode). */
+  p->batch = 1, p->heads_q = 8, p->seqlen_q = SIZE_MAX, p->seqlen_kv = 1024, p->head_dim = 64;
   sp.warmup = 3, sp.repeat = 10, sp.seed = 1;
   run_opts o = {0};
   o.cache_dtype = -1;
   int parsed = parse(argc, argv, &sp, &o);
+  if (p->seqlen_q == SIZE_MAX) p->seqlen_q = o.kv_cache ? 1 : 1024;
   if (!parsed && o.kv_cache && (o.varlen || sp.seqlens_kv || o.backward || o.compare)) {
     fprintf(stderr, "clattn run: --kv-cache takes none of --varlen, --seqlens-kv, --backward, "
                     "--compare\n");

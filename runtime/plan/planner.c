@@ -180,6 +180,16 @@ static clattn_status try_chosen(clattn_context *ctx, const clattn__sources *src,
                ? CLATTN_OK
                : clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED, "override%s: %s", pass, why);
   if (!clattn__config_legal(&ctx->device, cls, cfg, why, sizeof why)) {
+    /* An override is checked against the problem's class when it is set; a call over a KV cache
+     * has the cache's rules too (an int8 cache's head dims for decode_mma), which it may break:
+     * that call is refused as unsupported, naming the rule. */
+    clattn__class plain = *cls;
+    plain.variants &= ~(unsigned)CLATTN__VAR_CACHE;
+    char plain_why[200];
+    if (!strcmp(origin, "override") && (cls->variants & CLATTN__VAR_CACHE) &&
+        clattn__config_legal(&ctx->device, &plain, cfg, plain_why, sizeof plain_why))
+      return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
+                          "override%s cannot run this call over its KV cache: %s", pass, why);
     clattn__warn(ctx, "%s%s for head_dim %u/%u%s no longer fits this device (%s); ignored", what,
                  pass, cls->d, cls->dv, cls->causal ? " causal" : "", why);
     return CLATTN_OK;
