@@ -175,6 +175,27 @@ Test(kvcache, mma_falls_back_to_decode) {
   run(&(kcase){BF16, BF16, 6, 8, 2, 1, 70, 80, 0, 0, 30, .mma = "decode"});
 }
 
+/* Calls of one plan one after another with other scalars (the scale, the offsets of new
+ * buffers, the lengths, the split): each reads its own, though a plan skips setting an argument
+ * to the value it already holds (clattn__argmemo). */
+Test(kvcache, repeated_calls_take_their_own_arguments) {
+  clattn_context *ctx = test_context(NULL);
+  const float scales[3] = {0.0f, 0.37f, 0.05f};
+  const size_t batches[3] = {3, 3, 2};
+  for (int i = 0; i < 3; i++) {
+    check_spec sp = {{batches[i], 4, 2, 1, 90 - 20 * (size_t)i, 32, 0, F32, scales[i], 0}};
+    sp.seed = 11 + (unsigned)i, sp.offset = 3 * (size_t)i;
+    check_kv kv = {F32, 0, 0, 30, 0};
+    check_result r;
+    double append_err;
+    cr_assert_eq(check_kvcache_run(ctx, &sp, &kv, &r, &append_err), CLATTN_OK, "%s",
+                 clattn_last_error(ctx));
+    cr_expect(r.pass, "call %d: O error %g (tolerance %g), LSE %g (%g)", i, r.err_o, r.tol_o,
+              r.err_lse, r.tol_lse);
+  }
+  clattn_context_destroy(ctx);
+}
+
 /* An override legal for the problem's class but not for a call's cache (decode_mma over an
  * int8 cache at head_dim 32, which int8 needs a multiple of 64) fails that call as unsupported,
  * naming the rule, and the context serves the call once the override is removed. */

@@ -170,7 +170,7 @@ int clattn__backward_accept(const clattn__family *f, const clattn_config *in, cl
 
 /* The buffer, then its view's offset and strides. */
 static void arg_tensor(clattn__args *a, const clattn_tensor *t) {
-  clattn__arg(a, sizeof(cl_mem), &t->buffer);
+  clattn__arg_mem(a, &t->buffer);
   clattn__arg_view(a, t);
 }
 
@@ -192,12 +192,12 @@ unsigned clattn__backward_bind(const clattn__family *f, const clattn__config *c,
   if (s->seqlen_kv) {
     size_t nkb = (s->seqlen_kv + c->bkv - 1) / c->bkv;
     cl_uint nb = (cl_uint)nkb;
-    clattn__args a = {kernels[0], 0, CL_SUCCESS};
+    clattn__args a = {kernels[0], 0, CL_SUCCESS, NULL};
     arg_tensor(&a, b->q), arg_tensor(&a, b->k), arg_tensor(&a, b->v), arg_tensor(&a, b->d_o);
     cl_mem ws = rows ? b->drow : b->d_o->buffer; /* unread when there are no rows */
     cl_mem lse_or = rows ? b->lse : b->d_o->buffer;
-    clattn__arg(&a, sizeof(cl_mem), &lse_or);
-    clattn__arg(&a, sizeof(cl_mem), &ws);
+    clattn__arg_mem(&a, &lse_or);
+    clattn__arg_mem(&a, &ws);
     arg_tensor(&a, b->dk), arg_tensor(&a, b->dv);
     clattn__arg(&a, sizeof hq, &hq), clattn__arg(&a, sizeof hkv, &hkv);
     clattn__arg(&a, sizeof nq, &nq), clattn__arg(&a, sizeof nkv, &nkv);
@@ -212,10 +212,10 @@ unsigned clattn__backward_bind(const clattn__family *f, const clattn__config *c,
   if (rows) {
     size_t nqb = (s->seqlen_q + c->bq - 1) / c->bq;
     cl_uint nb = (cl_uint)nqb;
-    clattn__args a = {kernels[1], 0, CL_SUCCESS};
+    clattn__args a = {kernels[1], 0, CL_SUCCESS, NULL};
     arg_tensor(&a, b->q), arg_tensor(&a, b->k), arg_tensor(&a, b->v), arg_tensor(&a, b->d_o);
-    clattn__arg(&a, sizeof(cl_mem), &b->lse);
-    clattn__arg(&a, sizeof(cl_mem), &b->drow);
+    clattn__arg_mem(&a, &b->lse);
+    clattn__arg_mem(&a, &b->drow);
     arg_tensor(&a, b->dq);
     clattn__arg(&a, sizeof hq, &hq), clattn__arg(&a, sizeof hkv, &hkv);
     clattn__arg(&a, sizeof nq, &nq), clattn__arg(&a, sizeof nkv, &nkv);
@@ -225,7 +225,7 @@ unsigned clattn__backward_bind(const clattn__family *f, const clattn__config *c,
     clattn__arg_variants(&a, s, 1.0);
     if (s->sinks) { /* cl/common.cl's PDP_ARG: after D in the row workspace */
       cl_ulong pdp_off = s->lse_rows;
-      clattn__arg(&a, sizeof(cl_mem), &b->drow);
+      clattn__arg_mem(&a, &b->drow);
       clattn__arg(&a, sizeof pdp_off, &pdp_off);
     }
     if (a.err != CL_SUCCESS && *err == CL_SUCCESS) *err = a.err;

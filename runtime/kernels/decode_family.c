@@ -202,7 +202,7 @@ unsigned clattn__decode_bind(const clattn__family *f, const clattn__config *c,
   clattn__args a = clattn__forward_args(b, kernels[0], (cl_uint)tiles, &out[0].base_arg);
   clattn__arg_cache(&a, s);
   *err = a.err;
-  out[0].kernel = kernels[0];
+  out[0].kernel = kernels[0], out[0].memo = a.memo;
   out[0].groups = tiles * (b->split ? b->split->count : 1) * s->heads_kv * s->batch;
   f->work_groups(c, &out[0].wg);
   return 1;

@@ -327,9 +327,9 @@ clattn__args clattn__forward_args(const clattn__bound *b, cl_kernel kernel, cl_u
   cl_uint per_split = b->split ? b->split->kv_per_split : (cl_uint)s->seqlen_kv;
   cl_ulong o_split = b->split ? b->split->o_split : 0, lse_off = b->split ? b->split->lse_off : 0,
            lse_split = b->split ? b->split->lse_split : 0;
-  clattn__args a = {kernel, 0, CL_SUCCESS};
+  clattn__args a = {kernel, 0, CL_SUCCESS, b->memo};
   cl_mem bufs[5] = {b->q->buffer, b->k->buffer, b->v->buffer, b->o->buffer, b->lse};
-  for (int i = 0; i < 5; i++) clattn__arg(&a, sizeof(cl_mem), &bufs[i]);
+  for (int i = 0; i < 5; i++) clattn__arg_mem(&a, &bufs[i]);
   clattn__arg_view(&a, b->q);
   clattn__arg_view(&a, b->k);
   clattn__arg_view(&a, b->v);
@@ -370,7 +370,7 @@ unsigned clattn__forward_bind(const clattn__family *f, const clattn__config *c,
   size_t nqb = (s->seqlen_q + c->bq - 1) / c->bq;
   clattn__args a = clattn__forward_args(b, kernels[0], (cl_uint)nqb, &out[0].base_arg);
   *err = a.err;
-  out[0].kernel = kernels[0];
+  out[0].kernel = kernels[0], out[0].memo = a.memo;
   /* checked against overflow (ops) */
   out[0].groups = nqb * (b->split ? b->split->count : 1) * s->heads_q * s->batch;
   f->work_groups(c, &out[0].wg);

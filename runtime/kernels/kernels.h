@@ -14,13 +14,21 @@
 #define CLATTN__STR_(x) #x
 #define CLATTN__STR(x) CLATTN__STR_(x)
 
-/* Kernel arguments set in order; the first failure is kept in err (args.c). */
+/* Kernel arguments set in order; the first failure is kept in err (args.c). With memo, a scalar
+ * set to the value it already holds is skipped. */
 typedef struct clattn__args {
   cl_kernel kernel;
   cl_uint next;
   cl_int err;
+  clattn__argmemo *memo; /* NULL: every argument set */
 } clattn__args;
+/* A scalar argument (through the memo), a buffer argument (always set). */
 void clattn__arg(clattn__args *a, size_t size, const void *value);
+void clattn__arg_mem(clattn__args *a, const cl_mem *buffer);
+/* clSetKernelArg through memo (NULL allowed): skipped where it holds this value, else set and
+ * recorded. */
+cl_int clattn__set_arg(cl_kernel k, clattn__argmemo *memo, cl_uint i, size_t size,
+                       const void *value);
 /* A view's offset and three strides, as four ulong arguments. */
 void clattn__arg_view(clattn__args *a, const clattn_tensor *t);
 /* The variants' values (cl/common.cl's VARIANT_ARGS), appended only when the shape has them, as

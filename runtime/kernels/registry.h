@@ -88,12 +88,24 @@ typedef struct clattn__split {
 } clattn__split;
 
 /* The tensors and buffers of one call of a pass, for its family's bind function. */
+/* What a kernel's scalar arguments were last set to (size 0: unknown), so that a call setting
+ * the same values again skips clSetKernelArg: a decode call sets some 40 scalars, each an OpenCL
+ * call, and a serving loop repeats them step after step. A plan keeps one for its first entry
+ * (plan/plan.h); buffers are always set (clattn__arg_mem), since a released buffer's handle may
+ * come back as another buffer's. */
+enum { CLATTN__MEMO_ARGS = 64 };
+typedef struct clattn__argmemo {
+  cl_ulong val[CLATTN__MEMO_ARGS];
+  unsigned char size[CLATTN__MEMO_ARGS];
+} clattn__argmemo;
+
 typedef struct clattn__bound {
   const clattn__shape *s;
   const clattn_tensor *q, *k, *v, *o; /* o: the forward's output */
   const clattn_tensor *d_o, *dq, *dk, *dv;
   cl_mem lse, drow;           /* drow: the backward's D = rowsum(dO o O) */
   const clattn__split *split; /* forward: NULL, or key ranges */
+  clattn__argmemo *memo;      /* the plan's, for its first entry (clattn__enqueue_plan) */
 } clattn__bound;
 
 /* A grid to enqueue: groups work-groups of wg work-items (wg 0: one work-item per group and the
@@ -102,6 +114,7 @@ typedef struct clattn__launch {
   cl_kernel kernel;
   cl_uint base_arg;
   size_t groups, wg;
+  clattn__argmemo *memo; /* the kernel's, where its bind kept one (base_arg goes through it) */
 } clattn__launch;
 
 enum { CLATTN__MAX_FAMILIES = 16, CLATTN__MAX_ENTRIES = 2 };

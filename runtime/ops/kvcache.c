@@ -69,22 +69,22 @@ static clattn_status append_enqueue(clattn_context *ctx, const clattn__shape *s,
   cl_kernel kernel = NULL;
   clattn_status st = append_kernel(ctx, s, &kernel);
   if (st != CLATTN_OK) return st;
-  clattn__args a = {kernel, 0, CL_SUCCESS};
+  clattn__args a = {kernel, 0, CL_SUCCESS, NULL};
   cl_mem bufs[4] = {k_new->buffer, v_new->buffer, c->k.buffer, c->v.buffer};
-  for (int i = 0; i < 4; i++) clattn__arg(&a, sizeof(cl_mem), &bufs[i]);
+  for (int i = 0; i < 4; i++) clattn__arg_mem(&a, &bufs[i]);
   clattn__arg_view(&a, k_new);
   clattn__arg_view(&a, v_new);
   clattn__arg_view(&a, &c->k);
   clattn__arg_view(&a, &c->v);
   cl_uint hkv = (cl_uint)s->heads_kv, n = (cl_uint)s->seqlen_q, cap = (cl_uint)s->seqlen_kv,
           d = (cl_uint)s->d, dv = (cl_uint)s->dv;
-  clattn__arg(&a, sizeof(cl_mem), &c->seqlens);
+  clattn__arg_mem(&a, &c->seqlens);
   clattn__arg(&a, sizeof hkv, &hkv);
   clattn__arg(&a, sizeof n, &n);
   clattn__arg(&a, sizeof cap, &cap);
   clattn__arg(&a, sizeof d, &d);
   clattn__arg(&a, sizeof dv, &dv);
-  clattn__launch l = {kernel, a.next, rows, 0};
+  clattn__launch l = {kernel, a.next, rows, 0, NULL};
   cl_ulong base = 0;
   clattn__arg(&a, sizeof base, &base);
   clattn__arg_cache(&a, s);

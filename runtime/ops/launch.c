@@ -22,7 +22,7 @@ clattn_status clattn__launch_grid(clattn_context *ctx, cl_command_queue queue, i
     const cl_event *w = start ? (in_order ? NULL : &prev) : (num_wait ? wait : NULL);
     int want = (first && !start) || last || !in_order; /* events only where someone reads them */
     cl_event ev = NULL;
-    cl_int err = clSetKernelArg(l->kernel, l->base_arg, sizeof base, &base);
+    cl_int err = clattn__set_arg(l->kernel, l->memo, l->base_arg, sizeof base, &base);
     if (err == CL_SUCCESS)
       err = clEnqueueNDRangeKernel(queue, l->kernel, 1, NULL, &global, l->wg ? &l->wg : NULL, nw, w,
                                    want ? &ev : NULL);
@@ -49,7 +49,9 @@ clattn_status clattn__enqueue_plan(clattn_context *ctx, cl_command_queue queue, 
   cl_int err = CL_SUCCESS;
   memset(l, 0, sizeof l);
   const clattn__family *f = clattn__family_of(&p->cfg);
-  unsigned n = f->bind(f, &p->cfg, p->kernels, b, l, &err);
+  clattn__bound bound = *b; /* with the plan's memo for its first entry */
+  bound.memo = (clattn__argmemo *)&p->memo;
+  unsigned n = f->bind(f, &p->cfg, p->kernels, &bound, l, &err);
   if (first) *first = NULL;
   if (last) *last = NULL;
   if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clSetKernelArg");

@@ -103,7 +103,7 @@ clattn_status clattn__forward_split(clattn_context *ctx, const clattn__shape *s,
   for (cl_uint i = 0; st == CLATTN_OK && err == CL_SUCCESS && i < 14; i++)
     err = clSetKernelArg(merge, i, sizes[i], args[i]);
   /* One work-item per output element, the driver's local size; argument 14 its first. */
-  clattn__launch l = {merge, 14, rows * s->dv, 0};
+  clattn__launch l = {merge, 14, rows * s->dv, 0, NULL};
   if (st == CLATTN_OK && err == CL_SUCCESS)
     st = clattn__launch_grid(ctx, ctx->queue, 1, &l, 0, 0, NULL, NULL, NULL);
   if (st == CLATTN_OK && err != CL_SUCCESS) st = clattn__fail_cl(ctx, err, "merge_splits");

@@ -177,7 +177,7 @@ static clattn_status empty_keys(clattn_context *ctx, const clattn__shape *s, con
   if (err == CL_SUCCESS) err = clSetKernelArg(k, 9, sizeof dv, &dv);
   clattn__shape sinks_only = {0};
   sinks_only.sinks = s->sinks, sinks_only.heads_q = s->heads_q;
-  clattn__args va = {k, 11, err}; /* after base, which clattn__std_launch sets */
+  clattn__args va = {k, 11, err, NULL}; /* after base, which clattn__std_launch sets */
   clattn__arg_variants(&va, &sinks_only, 1.0);
   err = va.err;
   if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clSetKernelArg(empty_rows)");
@@ -226,7 +226,7 @@ static clattn_status softmax(clattn_context *ctx, const clattn__shape *s, size_t
   if (err == CL_SUCCESS) err = clSetKernelArg(k, 3, sizeof nkv, &nkv);
   if (err == CL_SUCCESS) err = clSetKernelArg(k, 5, sizeof lb, &lb);
   if (err == CL_SUCCESS) err = clSetKernelArg(k, 6, sizeof write_lse, &write_lse);
-  clattn__args va = {k, 7, err};
+  clattn__args va = {k, 7, err, NULL};
   clattn__arg_variants(&va, s, 1.0);
   err = va.err;
   if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clSetKernelArg(softmax_rows)");

@@ -84,11 +84,11 @@ clattn_status clattn__bwd_sinks(clattn_context *ctx, const clattn__shape *s, cl_
   if (st != CLATTN_OK) return st;
   cl_uint hq = (cl_uint)s->heads_q, nq = (cl_uint)s->vq;
   cl_ulong b = s->vb, pdp_off = s->lse_rows;
-  clattn__args a = {k, 0, CL_SUCCESS};
-  clattn__arg(&a, sizeof(cl_mem), &lse);
-  clattn__arg(&a, sizeof(cl_mem), &ctx->bwd_ws);
-  clattn__arg(&a, sizeof(cl_mem), &s->sinks);
-  clattn__arg(&a, sizeof(cl_mem), &s->d_sinks);
+  clattn__args a = {k, 0, CL_SUCCESS, NULL};
+  clattn__arg_mem(&a, &lse);
+  clattn__arg_mem(&a, &ctx->bwd_ws);
+  clattn__arg_mem(&a, &s->sinks);
+  clattn__arg_mem(&a, &s->d_sinks);
   clattn__arg(&a, sizeof hq, &hq);
   clattn__arg(&a, sizeof nq, &nq);
   clattn__arg(&a, sizeof b, &b);
@@ -109,10 +109,10 @@ static clattn_status pdp_rows(clattn_context *ctx, const clattn__shape *s, size_
   if (st != CLATTN_OK) return st;
   cl_ulong pdp_off = s->lse_rows, n = rows;
   cl_uint nkv = (cl_uint)s->seqlen_kv;
-  clattn__args a = {k, 0, CL_SUCCESS};
-  clattn__arg(&a, sizeof(cl_mem), &ctx->workspace);
+  clattn__args a = {k, 0, CL_SUCCESS, NULL};
+  clattn__arg_mem(&a, &ctx->workspace);
   clattn__arg(&a, sizeof ds_off, &ds_off);
-  clattn__arg(&a, sizeof(cl_mem), &ctx->bwd_ws);
+  clattn__arg_mem(&a, &ctx->bwd_ws);
   clattn__arg(&a, sizeof pdp_off, &pdp_off);
   clattn__arg(&a, sizeof nkv, &nkv);
   clattn__arg(&a, sizeof row_base, &row_base);
@@ -153,7 +153,7 @@ static clattn_status chunk(clattn_context *ctx, const clattn__shape *s, size_t f
     if (err == CL_SUCCESS) err = clSetKernelArg(probs, 3, 4, &nkv32);
     if (err == CL_SUCCESS) err = clSetKernelArg(probs, 4, 8, &rb);
     if (err == CL_SUCCESS) err = clSetKernelArg(probs, 5, 8, &n);
-    clattn__args va = {probs, 7, err}; /* after base, which elementwise sets */
+    clattn__args va = {probs, 7, err, NULL}; /* after base, which elementwise sets */
     clattn__arg_variants(&va, s, 1.0);
     err = va.err;
     st = err == CL_SUCCESS ? elementwise(ctx, probs, 6, n)
@@ -174,7 +174,7 @@ static clattn_status chunk(clattn_context *ctx, const clattn__shape *s, size_t f
     /* The LSE: with a softcap, t is recovered from P and it (cl/standard.cl). */
     if (err == CL_SUCCESS) err = clSetKernelArg(dscores, 7, sizeof(cl_mem), &lse);
     if (err == CL_SUCCESS) err = clSetKernelArg(dscores, 8, 4, &nq32);
-    clattn__args va = {dscores, 9, err};
+    clattn__args va = {dscores, 9, err, NULL};
     clattn__arg_variants(&va, s, 1.0);
     err = va.err;
     st = err == CL_SUCCESS ? elementwise(ctx, dscores, 6, n)

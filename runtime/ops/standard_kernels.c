@@ -42,7 +42,7 @@ clattn_status clattn__std_kernel(clattn_context *ctx, const char *name, const ch
 
 clattn_status clattn__std_launch(clattn_context *ctx, cl_kernel k, cl_uint base_arg, size_t items,
                                  size_t wg) {
-  clattn__launch l = {k, base_arg, items, wg};
+  clattn__launch l = {k, base_arg, items, wg, NULL};
   return clattn__launch_grid(ctx, ctx->queue, 1, &l, ctx->std_launch_groups, 0, NULL, NULL, NULL);
 }
 

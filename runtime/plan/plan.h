@@ -23,9 +23,11 @@ typedef struct clattn__plan {
   clattn__class cls;
   clattn__config cfg;
   cl_kernel kernels[CLATTN__MAX_ENTRIES]; /* the family's entry points, in order */
-  size_t local_mem;   /* the largest of the built kernels' CL_KERNEL_LOCAL_MEM_SIZE */
-  size_t private_mem; /* the same of CL_KERNEL_PRIVATE_MEM_SIZE (0 when unknown) */
-  char origin[16];    /* override, tuned, fallback, built-in or heuristic */
+  clattn__argmemo memo; /* kernels[0]'s scalar arguments as last set (a cache: mutable through
+                           a const plan; reset whenever kernels are built or released) */
+  size_t local_mem;     /* the largest of the built kernels' CL_KERNEL_LOCAL_MEM_SIZE */
+  size_t private_mem;   /* the same of CL_KERNEL_PRIVATE_MEM_SIZE (0 when unknown) */
+  char origin[16];      /* override, tuned, fallback, built-in or heuristic */
   char reason[320];
   int derived; /* a copy of the class's plan with finer query blocks (clattn__plan_for_grid) */
   struct clattn__plan *next;

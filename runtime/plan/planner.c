@@ -18,6 +18,7 @@ void clattn__plan_release(clattn__plan *p) {
   for (unsigned i = 0; i < CLATTN__MAX_ENTRIES; i++)
     if (p->kernels[i]) clReleaseKernel(p->kernels[i]);
   memset(p->kernels, 0, sizeof p->kernels);
+  memset(&p->memo, 0, sizeof p->memo);
 }
 
 /* What a family's built kernels turned out to allow; later candidates of the family that need
@@ -76,6 +77,7 @@ static clattn_status build_checked(clattn_context *ctx, const clattn__sources *s
     return CLATTN_OK;
   }
   memcpy(p->kernels, b.kernels, sizeof p->kernels);
+  memset(&p->memo, 0, sizeof p->memo); /* new kernels: no argument known */
   p->cfg = *c, p->local_mem = lmem, p->private_mem = pmem;
   return CLATTN_OK;
 }
