@@ -33,12 +33,13 @@
  *
  * An int8 cache (KV8): a 16-byte chunk holds 16 columns, four k-steps' worth (a word each); its
  * values go to the mma exactly (|x| <= 127 is exact in fp16 and bf16): K's scale multiplies S's
- * column, and V's multiplies P's column (P' = p s_v VSC, rounded once as P is; l sums p alone,
- * and O is divided by VSC at the end), so no element of V is scaled. The lane of a key's S
+ * column, and V's multiplies P's column (P' = p s_v / vmax VREF, rounded once as P is, vmax
+ * the largest scale seen so far; l sums p alone, and O is scaled back at the end), so no element
+ * of V is scaled. The lane of a key's S
  * elements loads its two scales. With fp16 queries a value becomes fp16 in two instructions a
  * pair (i8x2: its byte, biased by 128, under the exponent of 1024, less 1152), not by integer
  * to float conversions (a quarter-rate instruction) and a pack: dequantising took about three
- * quarters of a step's instructions (docs/BENCHMARKS.md: the int8 cache no faster than fp16). 
+ * quarters of a step's instructions (docs/BENCHMARKS.md: the int8 cache no faster than fp16).
  *
  * Parameters (-D): D (a multiple of 32; 64 with KV8), DV (of 16; 32 with KV8), both at most 128;
  * BQ; BKV; STAGE; CAUSAL and the variants of cl/common.cl (MASK, SOFTCAP, ALIBI, SINKS,
@@ -128,11 +129,8 @@ static inline float i8_of(uint w, uint e) {
 #if KV8 && DTYPE == 1
 /* fp16 queries over int8: the loaded words are biased (each byte xor 0x80: x + 128, load_step),
  * and the low bytes of a and b become an fp16 pair (a's low, b's high), exactly: 0x6400 | (x +
- * 128) is the half 1024 + 128 + x, less 1152 (0x6480) is x. VSC 16 keeps P' = p s_v out of
- * fp16's subnormals for scales down to 1/16 of the smallest normal's reach (p s_v 16 <= 8256:
- * no overflow for scales up to 65504 / 127). */
+ * 128) is the half 1024 + 128 + x, less 1152 (0x6480) is x. */
 #define KV8_BIAS 0x80808080u
-#define VSC 16.0f
 static inline uint i8x2(uint a, uint b) {
   const uint w = (a & 0xffu) | (b & 0xffu) << 16 | 0x64006400u;
 #ifdef MMA_EMULATE
@@ -146,9 +144,11 @@ static inline uint i8x2(uint a, uint b) {
 #define KV8_PAIR(a, b) i8x2((a), (b))
 #elif KV8
 #define KV8_BIAS 0u
-#define VSC 1.0f
 #define KV8_PAIR(a, b) PACK2(i8_of((a), 0), i8_of((b), 0))
 #endif
+/* P' = p s_v / vmax VREF <= VREF p: no overflow, and fp16's normal range reaches as far below
+ * the row's largest P as an fp16 cache's P does (further, by VREF, where scales are alike). */
+#define VREF 1024.0f
 
 /* The B register of two keys' halves in one column: half h (0 low, 1 high) of a's word, key k
  * (low), and of b's, key k + 1 (high). */
@@ -328,6 +328,9 @@ clattn_decode_mma(DECODE_ARGS) {
     UNROLL
     for (uint e = 0; e < AW; e++) acc[nt][e] = 0.0f;
   }
+#if KV8
+  float vmax = 0.0f, vr = 0.0f; /* the largest V scale seen, and VREF / vmax */
+#endif
 
   /* Keys in steps of 16, each step's K and V words loaded into a step_t before its math: STAGE
    * 1, a block's SUBS steps loaded at its start; STAGE 2 (BKV 32), the next step's loads issued
@@ -417,10 +420,25 @@ clattn_decode_mma(DECODE_ARGS) {
           l[h] += p;
         }
       }
-#if KV8 /* P' = p s_v VSC: V's scale on P's column (key u = 2 t + (e & 1)) */
+#if KV8
+      /* V's scale on P's column (key u = 2 t + (e & 1)), relative to vmax: every quad holds the
+       * step's 16 keys (keys 2 tq, 2 tq + 1, 8 + 2 tq, 9 + 2 tq of its lanes), so the quad's
+       * maximum is the warp's and the branch uniform; acc is rescaled where vmax grows (from 0:
+       * acc is 0, no key with a scale having been seen). */
+      const float vs = quad_max(fmax(fmax(st[sb].vsc[0], st[sb].vsc[1]),
+                                     fmax(st[sb].vsc[2], st[sb].vsc[3])) SCR_ARGS);
+      if (vs > vmax) {
+        const float f = vmax / vs;
+        UNROLL
+        for (uint nt = 0; nt < NT; nt++) {
+          UNROLL
+          for (uint e = 0; e < AW; e++) acc[nt][e] *= f;
+        }
+        vmax = vs, vr = VREF / vs;
+      }
       float vq[4];
       UNROLL
-      for (uint u = 0; u < 4; u++) vq[u] = st[sb].vsc[u] * VSC;
+      for (uint u = 0; u < 4; u++) vq[u] = st[sb].vsc[u] * vr;
       const uint pa[4] = {PACK2(s[0][0] * vq[0], s[0][1] * vq[1]),
                           PACK2(s[0][2] * vq[0], s[0][3] * vq[1]),
                           PACK2(s[1][0] * vq[2], s[1][1] * vq[3]),
@@ -452,7 +470,7 @@ clattn_decode_mma(DECODE_ARGS) {
     if (live[h] && 2 * h < AW) {
       const uint p = p0 + gq + 8 * h, head = kvh * group + p % group;
 #if KV8
-      const float inv = lt > 0.0f ? 1.0f / (lt * VSC) : 0.0f; /* P' carried VSC */
+      const float inv = lt > 0.0f ? vmax / (VREF * lt) : 0.0f; /* P' carried VREF / vmax */
 #else
       const float inv = lt > 0.0f ? 1.0f / lt : 0.0f;
 #endif

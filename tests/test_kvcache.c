@@ -25,6 +25,7 @@ typedef struct kcase {
   int64_t left, right;
   float softcap;
   int alibi, sinks;
+  float scale;     /* the problem's (0: 1 / sqrt(d)) */
   unsigned stage;  /* not 0: the decode kernel forced (an override) with this stage_kv */
   const char *mma; /* not NULL: mma.sync emulated, and the plan's family must be this one */
   unsigned mma_bq, mma_bkv; /* mma_bq not 0: decode_mma forced with tiles of this many rows, and
@@ -37,7 +38,7 @@ static void run(const kcase *v) {
   clattn_context *ctx = test_context(NULL);
   check_spec sp = {{v->b, v->hq, v->hkv, v->nq, v->cap, v->d, v->dv, v->dtype, 0.0f, v->flags}};
   sp.problem.window_left = v->left, sp.problem.window_right = v->right;
-  sp.problem.softcap = v->softcap;
+  sp.problem.softcap = v->softcap, sp.problem.scale = v->scale;
   sp.alibi = v->alibi, sp.sinks = v->sinks;
   sp.seed = (unsigned)(v->cap * 7 + v->d + v->page);
   check_kv kv = {v->cache, v->page, v->hnd, v->first, v->bad_pages};
@@ -169,6 +170,11 @@ Test(kvcache, mma_i8) {
                .softcap = 20.0f, .sinks = 1, .mma = "decode_mma"});
   run(&(kcase){F16, I8, 3, 8, 2, 1, 77, 64, 0, 0, 30, .flags = C, .mma = "decode_mma", .mma_bq = 4,
                .mma_bkv = 32, .mma_stage = 2});
+  /* Scores spread wide (scale 1: standard deviation 8 at d = 64) over 900 keys, V's scales about
+   * 0.025: most P far below the row's largest, P' = P s_v / vmax rounded in fp16. (Random data
+   * puts the mass on the largest few P, so it cannot show P' underflowing where many small P
+   * carry it, which P' relative to vmax rather than to 1 / 16 prevents.) */
+  run(&(kcase){F16, I8, 2, 4, 1, 1, 900, 64, 0, 0, 900, .mma = "decode_mma", .scale = 1.0f});
 }
 Test(kvcache, mma_falls_back_to_decode) {
   run(&(kcase){F16, I8, 6, 8, 2, 1, 70, 96, 0, 16, 30, .mma = "decode"});
