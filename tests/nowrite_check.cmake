@@ -11,9 +11,9 @@
 # A case so named is run (it costs little) but its result is not checked.
 #
 # Each binary runs once with all its cases (-j1, Criterion forks one process per case); the
-# results come from its TAP report, so that the whole check stays within a few minutes. Each
-# case stops at its first failing check (CLATTN_TEST_FAIL_FAST, tests/common.c): one failure
-# proves what this asks, and the rest of its shapes' references would only cost time.
+# results come from its TAP report, so that the whole check stays within a few minutes. After a
+# case's first failing check its later checks pass without running (CLATTN_TEST_FAIL_FAST,
+# tools/check.h): the case still fails by its own assertion, without the rest of its shapes.
 # cmake -DBINS=<bin>|<bin>... -DKERNELS=<folder> -DWORK=<folder> -DENV=<a=b|c=d>
 #       -P nowrite_check.cmake
 cmake_minimum_required(VERSION 3.20)

@@ -287,7 +287,7 @@ int args_problem(const args *a, int id, clattn_problem *p) {
     ok = args_size(a, 0, SIZE_MAX, &p->heads_kv);
     break;
   case OPT_SEQLEN_Q:
-    ok = args_size(a, 0, SIZE_MAX, &p->seqlen_q);
+    ok = args_size(a, 0, SIZE_MAX - 1, &p->seqlen_q);
     break;
   case OPT_SEQLEN_KV:
     ok = args_size(a, 0, SIZE_MAX, &p->seqlen_kv);

@@ -82,6 +82,7 @@ static cl_int fill_nan(clattn_context *ctx, check_tensor *t, clattn_dtype dt) {
 clattn_status check_varlen_run(clattn_context *ctx, const check_spec *spec, int backward,
                                check_varlen_result *r) {
   memset(r, 0, sizeof *r);
+  if (check_skipped()) return r->pass = 1, CLATTN_OK;
   check_spec sp = *spec;
   clattn_problem *p = &sp.problem;
   size_t B = p->batch, hq = p->heads_q, hkv = p->heads_kv ? p->heads_kv : hq, d = p->head_dim,
@@ -231,6 +232,6 @@ done:
     if (m[i]) clReleaseMemObject(m[i]);
   free(cu_q), free(cu_kv), free(got_lse), free(got_sinks);
   r->status = st;
-  check_finish(st, &r->pass, "check_varlen_run");
+  check_finish(st, &r->pass);
   return st;
 }
