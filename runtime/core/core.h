@@ -174,6 +174,17 @@ clattn_status clattn__check_backward_tensors(clattn_context *ctx, const clattn__
 
 /* ---- the context: its fields, each owned by the layer its comment names ---- */
 
+/* What a kernel's scalar arguments were last set to (size 0: unknown), so that a call setting
+ * the same values again skips clSetKernelArg: a decode call sets some 40 scalars, each an OpenCL
+ * call, and a serving loop repeats them step after step. A plan keeps one for its first entry
+ * (plan/plan.h); buffers are always set (clattn__arg_mem), since a released buffer's handle may
+ * come back as another buffer's. */
+enum { CLATTN__MEMO_ARGS = 64 };
+typedef struct clattn__argmemo {
+  cl_ulong val[CLATTN__MEMO_ARGS];
+  unsigned char size[CLATTN__MEMO_ARGS];
+} clattn__argmemo;
+
 struct clattn_context {
   cl_context cl;
   cl_device_id device_id;
@@ -205,6 +216,7 @@ struct clattn_context {
   size_t split_ws_bytes;
   cl_kernel merge[3]; /* the split-key merge per storage type, built on first use: building and
                          creating it on every call cost decode calls tens of microseconds */
+  clattn__argmemo merge_memo[3]; /* their scalar arguments as last set (ops/split.c) */
   cl_kernel append[3][2][2]; /* clattn_kv_append's kernel per storage type, paged and int8, built
                                 on first use, for the same reason (runtime/ops/kvcache.c) */
   cl_event *step_marks;      /* markers around the last standard call's steps, 4 a chunk */

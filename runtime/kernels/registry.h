@@ -88,17 +88,6 @@ typedef struct clattn__split {
 } clattn__split;
 
 /* The tensors and buffers of one call of a pass, for its family's bind function. */
-/* What a kernel's scalar arguments were last set to (size 0: unknown), so that a call setting
- * the same values again skips clSetKernelArg: a decode call sets some 40 scalars, each an OpenCL
- * call, and a serving loop repeats them step after step. A plan keeps one for its first entry
- * (plan/plan.h); buffers are always set (clattn__arg_mem), since a released buffer's handle may
- * come back as another buffer's. */
-enum { CLATTN__MEMO_ARGS = 64 };
-typedef struct clattn__argmemo {
-  cl_ulong val[CLATTN__MEMO_ARGS];
-  unsigned char size[CLATTN__MEMO_ARGS];
-} clattn__argmemo;
-
 typedef struct clattn__bound {
   const clattn__shape *s;
   const clattn_tensor *q, *k, *v, *o; /* o: the forward's output */

@@ -52,6 +52,7 @@ static clattn_status merge_kernel(clattn_context *ctx, clattn_dtype t, cl_kernel
   *out = clCreateKernel(prog, f->entries[0], &err);
   if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clCreateKernel(merge)");
   ctx->merge[t] = *out;
+  memset(&ctx->merge_memo[t], 0, sizeof ctx->merge_memo[t]);
   return CLATTN_OK;
 }
 
@@ -100,10 +101,14 @@ clattn_status clattn__forward_split(clattn_context *ctx, const clattn__shape *s,
                         &view[1],       &view[2], &view[3], &heads,  &nq, &out_lse,   &write_lse};
   const size_t sizes[] = {sizeof(cl_mem), 8, 4, 8, 4, sizeof(cl_mem), 8, 8, 8, 8, 4, 4,
                           sizeof(cl_mem), 4};
+  /* The scalars through the context's memo (a warm call sets the buffers alone). */
+  clattn__argmemo *memo = &ctx->merge_memo[s->dtype];
   for (cl_uint i = 0; st == CLATTN_OK && err == CL_SUCCESS && i < 14; i++)
-    err = clSetKernelArg(merge, i, sizes[i], args[i]);
+    err = i == 0 || i == 5 || i == 12 /* the buffers, always set */
+              ? clSetKernelArg(merge, i, sizes[i], args[i])
+              : clattn__set_arg(merge, memo, i, sizes[i], args[i]);
   /* One work-item per output element, the driver's local size; argument 14 its first. */
-  clattn__launch l = {merge, 14, rows * s->dv, 0, NULL};
+  clattn__launch l = {merge, 14, rows * s->dv, 0, memo};
   if (st == CLATTN_OK && err == CL_SUCCESS)
     st = clattn__launch_grid(ctx, ctx->queue, 1, &l, 0, 0, NULL, NULL, NULL);
   if (st == CLATTN_OK && err != CL_SUCCESS) st = clattn__fail_cl(ctx, err, "merge_splits");
