@@ -19,8 +19,13 @@ if [ "${1:-}" = "--sanitize" ]; then
   shift
   export BUILD_DIR=${BUILD_DIR:-build-sanitize}
   flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+  # The plain build's PoCL kernel cache, where it has one (.ci/run runs the plain suite first):
+  # the same kernels, not compiled again (tests/CMakeLists.txt's CLATTN_TEST_POCL_CACHE).
+  pocl_cache=$PWD/${PLAIN_BUILD_DIR:-build}/tests/tmp/pocl
+  [ -d "$pocl_cache" ] || pocl_cache=$PWD/$BUILD_DIR/tests/tmp/pocl
   tools/build.sh "-DCMAKE_C_FLAGS=$flags" "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined" \
-    "-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=address,undefined"
+    "-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=address,undefined" \
+    "-DCLATTN_TEST_POCL_CACHE=$pocl_cache"
   # PoCL and LLVM keep allocations to process exit, which LeakSanitizer would report as leaks of
   # ours; tests/sanitize.supp names only those libraries. UBSan stops at the first error.
   # intercept_tls_get_addr=0: up to GCC 13 the runtime's __tls_get_addr interceptor takes a
