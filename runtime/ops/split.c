@@ -97,18 +97,23 @@ clattn_status clattn__forward_split(clattn_context *ctx, const clattn__shape *s,
           nq = (cl_uint)s->seqlen_q;
   cl_int write_lse = lse != NULL, err = CL_SUCCESS;
   cl_mem out_lse = lse ? lse : ctx->split_ws; /* any valid buffer when unused */
-  const void *args[] = {&ctx->split_ws, &lse_off, &splits,  &n_rows, &dv, &o->buffer, &view[0],
-                        &view[1],       &view[2], &view[3], &heads,  &nq, &out_lse,   &write_lse};
-  const size_t sizes[] = {sizeof(cl_mem), 8, 4, 8, 4, sizeof(cl_mem), 8, 8, 8, 8, 4, 4,
-                          sizeof(cl_mem), 4};
   /* The scalars through the context's memo (a warm call sets the buffers alone). */
   clattn__argmemo *memo = &ctx->merge_memo[s->dtype];
-  for (cl_uint i = 0; st == CLATTN_OK && err == CL_SUCCESS && i < 14; i++)
-    err = i == 0 || i == 5 || i == 12 /* the buffers, always set */
-              ? clSetKernelArg(merge, i, sizes[i], args[i])
-              : clattn__set_arg(merge, memo, i, sizes[i], args[i]);
+  clattn__args a = {merge, 0, CL_SUCCESS, memo};
+  clattn__arg_mem(&a, &ctx->split_ws);
+  clattn__arg(&a, sizeof lse_off, &lse_off);
+  clattn__arg(&a, sizeof splits, &splits);
+  clattn__arg(&a, sizeof n_rows, &n_rows);
+  clattn__arg(&a, sizeof dv, &dv);
+  clattn__arg_mem(&a, &o->buffer);
+  for (int i = 0; i < 4; i++) clattn__arg(&a, sizeof view[i], &view[i]);
+  clattn__arg(&a, sizeof heads, &heads);
+  clattn__arg(&a, sizeof nq, &nq);
+  clattn__arg_mem(&a, &out_lse);
+  clattn__arg(&a, sizeof write_lse, &write_lse);
+  if (st == CLATTN_OK) err = a.err;
   /* One work-item per output element, the driver's local size; argument 14 its first. */
-  clattn__launch l = {merge, 14, rows * s->dv, 0, memo};
+  clattn__launch l = {merge, a.next, rows * s->dv, 0, memo};
   if (st == CLATTN_OK && err == CL_SUCCESS)
     st = clattn__launch_grid(ctx, ctx->queue, 1, &l, 0, 0, NULL, NULL, NULL);
   if (st == CLATTN_OK && err != CL_SUCCESS) st = clattn__fail_cl(ctx, err, "merge_splits");
