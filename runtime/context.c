@@ -43,6 +43,15 @@ static void resolve_options(clattn_context *ctx, const clattn_options *opt) {
   ctx->workspace_limit = opt && opt->workspace_limit ? opt->workspace_limit
                          : env                       ? (size_t)env
                                                      : (size_t)(ctx->device.global_mem / 2);
+  /* An experiment's forced count of key ranges for split-key plans (README). */
+  const char *sp = getenv("CLATTN_SPLITS");
+  end = NULL;
+  unsigned long splits = sp && sp[0] ? strtoul(sp, &end, 10) : 0;
+  if ((end && *end) || splits > 64) {
+    clattn__warn(ctx, "CLATTN_SPLITS=%s is not a count from 1 to 64; ignored", sp);
+    splits = 0;
+  }
+  ctx->force_splits = (unsigned)splits;
   /* Build options and logging are fixed for the context's life, as every other setting, so a
    * program that changes its environment later (or another thread's setenv) changes nothing. */
   const char *extra = getenv("CLATTN_BUILD_OPTIONS");

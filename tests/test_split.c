@@ -41,6 +41,31 @@ Test(split, decode_is_split_and_exact) {
   clattn_context_destroy(ctx);
 }
 
+/* $CLATTN_SPLITS forces the count of key ranges (an experiment's knob, README), also where the
+ * planner would not split, and the result stays exact; a bad value is ignored with a warning. */
+Test(split, forced_count_through_the_environment) {
+  setenv("CLATTN_SPLITS", "5", 1);
+  clattn_context *ctx = test_context(NULL);
+  unsigned units = 1;
+  clGetDeviceInfo(clattn_context_device(ctx), CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units,
+                  NULL);
+  clattn_problem p = {0};
+  p.batch = 1, p.heads_q = 4 * units, p.seqlen_q = 1, p.seqlen_kv = 1000, p.head_dim = 64;
+  clattn_plan_info info;
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_eq(info.kv_splits, 5, "%s", info.reason);
+  p.heads_q = 2;
+  test_forward_shape(&p, 0, 0, 1, NULL);
+  clattn_context_destroy(ctx);
+  setenv("CLATTN_SPLITS", "65", 1);
+  ctx = test_context(NULL);
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_neq(info.kv_splits, 65);
+  const char *diag = clattn_context_diagnostics(ctx);
+  cr_assert(diag && strstr(diag, "CLATTN_SPLITS=65"), "%s", diag ? diag : "(none)");
+  clattn_context_destroy(ctx);
+}
+
 /* Uploads n host floats in storage t (half: rounded, and the host copy rounded with them, so the
  * references see the values the device does). */
 static cl_mem upload(clattn_context *ctx, clattn_dtype t, float *x, size_t n) {

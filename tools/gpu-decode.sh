@@ -16,8 +16,11 @@
 #   (decode_sweep.txt).
 # bench: the Goal's main shapes through `clattn bench --kv-cache` (faster than `time`), PyTorch's
 #   one-row contiguous shapes beside them.
+# splits: the small shapes (batch 1 and 8, contexts 4k and 32k, one row, fp16 contiguous) with
+#   the key ranges forced ($CLATTN_SPLITS: 1 to 64, and the planner's), for the split count's rule
+#   (decode_splits.txt).
 # DECODE_SHAPES and TORCH_ARGS narrow the time step to a few shapes (one device call).
-# Usage: tools/gpu-decode.sh DIR [check] [time] [bench] [sweep] (DIR from tools/gpu-pack.sh).
+# Usage: tools/gpu-decode.sh DIR [check] [time] [bench] [sweep] [splits] (DIR from tools/gpu-pack.sh).
 # Writes to $OUT.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -117,4 +120,16 @@ if [[ " $steps " == *" sweep "* ]]; then
       >>"$out/decode_sweep.txt"
   done
   rm -f "$out/run.tmp"
+fi
+if [[ " $steps " == *" splits "* ]]; then
+  for sh in "1 4096" "8 4096" "1 32768" "8 32768"; do
+    read -r b ctx <<<"$sh"
+    for n in planned 1 2 4 8 16 24 32 48 64; do
+      r=$(CLATTN_SPLITS=${n/planned/} timeout 60 "$cl" run --kv-cache contiguous --dtype f16 \
+        --batch $b --heads 32 --heads-kv 8 --head-dim 128 --seqlen-q 1 --context $ctx --no-check \
+        --warmup 5 --repeat 30 2>&1 | grep -oE 'key range[s]?|[0-9]+ key ranges?|median [0-9.]+ ms|[0-9]+% of a stream' |
+        tr '\n' ' ')
+      echo "b $b ctx $ctx splits $n | $r"
+    done
+  done | tee "$out/decode_splits.txt"
 fi

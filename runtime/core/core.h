@@ -192,6 +192,7 @@ struct clattn_context {
   int queue_in_order;
   clattn__device device;
   char *cache_dir, *tuning_db, *kernel_dir; /* resolved at creation; NULL when unset */
+  unsigned force_splits;  /* $CLATTN_SPLITS: key ranges of split-key plans; 0 = planned */
   size_t workspace_limit; /* bytes the standard path may hold at once (resolved at creation) */
   char summary[512];
   int build_log; /* $CLATTN_BUILD_LOG was set at creation: print each build's log */

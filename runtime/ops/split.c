@@ -20,11 +20,16 @@ unsigned clattn__split_count(const clattn_context *ctx, const clattn__shape *s,
   /* The workspace is reused call after call, which an out-of-order queue would race on; an
    * override is run as given; packed sequences are not split (the merge indexes rows by batch
    * strides). */
-  if (!ctx->queue_in_order || !strcmp(p->origin, "override") || groups >= units || s->varlen ||
-      s->seqlen_kv < 4 * bkv)
-    return 1;
-  size_t want = (units + groups - 1) / groups, most = s->seqlen_kv / (2 * bkv); /* >= 2 tiles */
-  size_t count = want < most ? want : most;
+  if (!ctx->queue_in_order || !strcmp(p->origin, "override") || s->varlen) return 1;
+  size_t count;
+  if (ctx->force_splits) { /* $CLATTN_SPLITS, an experiment: each range at least a tile */
+    size_t tiles = (s->seqlen_kv + bkv - 1) / bkv;
+    count = ctx->force_splits < tiles ? ctx->force_splits : tiles;
+  } else {
+    if (groups >= units || s->seqlen_kv < 4 * bkv) return 1;
+    size_t want = (units + groups - 1) / groups, most = s->seqlen_kv / (2 * bkv); /* >= 2 tiles */
+    count = want < most ? want : most;
+  }
   if (count > MAX_SPLITS) count = MAX_SPLITS;
   if (count < 2) return 1;
   size_t per = (s->seqlen_kv + count - 1) / count;
