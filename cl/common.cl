@@ -291,13 +291,17 @@ static inline void mask_keys_rows(uint k0, uint k1, uint nq, long lo, long hi, u
  * tanh, and no exp: OpenCL's tanh (an exp and a division per score) made a capped forward 1.4-1.5x
  * plain on PoCL and about 1.2x on the H200 (docs/BENCHMARKS.md), where this costs 9 FMAs and a
  * division. NaN stays NaN. */
-#ifndef CAP_IMPL
-#define CAP_IMPL 0
+#ifndef CAP_FAST
+#define CAP_FAST 0
 #endif
-#if CAP_IMPL == 2
-/* An experiment (-DCAP_IMPL=2 through CLATTN_BUILD_OPTIONS): tanh x = 1 - 2 / (e^2x + 1) with
- * the device's native exp2 and reciprocal (NVIDIA: ex2.approx, rcp.approx; two special-function
- * instructions). Absolute error a few 1e-7, which is what a logit cap t carries. */
+#if CAP_FAST
+/* The host sets CAP_FAST for half storage on NVIDIA (runtime/kernels/registry.c), where
+ * native_exp2 and native_recip are ex2.approx and rcp.approx: tanh x = 1 - 2 / (e^2x + 1) in two
+ * special-function instructions. Its absolute error, a few 1e-7 (the rational's relative error
+ * is 2.6e-7), is what a logit cap t carries; the half kernels' P is rounded to 2^-11 after it.
+ * A capped half forward cost 1.03-1.07x plain on an H100 this way against 1.20x with the
+ * rational (docs/BENCHMARKS.md). Elsewhere native functions' accuracy is the implementation's,
+ * so the rational stays. */
 static inline float cap_tanh(float x) {
   return 1.0f - 2.0f * native_recip(native_exp2(x * 2.8853900817779268f) + 1.0f);
 }
@@ -312,11 +316,7 @@ static inline float cap_tanh(float x) {
                               2.589487098157406e-02f),
                           u, 0.4671834111213684f),
                       u, 1.0f);
-#if CAP_IMPL == 1 /* an experiment: the rational's division by the device's native one */
-  return x == x ? c * native_divide(n, d) : x;
-#else
   return x == x ? c * n / d : x;
-#endif
 }
 #endif
 /* The backward kernels' capped score of a raw one x = q.k, cap t with t = tanh(scale x / cap),

@@ -81,6 +81,37 @@ Test(context, build_options_read_at_creation) {
   clattn_context_destroy(without);
 }
 
+/* The softcap's fast tanh (cl/common.cl's CAP_FAST) is asked for half storage on tensor cores
+ * that are not emulated (NVIDIA), and nowhere else; on PoCL, where the natives are exact, the
+ * capped half forward built with it still passes the rule. */
+Test(context, softcap_fast_tanh_only_for_half_on_nvidia) {
+  clattn_context *ctx = test_context(NULL);
+  clattn__device saved = ctx->device;
+  clattn__class cls = {8, 8, 0, clattn__seqlen_bucket(8), 0, CLATTN_F16, CLATTN__VAR_SOFTCAP, 0};
+  clattn__config c = {16, 16, 1, 1, 0, 0, 0, 1};
+  char opts[1024];
+  ctx->device.tensor_cores = 1, ctx->device.mma_emulated = 0;
+  clattn__config_options(&ctx->device, &cls, &c, opts, sizeof opts);
+  cr_expect(strstr(opts, "-DCAP_FAST=1"), "%s", opts);
+  cls.dtype = CLATTN_F32;
+  clattn__config_options(&ctx->device, &cls, &c, opts, sizeof opts);
+  cr_expect(!strstr(opts, "CAP_FAST"), "fp32: %s", opts);
+  cls.dtype = CLATTN_BF16, cls.variants = CLATTN__VAR_MASK;
+  clattn__config_options(&ctx->device, &cls, &c, opts, sizeof opts);
+  cr_expect(!strstr(opts, "CAP_FAST"), "no softcap: %s", opts);
+  cls.variants = CLATTN__VAR_SOFTCAP, ctx->device.mma_emulated = 1;
+  clattn__config_options(&ctx->device, &cls, &c, opts, sizeof opts);
+  cr_expect(!strstr(opts, "CAP_FAST"), "emulated: %s", opts);
+  ctx->device = saved;
+  clattn_context_destroy(ctx);
+  setenv("CLATTN_BUILD_OPTIONS", "-DCAP_FAST=1", 1);
+  clattn_problem p = {0};
+  p.batch = 1, p.heads_q = 2, p.seqlen_q = 37, p.seqlen_kv = 70, p.head_dim = 32;
+  p.flags = CLATTN_CAUSAL, p.softcap = 5.0f, p.dtype = CLATTN_F16;
+  test_forward_shape(&p, 0, 0, 1, NULL);
+  unsetenv("CLATTN_BUILD_OPTIONS");
+}
+
 /* Builds a new program on ctx with stderr in a file; returns what was printed (caller frees). */
 static char *stderr_of_build(clattn_context *ctx, const char *source) {
   char path[512];

@@ -412,3 +412,23 @@ Test(tiling, decode_cost_picks_the_h200_fastest) {
               "%s: %s", kv8 ? "int8" : "fp16", got);
   }
 }
+
+/* On tensor cores the cost ranks decode_mma first with 32-key blocks, one step at a time for an
+ * fp16 cache and each step's loads during the previous step's math for int8: the fastest an
+ * H100 measured at c0ef1be (fp16 0.709 ms against 0.764 for 16-key blocks; int8 0.602 against
+ * 0.735 for stage 1; docs/BENCHMARKS.md). */
+Test(tiling, decode_mma_cost_picks_the_h100_fastest) {
+  clattn__device d = gpu(48);
+  d.tensor_cores = 1;
+  for (int kv8 = 0; kv8 < 2; kv8++) {
+    const clattn__class k = decode_class(kv8);
+    clattn__config out[4096];
+    const size_t n = clattn__configs_ranked(&d, &k, out, 4096);
+    cr_assert_gt(n, 0);
+    char got[160];
+    clattn__config_describe(&out[0], got, sizeof got);
+    cr_expect(out[0].kernel == clattn__family_find("decode_mma") && out[0].bkv == 32 &&
+                  out[0].stage == (kv8 ? 2u : 1u),
+              "%s: %s", kv8 ? "int8" : "fp16", got);
+  }
+}

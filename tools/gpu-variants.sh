@@ -13,9 +13,10 @@
 # plans there. padded: a padded batch (B = 8, H = 16, d = 128, N = 4096, fp16, LENGTHS) through
 # clattn's seqlens_kv and varlen calls beside PyTorch's SDPA with the equivalent key-padding mask
 # and its nested jagged (varlen) path, in the same call (padded.txt).
-# cap-impl: the softcap's tanh three ways (cl/common.cl's CAP_IMPL through CLATTN_BUILD_OPTIONS:
-# 0 the rational, 1 its division native, 2 from native exp2 and reciprocal), each checked (fp32,
-# fp16, bf16, forward and backward) and timed against plain, in turns, ROUNDS rounds (cap_impl.txt).
+# cap-impl: the softcap's tanh two ways (cl/common.cl's CAP_FAST through CLATTN_BUILD_OPTIONS:
+# 0 the rational, 1 from native exp2 and reciprocal, the default of half storage on NVIDIA), each
+# checked (fp32, fp16, bf16, forward and backward) and timed against plain, in turns, ROUNDS
+# rounds (cap_impl.txt).
 # Usage: tools/gpu-variants.sh DIR [check] [time] [time-args] [cap-impl] [lens] [padded] (DIR from
 # tools/gpu-pack.sh).
 # Writes to $OUT.
@@ -95,10 +96,10 @@ if [[ " $steps " == *" time-args "* ]]; then
     "$out/args_time.raw" | sort | tee "$out/args_time.txt"
 fi
 if [[ " $steps " == *" cap-impl "* ]]; then
-  for impl in 0 1 2; do
+  for impl in 0 1; do
     for dt in f32 f16 bf16; do
       for pass in "" --backward; do
-        r=$(CLATTN_BUILD_OPTIONS=-DCAP_IMPL=$impl timeout 120 "$cl" run --dtype $dt --batch 2 \
+        r=$(CLATTN_BUILD_OPTIONS=-DCAP_FAST=$impl timeout 120 "$cl" run --dtype $dt --batch 2 \
           --heads 4 --heads-kv 2 --seqlen-q 777 --seqlen-kv 1030 --head-dim 128 --causal \
           --softcap 30 --lse --repeat 0 --warmup 0 $pass 2>&1 | grep -E 'check|clattn:' | tr '\n' ' ')
         echo "impl $impl $dt ${pass:---forward}: $(echo "$r" | grep -q PASS && echo PASS || echo FAIL) $r"
@@ -110,10 +111,10 @@ if [[ " $steps " == *" cap-impl "* ]]; then
     for dt in f16 f32; do
       for mask in "" --causal; do
         for pass in "" --backward; do
-          for v in plain 0 1 2; do
+          for v in plain 0 1; do
             a=(--softcap 30)
             [ $v = plain ] && a=()
-            t=$(CLATTN_BUILD_OPTIONS=-DCAP_IMPL=${v/plain/0} "$cl" run --dtype $dt --batch 1 \
+            t=$(CLATTN_BUILD_OPTIONS=-DCAP_FAST=${v/plain/0} "$cl" run --dtype $dt --batch 1 \
               --heads 16 --seqlen 4096 --head-dim 128 $mask $pass --no-check --warmup 3 \
               --repeat 10 "${a[@]}" 2>&1 | grep -oE 'median [0-9.]+' | awk '{print $2}')
             echo "$round $dt ${mask:-full} ${pass:-forward} $v ${t:-failed}"
@@ -128,8 +129,8 @@ if [[ " $steps " == *" cap-impl "* ]]; then
       for (i = 1; i <= c; i++) for (j = i + 1; j <= c; j++) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x }
       return a[int((c + 1) / 2)] }
     END { for (k in keys) { p = med(k, "plain")
-      printf "%s  plain %.3f ms  softcap: rational %.3f  native div %.3f  exp2+rcp %.3f\n", k, p,
-        med(k, "0") / p, med(k, "1") / p, med(k, "2") / p } }' \
+      printf "%s  plain %.3f ms  softcap: rational %.3f  exp2+rcp %.3f\n", k, p,
+        med(k, "0") / p, med(k, "1") / p } }' \
     "$out/cap_impl.raw" | sort | tee "$out/cap_impl.txt"
 fi
 if [[ " $steps " == *" lens "* ]]; then

@@ -75,14 +75,14 @@ unsigned clattn__decode_mma_cost(const clattn__family *f, const clattn__device *
                                  const clattn__class *k, const clattn__config *c) {
   (void)f;
   unsigned s = c->bq == 16 ? 0 : c->bq == 8 ? 1 : 2;
-  /* Two 16-key steps' loads at once: for an int8 cache (half the bytes a step; 180 registers in
-   * clang's sm_90 build). The H100 measured it 7% faster than one step for int8 and for fp16 too
-   * (248 registers in NVIDIA's build; docs/BENCHMARKS.md), batch 64 without splits; fp16 keeps
-   * one step until the H200 measures it through the planner (more warps an SM with splits). */
-  s += (c->bkv == 32) == !(k->variants & CLATTN__VAR_KV8) ? 4 : 0;
-  /* Each step's loads issued during the previous step's math (stage 2): the same registers as
-   * two steps at once, its loads overlapping the math. Unmeasured: after stage 1. */
-  s += c->stage == 2 ? 5 : 0;
+  /* Two 16-key steps' loads at once (32-key blocks): an H100 measured them 7% faster than one
+   * step for fp16 (248 registers in NVIDIA's build) and int8 alike, batch 64 without splits, in
+   * two calls (docs/BENCHMARKS.md). */
+  s += c->bkv == 32 ? 0 : 4;
+  /* Each step's loads issued during the previous step's math (stage 2): for int8, whose steps
+   * convert bytes before their MMAs, 18% faster there (0.602 against 0.735 ms); for fp16 equal
+   * (255 registers, 16 bytes spilled), so one step stays. */
+  s += (c->stage == 2) == !(k->variants & CLATTN__VAR_KV8) ? 5 : 0;
   (void)dev;
   if (!(k->variants & CLATTN__VAR_KVCACHE)) s += 100000;
   return s;

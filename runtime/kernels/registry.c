@@ -249,7 +249,10 @@ static const clattn__family table[] = {
      .min_block_q = clattn__decode_min_block_q,
      .accept = clattn__forward_accept,
      .row_groups = clattn__decode_row_groups,
-     .split_fill = 16,
+     /* An H100 at batch 8 with 4k and 32k keys (one row, fp16) was fastest at 16 ranges
+      * (8 per unit), at batch 1 with 4k keys at 32 (128 keys each): docs/BENCHMARKS.md. */
+     .split_fill = 8,
+     .split_min_keys = 128,
      .tight_rows = 1,
      .bind = clattn__decode_bind},
     /* A KV cache's reader (issue 18): a KV group's query heads in one tile. Ranked first only
@@ -439,6 +442,12 @@ void clattn__config_options(const clattn__device *dev, const clattn__class *cls,
              cls->variants & CLATTN__VAR_KVCACHE ? " -DKVCACHE=1" : "",
              cls->variants & CLATTN__VAR_PAGED ? " -DPAGED=1" : "",
              cls->variants & CLATTN__VAR_KV8 ? " -DKV8=1" : "");
+  /* The softcap's tanh from ex2.approx and rcp.approx for half storage on NVIDIA (cl/common.cl's
+   * CAP_FAST): accurate to a few 1e-7 there, and 1.03-1.07x plain against the rational's 1.2x. */
+  at = strlen(out);
+  if (at < len && (cls->variants & CLATTN__VAR_SOFTCAP) && cls->dtype != CLATTN_F32 &&
+      dev->tensor_cores && !dev->mma_emulated)
+    snprintf(out + at, len - at, " -DCAP_FAST=1");
   /* Extra options for experiments ($CLATTN_BUILD_OPTIONS, e.g. -cl-nv-verbose) are part of the
    * options, hence of every cache key. */
   const char *extra = dev->build_options; /* read once, when the context was made */

@@ -166,6 +166,9 @@ struct clattn__family {
   /* Work-groups per compute unit that split keys aim for (0: one): a memory-bound family needs
    * several resident per unit to keep enough loads in flight. */
   unsigned split_fill;
+  /* The fewest keys a key range holds (0: two tiles): below it, a range's fixed costs (its
+   * partial O written, merged) outweigh the loads it adds in flight. */
+  unsigned split_min_keys;
   /* 1: a call's plan on a GPU takes the smallest query block that keeps its work-groups
    * (plan/grid.c): the tiles of a few rows lose their idle ones. */
   unsigned tight_rows;

@@ -27,7 +27,8 @@ unsigned clattn__split_count(const clattn_context *ctx, const clattn__shape *s,
     count = ctx->force_splits < tiles ? ctx->force_splits : tiles;
   } else {
     if (groups >= units || s->seqlen_kv < 4 * bkv) return 1;
-    size_t want = (units + groups - 1) / groups, most = s->seqlen_kv / (2 * bkv); /* >= 2 tiles */
+    size_t least = f && f->split_min_keys > 2 * bkv ? f->split_min_keys : 2 * bkv;
+    size_t want = (units + groups - 1) / groups, most = s->seqlen_kv / least; /* >= 2 tiles */
     count = want < most ? want : most;
   }
   if (count > MAX_SPLITS) count = MAX_SPLITS;
