@@ -19,8 +19,11 @@
 # splits: the small shapes (batch 1 and 8, contexts 4k and 32k, one row, fp16 contiguous) with
 #   the key ranges forced ($CLATTN_SPLITS: 1 to 64, and the planner's), for the split count's rule
 #   (decode_splits.txt).
+# host: where a call's host microseconds go: `clattn bench` at batch 8, 32k keys, split (two
+#   launches) and not ($CLATTN_SPLITS=1), under tools/host_shim.c (each OpenCL call's count and
+#   time; decode_host.txt).
 # DECODE_SHAPES and TORCH_ARGS narrow the time step to a few shapes (one device call).
-# Usage: tools/gpu-decode.sh DIR [check] [time] [bench] [sweep] [splits] (DIR from tools/gpu-pack.sh).
+# Usage: tools/gpu-decode.sh DIR [check] [time] [bench] [sweep] [splits] [host] (DIR from tools/gpu-pack.sh).
 # Writes to $OUT.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -132,4 +135,12 @@ if [[ " $steps " == *" splits "* ]]; then
       echo "b $b ctx $ctx splits $n | $r"
     done
   done | tee "$out/decode_splits.txt"
+fi
+if [[ " $steps " == *" host "* ]]; then
+  for n in planned 1; do
+    echo "== CLATTN_SPLITS=${n/planned/(planned)}, 5 + 200 calls timed, 200 for the host column"
+    CLATTN_SPLITS=${n/planned/} LD_PRELOAD="$dir/libclattn_host_shim.so" timeout 60 "$cl" bench \
+      --kv-cache contiguous --dtype f16 --heads 32 --heads-kv 8 --head-dim 128 --seqlen 32768 \
+      --batch 8 --warmup 5 --repeat 200 2>&1 | grep -E 'host_shim|ranges?$'
+  done | tee "$out/decode_host.txt"
 fi

@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
 rm -rf .gpu && mkdir -p .gpu
 cp "$build"/tools/clattn "$build"/tools/ptx_probe tools/probe_*.cl "$build"/libclattn.so* .gpu/
+cp "$build"/tools/libclattn_host_shim.so .gpu/ 2>/dev/null || true # tools/host_shim.c
 # Shared libraries the build links that the device machine lacks (its OpenCL loader is there).
 for lib in $(ldd "$build"/libclattn.so | awk '/libcjson|libclblast/ {print $3}'); do cp -L "$lib" .gpu/; done
 cp ../shared/gpu/nvidia-env.sh ../shared/peers/torch_sdpa.py tools/torch_padded.py \
