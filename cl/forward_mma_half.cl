@@ -31,7 +31,13 @@
  * OUT_ARG, STO: a split call's partial O in fp32, for the merge). With MMA_EMULATE
  * (CLATTN_MMA_EMULATE=1) the MMAs and shuffles are emulated, so this runs on PoCL for tests.
  * runtime/kernels/forward_mma_half.c mirrors the local-memory formula; keep the two in step.
- * Correct first: cp.async, ldmatrix and double buffering are issue 19's. */
+ *
+ * STAGE 1 stages each tile through registers (16-bit pairs, V transposed on the way) between two
+ * barriers. STAGE 2 (D and DV multiples of 16, PAD) double-buffers the tiles: tile t + 1's
+ * copies (cp.async, 16 bytes each, straight from global to local memory) are in flight while
+ * tile t is computed, V is stored as it comes (a row per key) and its B fragments are read
+ * transposed by ldmatrix.trans, K's by ldmatrix (cl/mma_half.cl); views not 16-byte aligned
+ * copy through registers into the same layout. */
 
 #if DTYPE != 1 && DTYPE != 2
 #error "forward_mma_half computes fp16 and bf16 storage (DTYPE 1 or 2); fp32 is forward_mma's"
@@ -41,6 +47,12 @@
 #endif
 #ifndef REVERSE
 #define REVERSE 1
+#endif
+#ifndef STAGE
+#define STAGE 1
+#endif
+#if STAGE == 2 && (D % 16 || DV % 16 || !PAD)
+#error "STAGE 2 needs D and DV multiples of 16 and PAD"
 #endif
 
 #define WARPS (BQ / 16)
@@ -53,6 +65,36 @@
 #define VT (DVP / 8) /* 8-column tiles of O */
 #define KS ((DP + 8 * PAD) / 2) /* words per key row of K */
 #define VS ((BKV + 8 * PAD) / 2) /* words per column row of V^T */
+#define VR ((DVP + 8) / 2)        /* STAGE 2: words per key row of V */
+
+#if STAGE == 2
+/* Keys kv0 .. kv0 + nk - 1 of K and V, rows of 16-byte chunks, into one stage's buffers (zeros
+ * past nk): by cp.async where the views are 16-byte aligned (fast), else through registers. */
+static inline void issue_tile(__local uint *Kl, __local uint *Vl, __global const ushort *kb,
+                              ulong kbase, ulong k_ss, __global const ushort *vb, ulong vbase,
+                              ulong v_ss, uint kv0, uint nk, int fast, uint lid) {
+  for (uint i = lid; i < BKV * (D / 8); i += WG) {
+    const uint j = i / (D / 8), c = i % (D / 8);
+    __global const ushort *src = kb + kbase + (ulong)(kv0 + j) * k_ss + 8 * c;
+    __local uint *dst = Kl + j * KS + 4 * c;
+    if (fast) {
+      cp16(dst, (__global const uint *)(j < nk ? src : kb), j < nk);
+    } else {
+      UNROLL for (uint e = 0; e < 4; e++) dst[e] = j < nk ? src[2 * e] | (uint)src[2 * e + 1] << 16 : 0u;
+    }
+  }
+  for (uint i = lid; i < BKV * (DV / 8); i += WG) {
+    const uint j = i / (DV / 8), c = i % (DV / 8);
+    __global const ushort *src = vb + vbase + (ulong)(kv0 + j) * v_ss + 8 * c;
+    __local uint *dst = Vl + j * VR + 4 * c;
+    if (fast) {
+      cp16(dst, (__global const uint *)(j < nk ? src : vb), j < nk);
+    } else {
+      UNROLL for (uint e = 0; e < 4; e++) dst[e] = j < nk ? src[2 * e] | (uint)src[2 * e + 1] << 16 : 0u;
+    }
+  }
+}
+#endif
 
 // clang-format off
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
@@ -65,9 +107,15 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
                uint kv_per_split, ulong o_split, ulong lse_off, ulong lse_split OUT_ARG
                VARIANT_ARGS) {
   // clang-format on
+#if STAGE == 2
+  /* Two stages of K[key][column pair] and V[key][column pair], 16-byte rows. */
+  __local uint Kw2[2 * BKV * KS] __attribute__((aligned(16)));
+  __local uint Vw2[2 * BKV * VR] __attribute__((aligned(16)));
+#else
   /* Pairs of 16-bit values: K[key][column pair], V^T[column][key pair]. */
   __local uint Kw[BKV * KS];
   __local uint Vw[DVP * VS];
+#endif
   const uint lid = get_local_id(0);
   const uint warp = lid / 32, lane = lid % 32;
 #ifdef MMA_EMULATE
@@ -148,8 +196,29 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
   float acc[VT][4];
   UNROLL for (uint vt = 0; vt < VT; vt++) UNROLL for (uint e = 0; e < 4; e++) acc[vt][e] = 0.0f;
 
+#if STAGE == 2
+  /* 16-byte chunks wherever the views' offsets and strides (and the buffers) allow them. */
+  const int fast = ((k_off | k_sb | k_ss | k_sh | v_off | v_sb | v_ss | v_sh) % 8) == 0 &&
+                   ((size_t)kb % 16) == 0 && ((size_t)vb % 16) == 0;
+  uint buf = 0;
+  if (kv_lo < kv_end)
+    issue_tile(Kw2, Vw2, kb, kbase, k_ss, vb, vbase, v_ss, kv_lo, min((uint)BKV, kv_end - kv_lo),
+               fast, lid);
+  CP_COMMIT();
+#endif
   for (uint kv0 = kv_lo; kv0 < kv_end; kv0 += BKV) {
     const uint nk = min((uint)BKV, kv_end - kv0);
+#if STAGE == 2
+    /* The next tile's copies into the other stage, then this tile's awaited: its group is the
+     * older of the two in flight. */
+    __local const uint *Kt = Kw2 + buf * (BKV * KS), *Vt = Vw2 + buf * (BKV * VR);
+    if (kv0 + BKV < kv_end)
+      issue_tile(Kw2 + (buf ^ 1) * (BKV * KS), Vw2 + (buf ^ 1) * (BKV * VR), kb, kbase, k_ss, vb,
+                 vbase, v_ss, kv0 + BKV, min((uint)BKV, kv_end - kv0 - BKV), fast, lid);
+    CP_COMMIT();
+    CP_WAIT1();
+    barrier(CLK_LOCAL_MEM_FENCE);
+#else
     barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is consumed */
     /* K: word (j, c / 2) holds columns c, c + 1 of key j; zero past the keys and D. */
     for (uint i = lid; i < BKV * (DP / 2); i += WG) {
@@ -172,6 +241,7 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
       Vw[c * VS + j / 2] = lo | hi << 16;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
+#endif
 
     /* A warp with no rows, or whose rows precede every key of the tile (causal), has nothing
      * to add: it only helps to fill the tiles. */
@@ -183,10 +253,19 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
       /* S = Q K^T: s[nt][e] is row gq + 8 (e >> 1), key nt * 8 + 2 tq + (e & 1). */
       float s[NT][4];
       UNROLL for (uint nt = 0; nt < NT; nt++) UNROLL for (uint e = 0; e < 4; e++) s[nt][e] = 0.0f;
+#if STAGE == 2
+      UNROLL for (uint kt = 0; kt < KT; kt++) UNROLL for (uint nt = 0; nt < NT; nt += 2) {
+        uint r[4];
+        frag_rows_x4(Kt, KS, nt * 8, kt, lane, r);
+        MMA16(s[nt], qa[kt], r[0], r[1]);
+        MMA16(s[nt + 1], qa[kt], r[2], r[3]);
+      }
+#else
       UNROLL for (uint kt = 0; kt < KT; kt++) UNROLL for (uint nt = 0; nt < NT; nt++) {
         const uint at = (nt * 8 + gq) * KS + kt * 8 + tq;
         MMA16(s[nt], qa[kt], Kw[at], Kw[at + 4]);
       }
+#endif
       float mx0 = -INFINITY, mx1 = -INFINITY;
       UNROLL for (uint nt = 0; nt < NT; nt++) UNROLL for (uint e = 0; e < 4; e++) {
         const uint j = nt * 8 + 2 * tq + (e & 1);
@@ -234,11 +313,24 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
         acc[vt][2] *= a1, acc[vt][3] *= a1;
       }
       /* O += P V: b0 holds keys 16 kk + 2 tq and the next of column vt * 8 + gq, b1 keys + 8. */
+#if STAGE == 2
+      UNROLL for (uint kk = 0; kk < KK; kk++) UNROLL for (uint vt = 0; vt < VT; vt += 2) {
+        uint r[4];
+        frag_cols_x4(Vt, VR, kk * 16, vt * 8, lane, r);
+        MMA16(acc[vt], pa[kk], r[0], r[1]);
+        MMA16(acc[vt + 1], pa[kk], r[2], r[3]);
+      }
+#else
       UNROLL for (uint kk = 0; kk < KK; kk++) UNROLL for (uint vt = 0; vt < VT; vt++) {
         const uint at = (vt * 8 + gq) * VS + kk * 8 + tq;
         MMA16(acc[vt], pa[kk], Vw[at], Vw[at + 4]);
       }
+#endif
     }
+#if STAGE == 2
+    barrier(CLK_LOCAL_MEM_FENCE); /* this stage is consumed before the next tile refills it */
+    buf ^= 1;
+#endif
   }
 
   /* The row sums meet across the quad; then O = acc / l, two columns per lane and tile. */

@@ -127,3 +127,71 @@ static inline uint pack2(float lo, float hi) {
 static inline uint pair_t(__local const ushort *m, uint ms, uint r, uint c) {
   return m[r * ms + c] | (uint)m[(r + 1) * ms + c] << 16;
 }
+
+/* STAGE 2 of cl/forward_mma_half.cl: tiles copied to local memory without passing through
+ * registers (cp.async, 16 bytes a copy, in groups that can be waited for), and B fragments read
+ * by ldmatrix, four 8 x 8 matrices of 16-bit values at once (.trans for V, stored as it comes,
+ * a row per key). Emulated: plain copies (the wait is then nothing) and the fragments' words
+ * read one by one. LDS_ADDR: a local pointer's value, its address in the shared window. */
+#ifdef MMA_EMULATE
+static inline void cp16(__local uint *dst, __global const uint *src, int n) {
+  for (uint i = 0; i < 4; i++) dst[i] = n ? src[i] : 0u;
+}
+#define CP_COMMIT()
+#define CP_WAIT1()
+#else
+#define LDS_ADDR(p) ((uint)(size_t)(p))
+/* n: copy the 16 bytes at src (16-byte aligned), else write 16 zero bytes (src not read). */
+static inline void cp16(__local uint *dst, __global const uint *src, int n) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(LDS_ADDR(dst)), "l"(src),
+               "r"(n ? 16 : 0)
+               : "memory");
+}
+/* Closes the copies issued since the last commit into a group; waits until at most one group
+ * (the newest) is still in flight. */
+#define CP_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
+#define CP_WAIT1() asm volatile("cp.async.wait_group 1;" ::: "memory")
+#endif
+
+/* Two adjacent 8-row tiles' B fragments (rows r0 .. r0 + 15) of a row-major local matrix m of
+ * 16-bit pairs, row stride ms words, k-step kc (columns 16 kc ..): S = Q K^T's K, a row per
+ * key. r[0], r[1]: the first tile's b0, b1; r[2], r[3]: the second's. */
+static inline void frag_rows_x4(__local const uint *m, uint ms, uint r0, uint kc, uint lane,
+                                uint *r) {
+#ifdef MMA_EMULATE
+  const uint gq = lane / 4, tq = lane % 4;
+  const __local uint *a = m + (r0 + gq) * ms + kc * 8 + tq, *b = a + 8 * ms;
+  r[0] = a[0], r[1] = a[4], r[2] = b[0], r[3] = b[4];
+#else
+  /* Lane l names row l % 8 of matrix l / 8: matrices (tile 0, b0), (tile 0, b1), (tile 1, ...). */
+  const uint i = lane / 8;
+  const __local uint *p = m + (r0 + (i >> 1) * 8 + lane % 8) * ms + kc * 8 + (i & 1) * 4;
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(LDS_ADDR(p))
+               : "memory");
+#endif
+}
+
+/* Two adjacent 8-column tiles' B fragments of P V (columns c0 .. c0 + 15, c0 a multiple of 8)
+ * for keys k0 .. k0 + 15 of V stored row-major (a row per key, row stride ms words). r[0], r[1]:
+ * the first tile's b0, b1; r[2], r[3]: the second's. */
+static inline void frag_cols_x4(__local const uint *m, uint ms, uint k0, uint c0, uint lane,
+                                uint *r) {
+#ifdef MMA_EMULATE
+  const uint gq = lane / 4, tq = lane % 4;
+  __local const ushort *h = (__local const ushort *)m;
+  r[0] = pair_t(h, 2 * ms, k0 + 2 * tq, c0 + gq);
+  r[1] = pair_t(h, 2 * ms, k0 + 8 + 2 * tq, c0 + gq);
+  r[2] = pair_t(h, 2 * ms, k0 + 2 * tq, c0 + 8 + gq);
+  r[3] = pair_t(h, 2 * ms, k0 + 8 + 2 * tq, c0 + 8 + gq);
+#else
+  /* Transposed: matrix l / 8's row l % 8 is key k0 + 8 (i & 1) + l % 8 at column c0 + 8 (i >> 1). */
+  const uint i = lane / 8;
+  const __local uint *p = m + (k0 + (i & 1) * 8 + lane % 8) * ms + (c0 + (i >> 1) * 8) / 2;
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(LDS_ADDR(p))
+               : "memory");
+#endif
+}

@@ -12,13 +12,19 @@ __attribute__((constructor)) static void emulate_mma(void) {
   setenv("CLATTN_MMA_EMULATE", "1", 1);
 }
 
+static void run_staged(clattn_dtype t, size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv,
+                       size_t d, size_t dv, unsigned flags, int bhsd, size_t offset, int lse,
+                       unsigned bq, unsigned bkv, unsigned pad, unsigned stage) {
+  clattn_problem p = {b, hq, hkv, nq, nkv, d, dv, t, 0.0f, flags, CLATTN_ALGO_FUSED};
+  clattn_config c = {.kernel = "forward_mma_half", .threads_per_row = 1, .rows_per_item = 1};
+  c.block_q = bq, c.block_kv = bkv, c.stage_kv = stage, c.pad = pad;
+  test_forward_shape(&p, bhsd, offset, lse, &c);
+}
+
 static void run(clattn_dtype t, size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d,
                 size_t dv, unsigned flags, int bhsd, size_t offset, int lse, unsigned bq,
                 unsigned bkv, unsigned pad) {
-  clattn_problem p = {b, hq, hkv, nq, nkv, d, dv, t, 0.0f, flags, CLATTN_ALGO_FUSED};
-  clattn_config c = {.kernel = "forward_mma_half", .threads_per_row = 1, .rows_per_item = 1};
-  c.block_q = bq, c.block_kv = bkv, c.stage_kv = 1, c.pad = pad;
-  test_forward_shape(&p, bhsd, offset, lse, &c);
+  run_staged(t, b, hq, hkv, nq, nkv, d, dv, flags, bhsd, offset, lse, bq, bkv, pad, 1);
 }
 
 enum { BSHD = 0, BHSD = 1, NOLSE = 0, LSE = 1 };
@@ -63,4 +69,17 @@ Test(forward_mma_half, bf16_causal_gqa_offset_bhsd) {
 }
 Test(forward_mma_half, bf16_d256_causal_mqa) {
   run(BF16, 1, 2, 1, 80, 70, 256, 0, C, BSHD, 3, LSE, 32, 32, 1);
+}
+
+/* Stage 2 (two stages of cp.async copies, ldmatrix fragments; emulated: plain copies and
+ * reads): tiles in flight across a partial last one, GQA with V's own head dim, rows that see
+ * no key, and views not 16-byte aligned (offset 5: the copies go through registers). */
+Test(forward_mma_half, stage2_f16_d128_causal_q_shorter) {
+  run_staged(F16, 1, 2, 0, 113, 203, 128, 0, C, BSHD, 0, LSE, 64, 32, 1, 2);
+}
+Test(forward_mma_half, stage2_f16_gqa_dv_smaller_bhsd_offset) {
+  run_staged(F16, 2, 4, 2, 45, 161, 64, 32, 0, BHSD, 8, LSE, 32, 64, 1, 2);
+}
+Test(forward_mma_half, stage2_bf16_causal_q_longer_unaligned) {
+  run_staged(BF16, 1, 2, 0, 70, 41, 32, 0, C, BSHD, 5, LSE, 16, 16, 1, 2);
 }

@@ -7,10 +7,12 @@
 #include <stdio.h>
 
 /* The kernel's words of 16-bit pairs: K, a row of DP (+ 8 padded) values per key; V^T, a row of
- * BKV (+ 8 padded) values per output column of DVP. */
+ * BKV (+ 8 padded) values per output column of DVP. Stage 2: two stages of K and of V, a row of
+ * D + 8 and DV + 8 values per key. */
 size_t clattn__mma_half_local(const clattn__device *dev, const clattn__class *k,
                               const clattn__config *c) {
   size_t dp = (k->d + 15) / 16 * 16, dvp = (k->dv + 7) / 8 * 8, pad = c->pad ? 8 : 0;
+  if (c->stage == 2) return 2 * (size_t)c->bkv * (dp + 8 + dvp + 8) * 2;
   return ((size_t)c->bkv * (dp + pad) + dvp * (c->bkv + pad)) * 2;
 }
 
@@ -23,11 +25,18 @@ int clattn__mma_half_check(const clattn__family *f, const clattn__device *dev,
     snprintf(why, why_len, "%s BKV=%u: must be a multiple of 16 (P V's k-step)", f->name, c->bkv);
     return 0;
   }
-  if (c->stage != 1 || (c->vec && c->vec != 1)) {
+  if ((c->stage != 1 && c->stage != 2) || (c->vec && c->vec != 1)) {
     snprintf(why, why_len,
-             "%s stage_kv %u, vector width %u: its tiles are staged as 16-bit pairs (stage_kv 1, "
-             "vector width 1)",
+             "%s stage_kv %u, vector width %u: its tiles are staged through registers (stage_kv "
+             "1) or copied in two stages (2), vector width 1",
              f->name, c->stage, c->vec);
+    return 0;
+  }
+  if (c->stage == 2 && (k->d % 16 || k->dv % 16 || !c->pad)) {
+    snprintf(why, why_len,
+             "%s stage_kv 2 at head dims %u, %u%s: its copies and ldmatrix take rows of whole "
+             "16-value chunks (head dims multiples of 16) in padded rows",
+             f->name, k->d, k->dv, c->pad ? "" : ", unpadded");
     return 0;
   }
   return clattn__forward_check(f, dev, k, c, why, why_len);
@@ -49,14 +58,16 @@ static unsigned steps(unsigned x, unsigned want) {
 unsigned clattn__mma_half_cost(const clattn__family *f, const clattn__device *dev,
                                const clattn__class *k, const clattn__config *c) {
   unsigned s = 10 * steps(c->bq, 64) + 10 * steps(c->bkv, k->d > 128 ? 32 : 64);
-  return (dev->mma_emulated ? 3000 : 0) + s + (c->pad ? 0 : 5);
+  /* Stage 2 (double-buffered cp.async, ldmatrix) is unmeasured on hardware: after stage 1. */
+  return (dev->mma_emulated ? 3000 : 0) + s + (c->pad ? 0 : 5) + (c->stage == 2 ? 50 : 0);
 }
 
 void clattn__mma_half_defines(const clattn__family *f, const clattn__device *dev,
                               const clattn__class *k, const clattn__config *c, char *out,
                               size_t len) {
-  snprintf(out, len, "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DPAD=%u -DCAUSAL=%u%s", k->d,
-           k->dv, c->bq, c->bkv, c->pad ? 1u : 0u, k->causal,
+  snprintf(out, len,
+           "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DPAD=%u -DSTAGE=%u -DCAUSAL=%u%s", k->d,
+           k->dv, c->bq, c->bkv, c->pad ? 1u : 0u, c->stage == 2 ? 2u : 1u, k->causal,
            dev->mma_emulated ? " -DMMA_EMULATE=1 -DSCRATCH=" CLATTN__STR(CLATTN__MMA_SCRATCH) : "");
 }
 
@@ -65,7 +76,7 @@ void clattn__mma_half_reason(const clattn__family *f, const clattn__device *dev,
                              size_t len) {
   snprintf(out, len,
            "%s: tensor cores in half storage (mma.sync m16n8k16, fp32 accumulators), %.1f of "
-           "%.1f KiB local memory, %u warps of 16 rows, %u-key tiles",
+           "%.1f KiB local memory, %u warps of 16 rows, %u-key tiles%s",
            f->name, clattn__mma_half_local(dev, k, c) / 1024.0, dev->local_mem / 1024.0, c->bq / 16,
-           c->bkv);
+           c->bkv, c->stage == 2 ? " in two stages (cp.async, ldmatrix)" : "");
 }
