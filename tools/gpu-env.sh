@@ -19,7 +19,7 @@ gpu_env_header() {
 # run checked and killed after LIMIT seconds: a line per shape in $out/correctness_NAME.txt and
 # a summary line on stdout. Usage: gpu_check_list NAME LIMIT [clattn run arguments...]
 # GPU_FORCE=K/BQ/BKV... adds --config GPU_FORCE to the shapes whose head dims are at most
-# GPU_FORCE_MAX_DIM (128); the others run their plans.
+# GPU_FORCE_MAX_DIM (128) and multiples of GPU_FORCE_DIV (1); the others run their plans.
 gpu_check_list() {
   local name=$1 limit=$2 pass_n=0 fail_n=0 r
   shift 2
@@ -27,9 +27,9 @@ gpu_check_list() {
     local args=(--batch $b --heads $hq --heads-kv $hkv --seqlen-q $nq --seqlen-kv $nkv
       --head-dim $d --head-dim-v $dv --layout $lay --offset $off --lse --repeat 0 --warmup 0 "$@")
     [ "$f" = c ] && args+=(--causal)
-    local most=${GPU_FORCE_MAX_DIM:-128}
+    local most=${GPU_FORCE_MAX_DIM:-128} div=${GPU_FORCE_DIV:-1}
     [ -n "${GPU_FORCE:-}" ] && [ "$d" -le "$most" ] && [ "${dv/#0/$d}" -le "$most" ] &&
-      args+=(--config "$GPU_FORCE")
+      [ $((d % div)) = 0 ] && [ $((${dv/#0/$d} % div)) = 0 ] && args+=(--config "$GPU_FORCE")
     if timeout "$limit" "$cl" run "${args[@]}" >"$out/run.tmp" 2>&1; then
       pass_n=$((pass_n + 1)) r=PASS
     else fail_n=$((fail_n + 1)) r=FAIL; fi

@@ -10,8 +10,12 @@
 # list with backward_mma_half forced (BMMA, 128/128) where head dims allow. time-bmma: bench
 # forward + backward with the plans' backward and with backward_mma_half forced, beside
 # torch_sdpa.py's backward. tune-backward: the backward's classes alone; tune-forward-DT the
-# forward's in one dtype.
+# forward's in one dtype. stage2: forward_mma_half's stage 2 (cp.async, ldmatrix; issue 19)
+# forced on the shape list where head dims allow (multiples of 16; S2, 64/32), fp16 and bf16,
+# then bench fp16 forward with the plans (stage 1) and stage 2 configs beside torch_sdpa.py's
+# forward (stage2.txt, torch_fwd.txt).
 # Usage: tools/gpu-half.sh DIR [check] [check-DT...] [time] [time-bmma] [tune] [tune-backward]
+# [stage2]
 # (DIR from tools/gpu-pack.sh; TUNE_BUDGET seconds per tune run, 100). Writes to $OUT.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -90,4 +94,21 @@ if [[ " $steps " == *" tune "* ]]; then
     "$cl" tune --dtype $dt --head-dims 64,128 --causal-list 0,1 --seqlens 4096 --batch 4 \
       --heads 16 --budget "${TUNE_BUDGET:-100}" --json $pass >"$out/tune_${dt}${pass:+_bwd}.json" 2>&1
   done; done
+fi
+if [[ " $steps " == *" stage2 "* ]]; then
+  for dt in f16 bf16; do
+    GPU_FORCE=${S2:-forward_mma_half/64/32/1/1/2/1/1} GPU_FORCE_DIV=16 \
+      gpu_check_list "${dt}_stage2" 120 --dtype $dt | tee -a "$out/env.txt"
+  done
+  sh=(--tokens 16384 --hidden 2048 --seqlen 1024,4096 --head-dim 64,128 --causal both
+    --columns fused --warmup 3 --repeat 10 --dtype f16)
+  for c in plan forward_mma_half/64/32/1/1/2/1/1 forward_mma_half/128/32/1/1/2/1/1 \
+    forward_mma_half/64/64/1/1/2/1/1 forward_mma_half/128/64/1/1/2/1/1; do
+    echo "== $c"
+    a=()
+    [ $c != plan ] && a=(--config $c)
+    timeout 120 "$cl" bench "${sh[@]}" "${a[@]}" 2>&1 | grep -vE '^(device|cache|#)'
+  done | tee "$out/stage2.txt"
+  timeout 120 python3 "$dir/torch_sdpa.py" --dtype float16 --d 64,128 --n 1024,4096 \
+    --causal 0,1 >"$out/torch_fwd.txt" 2>&1
 fi
