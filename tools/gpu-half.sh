@@ -13,7 +13,7 @@
 # forward's in one dtype. stage2: forward_mma_half's stage 2 (cp.async, ldmatrix; issue 19)
 # forced on the shape list where head dims allow (multiples of 16; S2, 64/32), fp16 and bf16,
 # then bench fp16 forward with the plans (stage 1) and stage 2 configs beside torch_sdpa.py's
-# forward (stage2.txt, torch_fwd.txt).
+# forward (stage2.txt, torch_fwd.txt); stage2-time: the timing alone (S2_CFGS: the configs).
 # Usage: tools/gpu-half.sh DIR [check] [check-DT...] [time] [time-bmma] [tune] [tune-backward]
 # [stage2]
 # (DIR from tools/gpu-pack.sh; TUNE_BUDGET seconds per tune run, 100). Writes to $OUT.
@@ -98,12 +98,16 @@ fi
 if [[ " $steps " == *" stage2 "* ]]; then
   for dt in f16 bf16; do
     GPU_FORCE=${S2:-forward_mma_half/64/32/1/1/2/1/1} GPU_FORCE_DIV=16 \
-      gpu_check_list "${dt}_stage2" 120 --dtype $dt | tee -a "$out/env.txt"
+      gpu_check_list "${dt}_stage2" 200 --dtype $dt | tee -a "$out/env.txt"
   done
+fi
+if [[ " $steps " == *" stage2 "* || " $steps " == *" stage2-time "* ]]; then
   sh=(--tokens 16384 --hidden 2048 --seqlen 1024,4096 --head-dim 64,128 --causal both
     --columns fused --warmup 3 --repeat 10 --dtype f16)
-  for c in plan forward_mma_half/64/32/1/1/2/1/1 forward_mma_half/128/32/1/1/2/1/1 \
-    forward_mma_half/64/64/1/1/2/1/1 forward_mma_half/128/64/1/1/2/1/1; do
+  cfgs=(plan forward_mma_half/64/32/1/1/2/1/1 forward_mma_half/128/32/1/1/2/1/1
+    forward_mma_half/64/64/1/1/2/1/1 forward_mma_half/128/64/1/1/2/1/1)
+  [ -n "${S2_CFGS:-}" ] && read -ra cfgs <<<"$S2_CFGS"
+  for c in "${cfgs[@]}"; do
     echo "== $c"
     a=()
     [ $c != plan ] && a=(--config $c)

@@ -75,14 +75,14 @@ unsigned clattn__decode_mma_cost(const clattn__family *f, const clattn__device *
                                  const clattn__class *k, const clattn__config *c) {
   (void)f;
   unsigned s = c->bq == 16 ? 0 : c->bq == 8 ? 1 : 2;
-  /* Two 16-key steps' loads at once (32-key blocks): an H100 measured them 7% faster than one
-   * step for fp16 (248 registers in NVIDIA's build) and int8 alike, batch 64 without splits, in
-   * two calls (docs/BENCHMARKS.md). */
-  s += c->bkv == 32 ? 0 : 4;
-  /* Each step's loads issued during the previous step's math (stage 2): for int8, whose steps
-   * convert bytes before their MMAs, 18% faster there (0.602 against 0.735 ms); for fp16 equal
-   * (255 registers, 16 bytes spilled), so one step stays. */
-  s += (c->stage == 2) == !(k->variants & CLATTN__VAR_KV8) ? 5 : 0;
+  /* Two 16-key steps' loads at once (32-key blocks): for an int8 cache (half the bytes a step).
+   * Forced at batch 64 without splits (8-row tiles) an H100 measured them 7% faster for fp16 too
+   * and stage 2 (each step's loads during the previous step's math) 18% faster for int8; but
+   * through the planner (4-row tiles, key ranges) both lost there: fp16 at batch 8 with 32k keys
+   * read at 72% of the stream against 91% with 16-key blocks, int8 took 0.348 ms against 0.275
+   * (docs/BENCHMARKS.md, c0ef1be and 8d23913). So 16 keys for fp16, 32 for int8, one stage. */
+  s += (c->bkv == 32) == !(k->variants & CLATTN__VAR_KV8) ? 4 : 0;
+  s += c->stage == 2 ? 5 : 0;
   (void)dev;
   if (!(k->variants & CLATTN__VAR_KVCACHE)) s += 100000;
   return s;
