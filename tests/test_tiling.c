@@ -292,7 +292,11 @@ Test(tiling, mma_half_first_on_tensor_cores_in_half_only) {
       cr_assert_eq(clattn__configs_ranked(&d, &h, &first, 1), 1);
       cr_assert_eq(first.kernel, id, "d = %u, dtype %d: %u ranks first", dims[i], t, first.kernel);
       cr_assert_eq(first.bq, 64);
-      cr_assert_eq(first.bkv, dims[i] > 128 ? 32 : 64);
+      /* Two stages where head dims are multiples of 16 (32-key tiles past d = 64, 16 at d = 256,
+       * where two stages of 32 keys exceed 48 KiB); d = 1 one stage of 64 keys. */
+      const unsigned want_bkv[] = {64, 64, 32, 16};
+      cr_assert_eq(first.stage, dims[i] % 16 ? 1u : 2u, "d = %u", dims[i]);
+      cr_assert_eq(first.bkv, want_bkv[i], "d = %u: %u keys", dims[i], first.bkv);
     }
   /* fp32 storage is forward_mma's. */
   k.dtype = CLATTN_F32;

@@ -52,14 +52,19 @@ static unsigned steps(unsigned x, unsigned want) {
 
 /* On tensor cores, below every portable family's GPU cost (forward_rows' start at 100): this
  * is the family for half storage there, so a half class plans it before any measurement (the
- * built-in defaults are fp32 rows). Among its configs four warps (64 rows) and 64-key tiles,
- * padded; fewer keys per tile at large head dims (registers, local memory). Emulated (tests
+ * built-in defaults are fp32 rows). Two stages (cp.async, ldmatrix) first where the head dims
+ * allow them: 1.6-3.2x stage 1 on an H100 (docs/BENCHMARKS.md), with four warps (64 rows) and
+ * 32-key tiles at d = 128, 64 keys at d <= 64 (local memory holds two stages of each). Stage 1:
+ * four warps and 64-key tiles, padded; fewer keys per tile at large head dims. Emulated (tests
  * on PoCL), ranked after everything, as forward_mma: it runs there only as an override. */
 unsigned clattn__mma_half_cost(const clattn__family *f, const clattn__device *dev,
                                const clattn__class *k, const clattn__config *c) {
-  unsigned s = 10 * steps(c->bq, 64) + 10 * steps(c->bkv, k->d > 128 ? 32 : 64);
-  /* Stage 2 (double-buffered cp.async, ldmatrix) is unmeasured on hardware: after stage 1. */
-  return (dev->mma_emulated ? 3000 : 0) + s + (c->pad ? 0 : 5) + (c->stage == 2 ? 50 : 0);
+  unsigned s = 10 * steps(c->bq, 64) + (c->pad ? 0 : 5);
+  if (c->stage == 2)
+    s += 10 * steps(c->bkv, k->d > 64 ? 32 : 64);
+  else
+    s += 10 * steps(c->bkv, k->d > 128 ? 32 : 64) + 100;
+  return (dev->mma_emulated ? 3000 : 0) + s;
 }
 
 void clattn__mma_half_defines(const clattn__family *f, const clattn__device *dev,
