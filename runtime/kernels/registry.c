@@ -251,7 +251,8 @@ static const clattn__family table[] = {
      .accept = clattn__forward_accept,
      .row_groups = clattn__decode_row_groups,
      /* An H100 at batch 8 with 4k and 32k keys (one row, fp16) was fastest at 16 ranges
-      * (8 per unit), at batch 1 with 4k keys at 32 (128 keys each): docs/BENCHMARKS.md. */
+      * (one wave of 8 a unit), at batch 1 with 4k keys at 32 (128 keys each), and 33 (the old
+      * 16 a unit: two whole waves) read 2-3% slower than 16: docs/BENCHMARKS.md. */
      .split_fill = 8,
      .split_min_keys = 128,
      .tight_rows = 1,

@@ -28,7 +28,12 @@ unsigned clattn__split_count(const clattn_context *ctx, const clattn__shape *s,
   } else {
     if (groups >= units || s->seqlen_kv < 4 * bkv) return 1;
     size_t least = f && f->split_min_keys > 2 * bkv ? f->split_min_keys : 2 * bkv;
-    size_t want = (units + groups - 1) / groups, most = s->seqlen_kv / least; /* >= 2 tiles */
+    /* A family that fills units with several work-groups each asks for whole waves: the most
+     * ranges whose work-groups all fit at once. An H100 read decode's K/V at 93% of the stream
+     * with 16 ranges at batch 8 (1024 work-groups, 8 a unit: one wave) and 70% with 17 (a
+     * second wave of 32), docs/BENCHMARKS.md. Otherwise enough to cover every unit. */
+    size_t want = f && f->split_fill > 1 ? units / groups : (units + groups - 1) / groups;
+    size_t most = s->seqlen_kv / least; /* >= 2 tiles */
     count = want < most ? want : most;
   }
   if (count > MAX_SPLITS) count = MAX_SPLITS;
