@@ -143,7 +143,8 @@ typedef struct check_kv {
    * rotated through, so that together they exceed twice the device's last-level cache. */
   double bytes_read;
   int copies;
-  double host_us; /* median wall-clock time of clattn_forward_ex's return, not waited for */
+  double host_us; /* median wall-clock time of clattn_forward_ex's return on an idle queue, not
+                     waited for */
   /* int8, checked: O against the exact result on the rows before quantisation, max |diff| /
    * max |ref| and mean |diff| / mean |ref|. */
   double q8_max_rel, q8_mean_rel;

@@ -290,10 +290,16 @@ static clattn_status time_calls(clattn_context *ctx, const check_spec *sp, check
     r->median_ms = ms[sp->repeat / 2], r->min_ms = ms[0], r->max_ms = ms[sp->repeat - 1];
   }
   /* The host's cost of a call (validation, planning, arguments, enqueue): the wall clock around
-   * calls made back to back, none waited for until the last. */
+   * each call, not waited for, made on an idle queue (finished before it, outside the clock):
+   * calls back to back fill the driver's queue, whose enqueues then wait for the device (an
+   * H100's host column read 14-21 us that way, growing with the call's device time). */
   for (int i = 0; i < sp->repeat && st == CLATTN_OK; i++) {
     clattn_args call = *a;
     call.kv_cache = &c[i % copies].c;
+    if (clFinish(q) != CL_SUCCESS) {
+      st = CLATTN_ERR_OPENCL;
+      break;
+    }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     st = clattn_forward_ex(ctx, &sp->problem, &call, 0, NULL, NULL);

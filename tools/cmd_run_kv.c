@@ -61,8 +61,8 @@ int cmd_run_kv(clattn_context *ctx, check_spec *sp, check_kv *kv) {
            r.median_ms, r.min_ms, r.max_ms, sp->repeat, sp->warmup,
            r.timed_by_events ? "OpenCL events" : "wall clock", kv->copies,
            kv->copies == 1 ? "y" : "ies");
-    printf("host:    %.1f us per call (median wall clock around clattn_forward_ex, not waited "
-           "for)\n",
+    printf("host:    %.1f us per call (median wall clock around clattn_forward_ex on an idle "
+           "queue, not waited for)\n",
            kv->host_us);
     double stream = bench_read_bandwidth(ctx, &bytes);
     printf("traffic: %.4g MB of K/V read: %.1f GB/s", kv->bytes_read / 1e6, gbps);
