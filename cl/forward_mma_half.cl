@@ -67,6 +67,25 @@
 #define VS ((BKV + 8 * PAD) / 2) /* words per column row of V^T */
 #define VR ((DVP + 8) / 2)        /* STAGE 2: words per key row of V */
 
+/* RAW_MAX (FlashAttention-2's order, where no variant changes a score after its scaling): the
+ * row maxima are taken on raw scores and P = exp2(s scale - m scale), one FMA before the
+ * exponential; m is then raw, scaled where it is used. EXP2: the exponential of P and of the
+ * rescale, NVIDIA's ex2.approx.ftz (native_exp2) on tensor cores, whose 2 ulp vanish in P's
+ * rounding to 16 bits. -DFAST_EXP=0 keeps OpenCL's exp2 and scaled maxima (an experiment). */
+#ifndef FAST_EXP
+#define FAST_EXP 1
+#endif
+#if FAST_EXP && !SOFTCAP && !ALIBI && !SINKS
+#define RAW_MAX 1
+#else
+#define RAW_MAX 0
+#endif
+#if FAST_EXP && !defined(MMA_EMULATE)
+#define EXP2 native_exp2
+#else
+#define EXP2 exp2
+#endif
+
 #if STAGE == 2
 /* Keys kv0 .. kv0 + nk - 1 of K and V, rows of 16-byte chunks, into one stage's buffers (zeros
  * past nk): by cp.async where the views are 16-byte aligned (fast), else through registers. */
@@ -278,7 +297,7 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
 #endif
 #if SOFTCAP
         s[nt][e] = softcap * cap_tanh(s[nt][e] * scale_log2);
-#else
+#elif !RAW_MAX
         s[nt][e] *= scale_log2;
 #endif
         ALIBI_ADD(s[nt][e], slope, (e >> 1) ? row1 : row0, kv0 + j);
@@ -290,8 +309,14 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
       }
       const float mn0 = fmax(m0, quad_max(mx0 SCR_ARGS)), mn1 = fmax(m1, quad_max(mx1 SCR_ARGS));
       /* While a row has seen no key (mn = -inf) nothing changes: never exp2(-inf - -inf). */
-      const float a0 = mn0 == -INFINITY ? 1.0f : exp2(m0 - mn0);
-      const float a1 = mn1 == -INFINITY ? 1.0f : exp2(m1 - mn1);
+#if RAW_MAX
+      const float a0 = mn0 == -INFINITY ? 1.0f : EXP2((m0 - mn0) * scale_log2);
+      const float a1 = mn1 == -INFINITY ? 1.0f : EXP2((m1 - mn1) * scale_log2);
+      const float ms0 = mn0 * scale_log2, ms1 = mn1 * scale_log2;
+#else
+      const float a0 = mn0 == -INFINITY ? 1.0f : EXP2(m0 - mn0);
+      const float a1 = mn1 == -INFINITY ? 1.0f : EXP2(m1 - mn1);
+#endif
       float sum0 = 0.0f, sum1 = 0.0f;
       /* P in the storage type, as P V's A fragments: k-step kk takes 8-key tiles 2 kk (a[0],
        * a[1]) and 2 kk + 1 (a[2], a[3]), each C fragment's (c0, c1) and (c2, c3) a register. */
@@ -300,7 +325,11 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
         float p[4];
         UNROLL for (uint e = 0; e < 4; e++) {
           const float mn = (e >> 1) ? mn1 : mn0;
-          p[e] = mn == -INFINITY ? 0.0f : exp2(s[nt][e] - mn);
+#if RAW_MAX
+          p[e] = mn == -INFINITY ? 0.0f : EXP2(fma(s[nt][e], scale_log2, -((e >> 1) ? ms1 : ms0)));
+#else
+          p[e] = mn == -INFINITY ? 0.0f : EXP2(s[nt][e] - mn);
+#endif
         }
         sum0 += p[0] + p[1], sum1 += p[2] + p[3];
         pa[nt / 2][2 * (nt % 2)] = PACK2(p[0], p[1]);
@@ -349,7 +378,7 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
     }
     if (write_lse && tq == 0)
       lse[lse_off + split * lse_split + LSE_ROW(b, h) + row] =
-          l > 0.0f ? (m + log2(l)) * M_LN2_F : -INFINITY;
+          l > 0.0f ? (RAW_MAX ? m * scale_log2 + log2(l) : m + log2(l)) * M_LN2_F : -INFINITY;
   }
 }
 

@@ -32,6 +32,8 @@ size_t OVL get_global_id(uint d) {
 }
 void OVL barrier(cl_mem_fence_flags f) { __syncthreads(); }
 float OVL exp2(float x) { return __nvvm_ex2_approx_f(x); }
+float OVL native_exp2(float x) { return __nvvm_ex2_approx_ftz_f(x); }
+float OVL native_recip(float x) { return __nvvm_rcp_rn_ftz_f(x); }
 float OVL log2(float x) { return __nvvm_lg2_approx_f(x); }
 uint OVL min(uint a, uint b) { return a < b ? a : b; }
 uint OVL max(uint a, uint b) { return a > b ? a : b; }
