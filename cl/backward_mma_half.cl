@@ -14,24 +14,45 @@
  *             SK keys (K and V staged): S = Q K^T, dP = dO V^T, then dQ += dS K.
  *
  * The staged matrices are kept row-major as 16-bit values, two per 32-bit word. The first
- * products take them as B = M^T, whose register pairs run along a row (one aligned word); the
- * second take them as B = M, whose pairs run down a column (cl/mma_half.cl's pair_t). A row is
- * padded by 8 values to an odd multiple of 4 words, so the 8 rows x 4 words of a word read fall
- * in 32 distinct banks. P and dS are rounded as FlashAttention-2 rounds them; dP, D, LSE and
- * every sum stay fp32, and each gradient is rounded once, when it is stored.
+ * products take them as B = M^T, whose register pairs run along a row; the second take them as
+ * B = M, whose pairs run down a column. Both read their B fragments by ldmatrix, two 8-wide tiles
+ * at once (cl/mma_half.cl's frag_rows_x4, frag_cols_x4 with .trans); an odd last tile reads its
+ * words one by one (pair_t down a column). A row is padded by 8 values to an odd multiple of 4
+ * words (16-byte aligned), so the 8 rows x 4 words of a fragment read fall in 32 distinct banks.
+ * P and dS are rounded as FlashAttention-2 rounds them; dP, D, LSE and every sum stay fp32, and
+ * each gradient is rounded once, when it is stored.
+ *
+ * Staging (cl/forward_mma_half.cl's STAGE 2): a matrix whose head dim is a multiple of 16 is
+ * copied in 16-byte chunks, by cp.async where its view is 16-byte aligned (a uniform runtime
+ * flag), else through registers into the same layout; other head dims go by 16-bit pairs,
+ * zero-padded to 16. With NBUF 2 the blocks (bwd_dkdv: Q, dO, with LSE and D; bwd_dq: K, V) are
+ * double-buffered: block i + 1's copies are in flight while block i computes (LSE and D wait in
+ * registers until the compute is done). NBUF 1: one stage, copied and awaited before each block.
  *
  * Defines: D, DV head dims (at most 128; padded with zeros to 16); BKV keys per bwd_dkdv
  * work-group and BQ rows per bwd_dq work-group (multiples of 16); SQ rows staged by bwd_dkdv and
- * SK keys by bwd_dq (multiples of 16, set by the runtime to fit local memory); CAUSAL
- * (bottom-right aligned); MMA_EMULATE (tests: every work-item reaches every MMA16, which the
- * loops below, uniform over the work-group, keep). runtime/kernels/backward_mma_half.c mirrors
- * the local-memory formula; keep the two in step. Correct first: issue 19 makes it fast. */
+ * SK keys by bwd_dq (multiples of 16), NBUF stages (1 or 2, 2 by default), set by the runtime to
+ * fit local memory; CAUSAL (bottom-right aligned); MMA_EMULATE (tests: every work-item reaches
+ * every MMA16, which the loops below, uniform over the work-group, keep; the copies and fragment
+ * reads are then plain). runtime/kernels/backward_mma_half.c mirrors the local-memory formula;
+ * keep the two in step. */
 
 #if DTYPE != 1 && DTYPE != 2
 #error "backward_mma_half computes fp16 and bf16 storage (DTYPE 1 or 2); fp32 is backward_mma's"
 #endif
 #if BQ % 16 || BKV % 16 || SQ % 16 || SK % 16 || SQ < 16 || SK < 16
 #error "BQ, BKV, SQ and SK must be multiples of 16 (SQ and SK at least 16)"
+#endif
+#ifndef NBUF
+#define NBUF 2
+#endif
+#if NBUF != 1 && NBUF != 2
+#error "NBUF (stages of the staged blocks) must be 1 or 2"
+#endif
+#ifdef MMA_EMULATE
+#define CP_WAIT0()
+#else
+#define CP_WAIT0() asm volatile("cp.async.wait_all;" ::: "memory") /* every copy issued */
 #endif
 
 // clang-format off: it does not know that UNROLL is a pragma
@@ -59,32 +80,68 @@ static inline uint gpair(__global const ushort *m, ulong at, bool ok, uint c, ui
     x[t_][r_] = (r_ & 1) ? gpair(m, rb, okb, c_, n) : gpair(m, ra, oka, c_, n);                    \
   }
 
-/* ROWS global rows from r0 (nrows of them real, the rest zero) into local words of row stride
- * W, over n columns padded with zeros to PADC (even). */
-#define STAGE(Mw, W, ROWS, PADC, m, base, ss, r0, nrows, n, lid, wg)                               \
-  for (uint i_ = (lid); i_ < (ROWS) * ((PADC) / 2); i_ += (wg)) {                                  \
-    const uint r_ = i_ / ((PADC) / 2), w_ = i_ % ((PADC) / 2);                                     \
-    const bool in_ = r_ < (nrows);                                                                 \
-    const ulong at_ = (base) + (ulong)((r0) + (in_ ? r_ : 0)) * (ss);                              \
-    (Mw)[r_ * (W) + w_] = gpair(m, at_, in_, 2 * w_, n);                                           \
+/* ROWS global rows of n columns from r0 (nrows of them real, the rest zero) into local words of
+ * row stride W, padded with zeros to PADC columns (even). n a multiple of 16: 16-byte chunks, by
+ * cp.async where the view is 16-byte aligned (fast, uniform), else through registers (to be
+ * committed and awaited, cl/mma_half.cl); otherwise 16-bit pairs. */
+static inline void stage_rows(__local uint *Mw, uint W, uint ROWS, uint PADC,
+                              __global const ushort *m, ulong base, ulong ss, uint r0, uint nrows,
+                              uint n, int fast, uint lid, uint wg) {
+  if (n % 16 == 0) { /* n == PADC */
+    for (uint i = lid; i < ROWS * (n / 8); i += wg) {
+      const uint r = i / (n / 8), c = i % (n / 8);
+      const bool in = r < nrows;
+      __global const ushort *src = m + base + (ulong)(r0 + (in ? r : 0)) * ss + 8 * c;
+      __local uint *dst = Mw + r * W + 4 * c;
+      if (fast) {
+        cp16(dst, (__global const uint *)src, in);
+      } else {
+        UNROLL for (uint e = 0; e < 4; e++) dst[e] = in ? src[2 * e] | (uint)src[2 * e + 1] << 16 : 0u;
+      }
+    }
+  } else {
+    for (uint i = lid; i < ROWS * (PADC / 2); i += wg) {
+      const uint r = i / (PADC / 2), w = i % (PADC / 2);
+      const bool in = r < nrows;
+      Mw[r * W + w] = gpair(m, base + (ulong)(r0 + (in ? r : 0)) * ss, in, 2 * w, n);
+    }
   }
+}
 
 /* acc[t] += A (N 8-wide tiles of the local rows of M, word stride W, taken as M^T: B's pairs
- * lie along M's rows) for KS k-steps of a. */
+ * lie along M's rows) for KS k-steps of a: two tiles per ldmatrix, an odd last one by words. */
 #define PRODUCT_T(acc, N, a, KS, Mw, W)                                                            \
   UNROLL for (uint t_ = 0; t_ < (N); t_++)                                                        \
     UNROLL for (uint e_ = 0; e_ < 4; e_++) acc[t_][e_] = 0.0f;                                     \
-  UNROLL for (uint k_ = 0; k_ < (KS); k_++) UNROLL for (uint t_ = 0; t_ < (N); t_++) {             \
-    const uint at_ = (t_ * 8 + gq) * (W) + k_ * 8 + tq;                                            \
-    MMA16(acc[t_], a[k_], (Mw)[at_], (Mw)[at_ + 4]);                                               \
+  UNROLL for (uint k_ = 0; k_ < (KS); k_++) {                                                      \
+    UNROLL for (uint t_ = 0; t_ + 1 < (N); t_ += 2) {                                              \
+      uint b_[4];                                                                                  \
+      frag_rows_x4(Mw, W, t_ * 8, k_, lane, b_);                                                   \
+      MMA16(acc[t_], a[k_], b_[0], b_[1]);                                                         \
+      MMA16(acc[t_ + 1], a[k_], b_[2], b_[3]);                                                     \
+    }                                                                                              \
+    if ((N) % 2) {                                                                                 \
+      const uint at_ = (((N) - 1) * 8 + gq) * (W) + k_ * 8 + tq;                                   \
+      MMA16(acc[(N) - 1], a[k_], (Mw)[at_], (Mw)[at_ + 4]);                                        \
+    }                                                                                              \
   }
 
-/* out[c] += A (KS k-steps of 16 local rows) x M's rows (16-bit values, stride MS), for C
- * 8-column tiles: B's pairs lie down M's columns. */
-#define PRODUCT_N(out, C, a, KS, Ms, MS)                                                           \
-  UNROLL for (uint k_ = 0; k_ < (KS); k_++) UNROLL for (uint c_ = 0; c_ < (C); c_++) {             \
-    const uint r_ = k_ * 16 + 2 * tq, col_ = c_ * 8 + gq;                                          \
-    MMA16(out[c_], a[k_], pair_t(Ms, MS, r_, col_), pair_t(Ms, MS, r_ + 8, col_));                 \
+/* out[c] += A (KS k-steps of 16 local rows) x M's rows (words of stride W), for C 8-column
+ * tiles: B's pairs lie down M's columns. Two tiles per ldmatrix.trans, an odd last one by
+ * 16-bit reads. */
+#define PRODUCT_N(out, C, a, KS, Mw, W)                                                            \
+  UNROLL for (uint k_ = 0; k_ < (KS); k_++) {                                                      \
+    UNROLL for (uint c_ = 0; c_ + 1 < (C); c_ += 2) {                                              \
+      uint b_[4];                                                                                  \
+      frag_cols_x4(Mw, W, k_ * 16, c_ * 8, lane, b_);                                              \
+      MMA16(out[c_], a[k_], b_[0], b_[1]);                                                         \
+      MMA16(out[c_ + 1], a[k_], b_[2], b_[3]);                                                     \
+    }                                                                                              \
+    if ((C) % 2) {                                                                                 \
+      __local const ushort *h_ = (__local const ushort *)(Mw);                                     \
+      const uint r_ = k_ * 16 + 2 * tq, col_ = ((C) - 1) * 8 + gq;                                 \
+      MMA16(out[(C) - 1], a[k_], pair_t(h_, 2 * (W), r_, col_), pair_t(h_, 2 * (W), r_ + 8, col_)); \
+    }                                                                                              \
   }
 
 /* C fragments of 2 KS 8-wide tiles, rounded to the type, as the A fragments of KS k-steps. */
@@ -97,6 +154,29 @@ static inline uint gpair(__global const ushort *m, ulong at, bool ok, uint c, ui
 #define WARPS_KV (BKV / 16)
 #define NQ (SQ / 8)  /* 8-row tiles of a staged query block */
 #define KQ (SQ / 16) /* its k-steps */
+#define LR ((SQ + 2 * BKV - 1) / (2 * BKV)) /* LSE and D values a work-item stages per block */
+
+/* bwd_dkdv: block (hh_, q0_)'s Q and dO rows into stage s_ (copies issued), its LSE and D rows
+ * into registers nl, nd (STORE_LD puts them into a stage). */
+#define ISSUE_Q(hh_, q0_, s_)                                                                      \
+  {                                                                                                \
+    const uint h_ = hk * group + (hh_), n_ = min((uint)SQ, seqlen_q - (q0_));                      \
+    stage_rows(Qw + (s_) * (SQ * QW), QW, SQ, DP, qg, q_off + QB(q) + h_ * q_sh, q_ss, q0_, n_, D, \
+               fast, lid, 2 * BKV);                                                                \
+    stage_rows(Gw + (s_) * (SQ * GW), GW, SQ, DVP, gg, g_off + QB(g) + h_ * g_sh, g_ss, q0_, n_,   \
+               DV, fast, lid, 2 * BKV);                                                            \
+    const ulong rb_ = LSE_ROW(b, h_) + (q0_);                                                      \
+    UNROLL for (uint i_ = 0; i_ < LR; i_++) {                                                      \
+      const uint r_ = lid + i_ * 2 * BKV;                                                          \
+      nl[i_] = r_ < n_ ? lse[rb_ + r_] * M_LOG2E_F : -INFINITY;                                    \
+      nd[i_] = r_ < n_ ? drow[rb_ + r_] : 0.0f;                                                    \
+    }                                                                                              \
+  }
+#define STORE_LD(s_)                                                                               \
+  UNROLL for (uint i_ = 0; i_ < LR; i_++) {                                                        \
+    const uint r_ = lid + i_ * 2 * BKV;                                                            \
+    if (r_ < SQ) Ls[(s_) * SQ + r_] = nl[i_], Ds[(s_) * SQ + r_] = nd[i_];                         \
+  }
 
 __kernel __attribute__((reqd_work_group_size(2 * BKV, 1, 1))) void
 bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
@@ -107,9 +187,9 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
          ulong dk_off, ulong dk_sb, ulong dk_ss, ulong dk_sh, __global stor_t *dv, ulong dv_off,
          ulong dv_sb, ulong dv_ss, ulong dv_sh, uint heads_q, uint heads_kv, uint seqlen_q,
          uint seqlen_kv, uint num_kblocks, float scale, ulong group_base VARIANT_ARGS) {
-  __local uint Qw[SQ * QW], Gw[SQ * GW];
-  __local float Ls[SQ], Ds[SQ];
-  __local const ushort *Qs = (__local const ushort *)Qw, *Gs = (__local const ushort *)Gw;
+  __local uint Qw[NBUF * SQ * QW] __attribute__((aligned(16)));
+  __local uint Gw[NBUF * SQ * GW] __attribute__((aligned(16)));
+  __local float Ls[NBUF * SQ], Ds[NBUF * SQ];
   const uint lid = get_local_id(0), warp = lid / 32, lane = lid % 32;
   const uint gq = lane / 4, tq = lane % 4;
 #ifdef MMA_EMULATE
@@ -156,34 +236,50 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
 #if MASK
   mask_keys_rows(kb * BKV, kb * BKV + BKV, seqlen_q, mask_lo, mask_hi, SQ, &q_first, &q_stop);
 #endif
-  for (uint hh = 0; hh < group; hh++) {
+  /* 16-byte copies wherever the views' offsets and strides (and the buffers) allow them. */
+  const int fast = ((q_off | q_sb | q_ss | q_sh | g_off | g_sb | g_ss | g_sh) % 8) == 0 &&
+                   ((size_t)qg % 16) == 0 && ((size_t)gg % 16) == 0;
+  /* Blocks (hh, q0) run over the group's heads, then the query blocks from q_first. */
+  const bool any = q_first < q_stop;
+  uint hh = 0, q0 = q_first, buf = 0;
+  float nl[LR], nd[LR];
+#if NBUF == 2
+  if (any) {
+    ISSUE_Q(0, q_first, 0);
+    STORE_LD(0);
+  }
+  CP_COMMIT();
+#endif
+  while (any && hh < group) {
+    uint nh = hh, nq = q0 + SQ; /* the next block */
+    if (nq >= q_stop) nh++, nq = q_first;
+#if NBUF == 2 /* its copies into the other stage; this block's, the older group, awaited */
+    if (nh < group) ISSUE_Q(nh, nq, buf ^ 1);
+    CP_COMMIT();
+    CP_WAIT1();
+#else
+    ISSUE_Q(hh, q0, 0);
+    STORE_LD(0);
+    CP_WAIT0();
+#endif
+    barrier(CLK_LOCAL_MEM_FENCE);
     const uint h = hk * group + hh;
-    const ulong qbase = q_off + QB(q) + h * q_sh, gbase = g_off + QB(g) + h * g_sh;
-    const ulong rbase = LSE_ROW(b, h);
 #if ALIBI /* in natural units, and in the log2 domain of the unscaled branch */
     const float slope = ALIBI_SLOPE(b * heads_q + h), slope2 = slope * M_LOG2E_F;
 #endif
-    for (uint q0 = q_first; q0 < q_stop; q0 += SQ) {
-      const uint nr = min((uint)SQ, seqlen_q - q0);
-      barrier(CLK_LOCAL_MEM_FENCE);
-      STAGE(Qw, QW, SQ, DP, qg, qbase, q_ss, q0, nr, D, lid, 2 * BKV);
-      STAGE(Gw, GW, SQ, DVP, gg, gbase, g_ss, q0, nr, DV, lid, 2 * BKV);
-      for (uint r = lid; r < SQ; r += 2 * BKV) {
-        Ls[r] = r < nr ? lse[rbase + q0 + r] * M_LOG2E_F : -INFINITY;
-        Ds[r] = r < nr ? drow[rbase + q0 + r] : 0.0f;
-      }
-      barrier(CLK_LOCAL_MEM_FENCE);
-
+    __local const uint *Qt = Qw + buf * (SQ * QW), *Gt = Gw + buf * (SQ * GW);
+    __local const float *Lt = Ls + buf * SQ, *Dt = Ds + buf * SQ;
+    {
       /* S^T and dP^T: C element e is key gq + 8 (e >> 1), row n * 8 + 2 tq + (e & 1). */
       float s[NQ][4], dp[NQ][4];
 #if ALIBI /* a lane's two keys' distances (cl/common.cl) */
       ALIBI_KEY_BASES(ald, ja, jb, q0 + 2 * tq);
 #endif
-      PRODUCT_T(s, NQ, ka, KT, Qw, QW);
-      PRODUCT_T(dp, NQ, va, VK, Gw, GW);
+      PRODUCT_T(s, NQ, ka, KT, Qt, QW);
+      PRODUCT_T(dp, NQ, va, VK, Gt, GW);
       UNROLL for (uint n = 0; n < NQ; n++) UNROLL for (uint e = 0; e < 4; e++) {
         const uint r = n * 8 + 2 * tq + (e & 1);
-        bool ok = Ls[r] != -INFINITY; /* rows past the block and rows that saw no key */
+        bool ok = Lt[r] != -INFINITY; /* rows past the block and rows that saw no key */
 #if SEQLENS
         ok = ok && ((e >> 1) ? jb : ja) < seqlen_kv; /* keys past the entry's length: P = 0 */
 #endif
@@ -197,21 +293,26 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
         float dt; /* set for masked elements too: 0 * dt must stay 0 */
         const float cs = cap_score(s[n][e], scale, softcap, &dt);
         const float p =
-            ok ? exp2((cs ALIBI_FRAG(slope, ald, -1, n, e)) * M_LOG2E_F - Ls[r]) : 0.0f;
+            ok ? exp2((cs ALIBI_FRAG(slope, ald, -1, n, e)) * M_LOG2E_F - Lt[r]) : 0.0f;
 #else
         const float p =
-            ok ? exp2(s[n][e] * sl2 ALIBI_FRAG(slope2, ald, -1, n, e) - Ls[r]) : 0.0f,
+            ok ? exp2(s[n][e] * sl2 ALIBI_FRAG(slope2, ald, -1, n, e) - Lt[r]) : 0.0f,
             dt = 1.0f;
 #endif
         s[n][e] = p;
-        dp[n][e] = p * (dp[n][e] - Ds[r]) * dt;
+        dp[n][e] = p * (dp[n][e] - Dt[r]) * dt;
       }
       uint pa[KQ][4];
       TO_A(pa, s, KQ);
-      PRODUCT_N(dva, CV, pa, KQ, Gs, 2 * GW); /* dV += P^T dO */
+      PRODUCT_N(dva, CV, pa, KQ, Gt, GW); /* dV += P^T dO */
       TO_A(pa, dp, KQ);
-      PRODUCT_N(dka, CT, pa, KQ, Qs, 2 * QW); /* dK += dS^T Q (times scale on the way out) */
+      PRODUCT_N(dka, CT, pa, KQ, Qt, QW); /* dK += dS^T Q (times scale on the way out) */
     }
+#if NBUF == 2
+    if (nh < group) STORE_LD(buf ^ 1);
+#endif
+    barrier(CLK_LOCAL_MEM_FENCE); /* this stage is consumed before it is refilled */
+    buf ^= NBUF - 1, hh = nh, q0 = nq;
   }
   /* C element e of a tile is key gq + 8 (e >> 1), column 2 tq + (e & 1). */
   UNROLL for (uint e = 0; e < 4; e++) {
@@ -245,8 +346,8 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
        __global const float *lse, __global const float *drow, __global stor_t *dq, ulong dq_off,
        ulong dq_sb, ulong dq_ss, ulong dq_sh, uint heads_q, uint heads_kv, uint seqlen_q,
        uint seqlen_kv, uint num_qblocks, float scale, ulong group_base VARIANT_ARGS PDP_ARG) {
-  __local uint Kw[SK * QW], Vw[SK * GW];
-  __local const ushort *Ks = (__local const ushort *)Kw;
+  __local uint Kw[NBUF * SK * QW] __attribute__((aligned(16)));
+  __local uint Vw[NBUF * SK * GW] __attribute__((aligned(16)));
   const uint lid = get_local_id(0), warp = lid / 32, lane = lid % 32;
   const uint gq = lane / 4, tq = lane % 4;
 #ifdef MMA_EMULATE
@@ -304,20 +405,41 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
   const uint fb = mask_key(rb, mask_lo, seqlen_kv), eb = mask_key(rb, mask_hi, seqlen_kv);
 #endif
   const ulong kb0 = k_off + KB(k) + hk * k_sh, vb0 = v_off + KB(v) + hk * v_sh;
+  /* 16-byte copies wherever the views' offsets and strides (and the buffers) allow them. */
+  const int fast = ((k_off | k_sb | k_ss | k_sh | v_off | v_sb | v_ss | v_sh) % 8) == 0 &&
+                   ((size_t)kg % 16) == 0 && ((size_t)vg % 16) == 0;
+  /* Keys kv0_ .. of K and V into stage s_ (copies issued). */
+#define ISSUE_KV(kv0_, s_)                                                                         \
+  {                                                                                                \
+    const uint n_ = min((uint)SK, kv_end - (kv0_));                                                \
+    stage_rows(Kw + (s_) * (SK * QW), QW, SK, DP, kg, kb0, k_ss, kv0_, n_, D, fast, lid, 2 * BQ);  \
+    stage_rows(Vw + (s_) * (SK * GW), GW, SK, DVP, vg, vb0, v_ss, kv0_, n_, DV, fast, lid, 2 * BQ); \
+  }
+  uint buf = 0;
+#if NBUF == 2
+  if (kv_first < kv_end) ISSUE_KV(kv_first, 0);
+  CP_COMMIT();
+#endif
   for (uint kv0 = kv_first; kv0 < kv_end; kv0 += SK) {
     const uint nk = min((uint)SK, kv_end - kv0);
+#if NBUF == 2 /* the next tile's copies into the other stage; this tile's, the older, awaited */
+    if (kv0 + SK < kv_end) ISSUE_KV(kv0 + SK, buf ^ 1);
+    CP_COMMIT();
+    CP_WAIT1();
+#else
+    ISSUE_KV(kv0, 0);
+    CP_WAIT0();
+#endif
     barrier(CLK_LOCAL_MEM_FENCE);
-    STAGE(Kw, QW, SK, DP, kg, kb0, k_ss, kv0, nk, D, lid, 2 * BQ);
-    STAGE(Vw, GW, SK, DVP, vg, vb0, v_ss, kv0, nk, DV, lid, 2 * BQ);
-    barrier(CLK_LOCAL_MEM_FENCE);
+    __local const uint *Kt = Kw + buf * (SK * QW), *Vt = Vw + buf * (SK * GW);
 
     /* S and dP: C element e is row gq + 8 (e >> 1), key n * 8 + 2 tq + (e & 1). */
     float s[NK][4], dp[NK][4];
 #if ALIBI /* a lane's two rows' distances (cl/common.cl) */
     ALIBI_ROW_BASES(ald, ra, rb, kv0 + 2 * tq);
 #endif
-    PRODUCT_T(s, NK, qa, KT, Kw, QW);
-    PRODUCT_T(dp, NK, ga, VK, Vw, GW);
+    PRODUCT_T(s, NK, qa, KT, Kt, QW);
+    PRODUCT_T(dp, NK, ga, VK, Vt, GW);
     UNROLL for (uint n = 0; n < NK; n++) UNROLL for (uint e = 0; e < 4; e++) {
       const uint j = n * 8 + 2 * tq + (e & 1);
       const float l = (e >> 1) ? lb : la, dr = (e >> 1) ? db : da;
@@ -348,7 +470,9 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
     }
     uint dsa[KK][4];
     TO_A(dsa, dp, KK);
-    PRODUCT_N(dqa, CT, dsa, KK, Ks, 2 * QW); /* dQ += dS K */
+    PRODUCT_N(dqa, CT, dsa, KK, Kt, QW); /* dQ += dS K */
+    barrier(CLK_LOCAL_MEM_FENCE); /* this stage is consumed before it is refilled */
+    buf ^= NBUF - 1;
   }
 #if SINKS /* the rows' sums of P dP meet across the quad */
   pd0 = quad_sum(pd0 SCR_ARGS), pd1 = quad_sum(pd1 SCR_ARGS);

@@ -327,6 +327,30 @@ Test(SUITE, forced_blocks) {
 }
 #endif
 
+#if defined(TEST_MMA) && defined(TEST_HALF)
+/* The staged blocks in 16-byte copies (head dims multiples of 16; emulated: plain copies) and two
+ * stages, the next block's copies in flight while one computes: bwd_dkdv's across a GQA group's
+ * heads, with more LSE rows than work-items (BKV 16); 16-byte aligned views (cp.async) and views
+ * at an odd offset (copied through registers); odd lengths, so partial last blocks. */
+static void run_staged(clattn_dtype t, size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv,
+                       size_t d, size_t dv, unsigned flags, int bhsd, size_t offset, unsigned bq,
+                       unsigned bkv) {
+  clattn_problem p = {b, hq, hkv, nq, nkv, d, dv, t, 0.0f, flags, ALGORITHM};
+  clattn_config c = {.kernel = MMA_KERNEL, .block_q = bq, .block_kv = bkv};
+  check_shape(&p, bhsd, offset, &c);
+}
+/*                                                b hq hkv  nq  nkv   d  dv flags bhsd off BQ BKV */
+Test(SUITE, stage_f16_gqa_causal_aligned) {
+  run_staged(CLATTN_F16, 2, 4, 2, 131, 197, 64, 32, C, 0, 8, 32, 16);
+}
+Test(SUITE, stage_bf16_causal_q_longer_unaligned_bhsd) {
+  run_staged(CLATTN_BF16, 1, 2, 1, 150, 77, 64, 64, C, 1, 5, 16, 32);
+}
+Test(SUITE, stage_f16_d128_mqa) {
+  run_staged(CLATTN_F16, 1, 3, 1, 100, 67, 128, 128, 0, 0, 0, 64, 32);
+}
+#endif
+
 /* Bitwise identical gradients over 20 runs, each into buffers that start NaN, written whole;
  * the first against the references (identical wrong gradients would pass otherwise). */
 Test(SUITE, deterministic) {

@@ -137,6 +137,9 @@ for dt in 1 2; do
     -DMASK=1 -DSOFTCAP=1
   check bmh "${bhalf[@]}" -DDTYPE=$dt -DD=64 -DDV=64 -DBQ=64 -DBKV=64 -DSQ=64 -DSK=64 -DCAUSAL=1 \
     -DALIBI=1 -DSINKS=1 -DKVLENS=1
+  # one stage of staged blocks (copied and awaited before each), where two do not fit
+  check bmh "${bhalf[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=64 -DBKV=64 -DSQ=32 -DSK=32 -DCAUSAL=1 \
+    -DNBUF=1
 done
 # The fp32 tensor-core forward, the H200's default, as the control of the stubs.
 check fm common.cl mma.cl forward_mma.cl -- -DD=64 -DDV=64 -DBQ=128 -DBKV=32 -DPAD=1 -DCAUSAL=1 \

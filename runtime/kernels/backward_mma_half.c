@@ -14,12 +14,12 @@ static size_t row_words(unsigned dim) {
   return (dim + 15) / 16 * 8 + 4;
 }
 
-/* The larger kernel's bytes with sb rows (bwd_dkdv: Q, dO, LSE and D) or keys (bwd_dq: K, V)
- * staged, with the emulation's scratch for its warps. */
+/* The larger kernel's bytes with nbuf stages (NBUF) of sb rows (bwd_dkdv: Q, dO, LSE and D) or
+ * keys (bwd_dq: K, V) staged, with the emulation's scratch for its warps. */
 static size_t half_bytes(const clattn__device *dev, const clattn__class *k, const clattn__config *c,
-                         unsigned sb) {
-  size_t rows = (size_t)sb * (row_words(k->d) + row_words(k->dv)) * 4;
-  size_t dkdv = rows + (size_t)sb * 2 * sizeof(float), dq = rows;
+                         unsigned sb, unsigned nbuf) {
+  size_t rows = (size_t)nbuf * sb * (row_words(k->d) + row_words(k->dv)) * 4;
+  size_t dkdv = rows + (size_t)nbuf * sb * 2 * sizeof(float), dq = rows;
   if (dev->mma_emulated) {
     dkdv += (size_t)c->bkv / 16 * CLATTN__MMA_SCRATCH * sizeof(float);
     dq += (size_t)c->bq / 16 * CLATTN__MMA_SCRATCH * sizeof(float);
@@ -28,27 +28,31 @@ static size_t half_bytes(const clattn__device *dev, const clattn__class *k, cons
 }
 
 /* 64 staged rows up to head dims of 64, 32 above (each lane holds two fp32 C fragments of the
- * staged block, S and dP, beside its head-dim-long accumulators), halved until they fit; 0 when
- * not even 16 do. */
+ * staged block, S and dP, beside its head-dim-long accumulators), halved until they fit, in two
+ * stages (the next block's copies in flight while one computes) where they fit, else one (48 KiB
+ * holds two stages at head dims up to 128); 0 when not even 16 rows in one stage fit. */
 static unsigned stage_rows(const clattn__device *dev, const clattn__class *k,
-                           const clattn__config *c) {
+                           const clattn__config *c, unsigned *nbuf) {
   unsigned start = k->d > 64 || k->dv > 64 ? 32 : 64;
   for (unsigned sb = start; sb >= 16; sb /= 2)
-    if (half_bytes(dev, k, c, sb) <= dev->local_mem) return sb;
+    for (*nbuf = 2; *nbuf >= 1; --*nbuf)
+      if (half_bytes(dev, k, c, sb, *nbuf) <= dev->local_mem) return sb;
+  *nbuf = 1;
   return 0;
 }
 
 size_t clattn__bwd_mma_half_local(const clattn__device *dev, const clattn__class *k,
                                   const clattn__config *c) {
-  unsigned sb = stage_rows(dev, k, c);
-  return half_bytes(dev, k, c, sb ? sb : 16);
+  unsigned nbuf, sb = stage_rows(dev, k, c, &nbuf);
+  return half_bytes(dev, k, c, sb ? sb : 16, nbuf);
 }
 
 void clattn__bwd_mma_half_defines(const clattn__family *f, const clattn__device *dev,
                                   const clattn__class *k, const clattn__config *c, char *out,
                                   size_t len) {
-  unsigned sb = stage_rows(dev, k, c);
-  snprintf(out, len, "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DCAUSAL=%u -DSQ=%u -DSK=%u%s",
-           k->d, k->dv, c->bq, c->bkv, k->causal, sb, sb,
+  unsigned nbuf, sb = stage_rows(dev, k, c, &nbuf);
+  snprintf(out, len,
+           "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DCAUSAL=%u -DSQ=%u -DSK=%u -DNBUF=%u%s",
+           k->d, k->dv, c->bq, c->bkv, k->causal, sb, sb, nbuf,
            dev->mma_emulated ? " -DMMA_EMULATE=1 -DSCRATCH=" CLATTN__STR(CLATTN__MMA_SCRATCH) : "");
 }
