@@ -4,7 +4,8 @@
  *
  * FlashAttention-2's loop order and register use, each warp owning 16 query rows:
  *   - Q's A fragments stay in registers for the whole key loop: Q as stored (exact), packed in
- *     pairs; S is scaled by scale * log2 e in fp32 after its MMAs, as FlashAttention-2 does.
+ *     pairs; S is scaled by scale * log2 e in fp32 after its MMAs, as FlashAttention-2 does
+ *     (with RAW_MAX, below, after its row maxima).
  *     (Scaling Q before rounding it to the type added an error the naive reference does not
  *     have where scale is a power of two: bf16 at d = 64 failed the LSE rule on the H200.)
  *   - K and V tiles pass through local memory as 16-bit values, in pairs per 32-bit word, so
@@ -18,7 +19,7 @@
  *     accumulates in fp32, is normalised in fp32 and stored rounded (STS).
  * Head dims are padded with zeros: D to 16 (S's k-steps), DV to 8 (O's tiles); keys past the
  * tile's end are zero in K and V and -inf in S. Scores are in the log2 domain (exp2), LSE
- * converts back: (m + log2 l) ln 2.
+ * converts back: (m + log2 l) ln 2 (m scale log2 e for raw maxima).
  *
  * PAD appends 8 16-bit values (4 words) to each local row: a row is then an odd multiple of 4
  * words, so the 8 rows x 4 words of one fragment read fall in 32 distinct banks.
@@ -185,6 +186,13 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
     const float x1 = seen && c + 1 < D ? LDS(qr + c + 1) : 0.0f;
     qa[kt][r] = PACK2(x0, x1);
   }
+#if RAW_MAX
+  /* Raw maxima need a positive scale: a negative one (legal: finite is the rule) negates Q
+   * instead, exactly (the sign bits of its 16-bit values), so S and the scale change sign. */
+  const float sl2 = fabs(scale_log2);
+  if (scale_log2 < 0.0f)
+    UNROLL for (uint kt = 0; kt < KT; kt++) UNROLL for (uint r = 0; r < 4; r++) qa[kt][r] ^= 0x80008000u;
+#endif
 
   uint kv_end = seqlen_kv;
   const long shift = (long)seqlen_kv - (long)seqlen_q;
@@ -310,9 +318,9 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
       const float mn0 = fmax(m0, quad_max(mx0 SCR_ARGS)), mn1 = fmax(m1, quad_max(mx1 SCR_ARGS));
       /* While a row has seen no key (mn = -inf) nothing changes: never exp2(-inf - -inf). */
 #if RAW_MAX
-      const float a0 = mn0 == -INFINITY ? 1.0f : EXP2((m0 - mn0) * scale_log2);
-      const float a1 = mn1 == -INFINITY ? 1.0f : EXP2((m1 - mn1) * scale_log2);
-      const float ms0 = mn0 * scale_log2, ms1 = mn1 * scale_log2;
+      const float a0 = mn0 == -INFINITY ? 1.0f : EXP2((m0 - mn0) * sl2);
+      const float a1 = mn1 == -INFINITY ? 1.0f : EXP2((m1 - mn1) * sl2);
+      const float ms0 = mn0 * sl2, ms1 = mn1 * sl2;
 #else
       const float a0 = mn0 == -INFINITY ? 1.0f : EXP2(m0 - mn0);
       const float a1 = mn1 == -INFINITY ? 1.0f : EXP2(m1 - mn1);
@@ -326,7 +334,7 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
         UNROLL for (uint e = 0; e < 4; e++) {
           const float mn = (e >> 1) ? mn1 : mn0;
 #if RAW_MAX
-          p[e] = mn == -INFINITY ? 0.0f : EXP2(fma(s[nt][e], scale_log2, -((e >> 1) ? ms1 : ms0)));
+          p[e] = mn == -INFINITY ? 0.0f : EXP2(fma(s[nt][e], sl2, -((e >> 1) ? ms1 : ms0)));
 #else
           p[e] = mn == -INFINITY ? 0.0f : EXP2(s[nt][e] - mn);
 #endif
@@ -376,9 +384,14 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
       if (c < DV) STO(o, at + c, acc[vt][2 * hr] * inv);
       if (c + 1 < DV) STO(o, at + c + 1, acc[vt][2 * hr + 1] * inv);
     }
+#if RAW_MAX
+    const float m2 = m * sl2; /* raw maxima in the log2 domain */
+#else
+    const float m2 = m;
+#endif
     if (write_lse && tq == 0)
       lse[lse_off + split * lse_split + LSE_ROW(b, h) + row] =
-          l > 0.0f ? (RAW_MAX ? m * scale_log2 + log2(l) : m + log2(l)) * M_LN2_F : -INFINITY;
+          l > 0.0f ? (m2 + log2(l)) * M_LN2_F : -INFINITY;
   }
 }
 

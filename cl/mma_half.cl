@@ -122,13 +122,13 @@ static inline uint pack2(float lo, float hi) {
 
 /* A B-fragment register whose two k elements lie in one column of a local row-major matrix m of
  * 16-bit values (row stride ms): rows r and r + 1 of column c, r's in the low half. (Where they
- * lie in one row, the register is one aligned 32-bit word of m; cl/backward_mma_half.cl takes
- * both: Q, dO, K and V are staged once, row-major, and read either way.) */
+ * lie in one row, the register is one aligned 32-bit word of m.) The emulation's reads of
+ * frag_cols_x4 below, and the odd last tile of cl/backward_mma_half.cl's column products. */
 static inline uint pair_t(__local const ushort *m, uint ms, uint r, uint c) {
   return m[r * ms + c] | (uint)m[(r + 1) * ms + c] << 16;
 }
 
-/* STAGE 2 of cl/forward_mma_half.cl: tiles copied to local memory without passing through
+/* STAGE 2 of cl/forward_mma_half.cl and cl/backward_mma_half.cl's staging: tiles copied to local memory without passing through
  * registers (cp.async, 16 bytes a copy, in groups that can be waited for), and B fragments read
  * by ldmatrix, four 8 x 8 matrices of 16-bit values at once (.trans for V, stored as it comes,
  * a row per key). Emulated: plain copies (the wait is then nothing) and the fragments' words

@@ -346,9 +346,6 @@ Test(SUITE, stage_f16_gqa_causal_aligned) {
 Test(SUITE, stage_bf16_causal_q_longer_unaligned_bhsd) {
   run_staged(CLATTN_BF16, 1, 2, 1, 150, 77, 64, 64, C, 1, 5, 16, 32);
 }
-Test(SUITE, stage_f16_d128_mqa) {
-  run_staged(CLATTN_F16, 1, 3, 1, 100, 67, 128, 128, 0, 0, 0, 64, 32);
-}
 #endif
 
 /* Bitwise identical gradients over 20 runs, each into buffers that start NaN, written whole;

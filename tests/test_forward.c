@@ -147,7 +147,7 @@ Test(SUITE, d256_causal_bhsd) {
  * (SCHAINS) with longer chains, one-value V reads (VW), causal blocks in order (REVERSE 0). Two
  * query blocks, a tile cut short, causal, and 3 k-step pairs at d = 40. */
 Test(SUITE, build_knobs_for_experiments) {
-  const char *knobs[] = {"-DSCHAINS=2 -DFLUSH_S=8", "-DSCHAINS=2", "-DVW=1", "-DREVERSE=0"};
+  const char *knobs[] = {"-DSCHAINS=2 -DFLUSH_S=8", "-DVW=1", "-DREVERSE=0"};
   for (size_t i = 0; i < sizeof knobs / sizeof *knobs; i++) {
     setenv("CLATTN_BUILD_OPTIONS", knobs[i], 1); /* this test's process only */
     cr_log_info("%s", knobs[i]);

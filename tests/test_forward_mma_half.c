@@ -83,3 +83,19 @@ Test(forward_mma_half, stage2_f16_gqa_dv_smaller_bhsd_offset) {
 Test(forward_mma_half, stage2_bf16_causal_q_longer_unaligned) {
   run_staged(BF16, 1, 2, 0, 70, 41, 32, 0, C, BSHD, 5, LSE, 16, 16, 1, 2);
 }
+
+/* A negative scale (legal: finite is the rule): raw row maxima (RAW_MAX) need a positive one,
+ * so the kernel negates Q's fragments instead; with causal masking (-inf scores) in two stages,
+ * and in one stage. */
+static void run_scaled(clattn_dtype t, float scale, unsigned flags, unsigned stage) {
+  clattn_problem p = {1, 2, 0, 45, 77, 64, 0, t, scale, flags, CLATTN_ALGO_FUSED};
+  clattn_config c = {.kernel = "forward_mma_half", .threads_per_row = 1, .rows_per_item = 1};
+  c.block_q = 32, c.block_kv = 32, c.stage_kv = stage, c.pad = 1;
+  test_forward_shape(&p, BSHD, 0, LSE, &c);
+}
+Test(forward_mma_half, negative_scale_f16_causal_stage2) {
+  run_scaled(F16, -0.2f, C, 2);
+}
+Test(forward_mma_half, negative_scale_bf16_stage1) {
+  run_scaled(BF16, -0.3f, 0, 1);
+}

@@ -2,6 +2,7 @@
  * (a 48 KiB GPU like the H200, a 512 KiB device), and the built kernel's use of local memory. */
 #include "common.h"
 #include "families.h"
+#include "ops.h"
 #include "plan.h"
 #include "tune.h"
 
@@ -417,12 +418,12 @@ Test(tiling, decode_cost_picks_the_h200_fastest) {
   }
 }
 
-/* On tensor cores the cost ranks decode_mma first with one stage, 16-key blocks for an fp16
- * cache and 32 for int8: the fastest an H100 measured through the planner (batch 8, 32k keys:
- * fp16 0.377 ms against 0.475 with 32-key blocks; int8 0.275 against 0.348 with stage 2 and
- * 32-key blocks; docs/BENCHMARKS.md), although forced at batch 64 without key ranges 32-key
- * blocks and int8's stage 2 were faster. */
-Test(tiling, decode_mma_cost_picks_the_planned_fastest) {
+/* On tensor cores the cost ranks decode_mma first with 32-key blocks, one stage for an fp16
+ * cache and two (each step's loads during the previous step's math) for int8: the fastest an
+ * H100 measured, forced at batch 64 (fp16 0.709 ms against 0.764 with 16-key blocks; int8 0.602
+ * against 0.735 at stage 1) and through the planner at batch 8, 32k keys (fp16 0.475 against
+ * 0.487; int8 0.348 against 0.397); docs/BENCHMARKS.md. */
+Test(tiling, decode_mma_cost_picks_the_h100_fastest) {
   clattn__device d = gpu(48);
   d.tensor_cores = 1;
   for (int kv8 = 0; kv8 < 2; kv8++) {
@@ -432,8 +433,38 @@ Test(tiling, decode_mma_cost_picks_the_planned_fastest) {
     cr_assert_gt(n, 0);
     char got[160];
     clattn__config_describe(&out[0], got, sizeof got);
-    cr_expect(out[0].kernel == clattn__family_find("decode_mma") &&
-                  out[0].bkv == (kv8 ? 32u : 16u) && out[0].stage == 1,
+    cr_expect(out[0].kernel == clattn__family_find("decode_mma") && out[0].bkv == 32 &&
+                  out[0].stage == (kv8 ? 2u : 1u),
               "%s: %s", kv8 ? "int8" : "fp16", got);
   }
+}
+
+/* decode_mma's rule on a 132-unit GPU (an H100's count): one wave of 8 work-groups per unit and
+ * at least 128 keys a range, which an H100 measured fastest at batch 8 (4k and 32k keys: 16
+ * ranges; 17 read at 70% of the stream, 16 at 93%) and batch 1 (4k keys: 32 ranges; 32k: the
+ * most, 64); docs/BENCHMARKS.md. */
+Test(tiling, decode_mma_split_count_on_132_units) {
+  clattn_context *ctx = test_context(NULL);
+  ctx->device.compute_units = 132;
+  clattn__plan p;
+  memset(&p, 0, sizeof p);
+  p.cfg.kernel = clattn__family_find("decode_mma");
+  p.cfg.bq = 4, p.cfg.bkv = 16;
+  snprintf(p.origin, sizeof p.origin, "heuristic");
+  const struct {
+    size_t batch, keys;
+    unsigned want;
+  } t[] = {{8, 4096, 16}, {8, 32768, 16}, {1, 4096, 32}, {1, 32768, 64}, {64, 4096, 2}};
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+    clattn__shape s;
+    memset(&s, 0, sizeof s);
+    s.batch = t[i].batch, s.heads_q = 32, s.heads_kv = 8, s.seqlen_q = 1, s.seqlen_kv = t[i].keys;
+    s.d = s.dv = 128;
+    unsigned per = 0, n = clattn__split_count(ctx, &s, &p, &per);
+    cr_expect_eq(n, t[i].want, "batch %zu, %zu keys: %u ranges of %u", t[i].batch, t[i].keys, n,
+                 per);
+    cr_expect_geq((size_t)per * n, t[i].keys);
+    cr_expect_lt((size_t)per * (n - 1), t[i].keys);
+  }
+  clattn_context_destroy(ctx);
 }

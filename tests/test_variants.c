@@ -200,7 +200,6 @@ VCASE(seqlens_kv_softcap_q_longer, F32, 3, 2, 0, 70, 50, 24, 0, C, 0, 0, 4.0f, B
       1)
 VCASE(seqlens_kv_alibi_sinks, F32, 5, 2, 1, 33, 47, 32, 0, C | W, 12, 0, 0.0f, BSHD, 0, 0, 1, 1, 1,
       1)
-VCASE(f16_seqlens_kv_gqa_causal, F16, 5, 4, 2, 24, 40, 64, 0, C, 0, 0, 0.0f, BSHD, 0, 0, 0, 0, 0, 1)
 VCASE(f16_seqlens_kv_alibi_sinks_window, F16, 5, 2, 1, 30, 50, 32, 0, W, 10, 5, 0.0f, BHSD, 0, 0, 0,
       2, 1, 1)
 VCASE(bf16_seqlens_kv_sinks_softcap, BF16, 5, 3, 0, 24, 44, 40, 0, 0, 0, 0, 20.0f, BSHD, 0, 0, 0, 0,

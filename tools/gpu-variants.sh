@@ -16,7 +16,8 @@
 # cap-impl: the softcap's tanh two ways (cl/common.cl's CAP_FAST through CLATTN_BUILD_OPTIONS:
 # 0 the rational, 1 from native exp2 and reciprocal, the default of half storage on NVIDIA), each
 # checked (fp32, fp16, bf16, forward and backward) and timed against plain, in turns, ROUNDS
-# rounds (cap_impl.txt).
+# rounds (cap_impl.txt). Half storage on NVIDIA gets -DCAP_FAST=1 from the host: the rational
+# column relies on the later -DCAP_FAST=0 winning, as clang-based compilers do (a warning).
 # Usage: tools/gpu-variants.sh DIR [check] [time] [time-args] [cap-impl] [lens] [padded] (DIR from
 # tools/gpu-pack.sh).
 # Writes to $OUT.

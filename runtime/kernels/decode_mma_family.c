@@ -75,14 +75,14 @@ unsigned clattn__decode_mma_cost(const clattn__family *f, const clattn__device *
                                  const clattn__class *k, const clattn__config *c) {
   (void)f;
   unsigned s = c->bq == 16 ? 0 : c->bq == 8 ? 1 : 2;
-  /* Two 16-key steps' loads at once (32-key blocks): for an int8 cache (half the bytes a step).
-   * Forced at batch 64 without splits (8-row tiles) an H100 measured them 7% faster for fp16 too
-   * and stage 2 (each step's loads during the previous step's math) 18% faster for int8; but
-   * through the planner (4-row tiles, key ranges) both lost there: fp16 at batch 8 with 32k keys
-   * read at 72% of the stream against 91% with 16-key blocks, int8 took 0.348 ms against 0.275
-   * (docs/BENCHMARKS.md, c0ef1be and 8d23913). So 16 keys for fp16, 32 for int8, one stage. */
-  s += (c->bkv == 32) == !(k->variants & CLATTN__VAR_KV8) ? 4 : 0;
-  s += c->stage == 2 ? 5 : 0;
+  /* Two 16-key steps' loads at once (32-key blocks), and for int8 each step's loads issued
+   * during the previous step's math (stage 2; for fp16 it only adds registers: 255 and 16 bytes
+   * spilled). On an H100 forced at batch 64 without key ranges: fp16 32-key blocks 0.709 ms
+   * against 0.764 for 16, int8 stage 2 0.602 against 0.735 for stage 1; through the planner at
+   * batch 8 with 32k keys (17 ranges in both calls): fp16 0.475 against 0.487, int8 0.348
+   * against 0.397 (docs/BENCHMARKS.md, c0ef1be, 8d23913, 8499235). */
+  s += c->bkv == 32 ? 0 : 4;
+  s += (c->stage == 2) == !(k->variants & CLATTN__VAR_KV8) ? 5 : 0;
   (void)dev;
   if (!(k->variants & CLATTN__VAR_KVCACHE)) s += 100000;
   return s;

@@ -53,7 +53,7 @@ static unsigned steps(unsigned x, unsigned want) {
 /* On tensor cores, below every portable family's GPU cost (forward_rows' start at 100): this
  * is the family for half storage there, so a half class plans it before any measurement (the
  * built-in defaults are fp32 rows). Two stages (cp.async, ldmatrix) first where the head dims
- * allow them: 1.6-3.2x stage 1 on an H100 (docs/BENCHMARKS.md), with four warps (64 rows) and
+ * allow them: 1.5-3.2x stage 1 on an H100 (docs/BENCHMARKS.md), with four warps (64 rows) and
  * 32-key tiles at d = 128, 64 keys at d <= 64 (local memory holds two stages of each). Stage 1:
  * four warps and 64-key tiles, padded; fewer keys per tile at large head dims. Emulated (tests
  * on PoCL), ranked after everything, as forward_mma: it runs there only as an override. */

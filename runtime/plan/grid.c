@@ -41,8 +41,10 @@ clattn_status clattn__plan_for_grid(clattn_context *ctx, const clattn__shape *s,
     c = half;
   }
   const unsigned tight = c.bq;
-  /* Keys enough to split (clattn__split_count's rule): splitting them fills the device without
-   * reading each K/V tile once more per extra query block, which finer blocks would. */
+  /* Keys enough to split (clattn__split_count's first test; the decode families ask more, whole
+   * waves and split_min_keys, but their tiles are never refined below their rows): splitting
+   * fills the device without reading each K/V tile once more per extra query block, which finer
+   * blocks would. */
   int split = ctx->queue_in_order && !s->varlen && s->seqlen_kv >= 4 * (size_t)base->cfg.bkv;
   while (!split && c.bq / 2 >= min_block_q(&base->cfg) && groups_of(s, &base->cfg, c.bq) < units) {
     clattn__config half = c;
