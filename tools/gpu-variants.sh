@@ -26,6 +26,13 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/gpu-env.sh" "${1:-.gpu}"
 shift
 steps=${*:-check time}
+# Timed rounds "round dtype mask pass variant ms" (ms "failed" when a run failed) into medians
+# per (dtype, mask, pass) and variant: med(k, variant); each table's END block follows.
+med_awk='$6 != "failed" { k = $2 " " $3 " " $4; v[k, $5, ++n[k, $5]] = $6; keys[k] = 1 }
+  function med(k, t,   c, i, j, a, x) {
+    c = n[k, t]; for (i = 1; i <= c; i++) a[i] = v[k, t, i]
+    for (i = 1; i <= c; i++) for (j = i + 1; j <= c; j++) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x }
+    return a[int((c + 1) / 2)] }'
 gpu_env_header \
   | tee -a "$out/env.txt"
 if [[ " $steps " == *" check "* ]]; then
@@ -85,11 +92,7 @@ if [[ " $steps " == *" time-args "* ]]; then
       done
     done
   done >"$out/args_time.raw"
-  awk '$6 != "failed" { k = $2 " " $3 " " $4; v[k, $5, ++n[k, $5]] = $6; keys[k] = 1 }
-    function med(k, t,   c, i, j, a, x) {
-      c = n[k, t]; for (i = 1; i <= c; i++) a[i] = v[k, t, i]
-      for (i = 1; i <= c; i++) for (j = i + 1; j <= c; j++) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x }
-      return a[int((c + 1) / 2)] }
+  awk "$med_awk"'
     END { for (k in keys) { p = med(k, "plain")
       printf "%s  plain %.3f ms  alibi %.3f  sinks %.3f  both %.3f  softcap %.3f\n", k, p,
         med(k, "--alibi") / p, med(k, "--sinks") / p, med(k, "--alibi+--sinks") / p,
@@ -124,11 +127,7 @@ if [[ " $steps " == *" cap-impl "* ]]; then
       done
     done
   done >"$out/cap_impl.raw"
-  awk '$6 != "failed" { k = $2 " " $3 " " $4; v[k, $5, ++n[k, $5]] = $6; keys[k] = 1 }
-    function med(k, t,   c, i, j, a, x) {
-      c = n[k, t]; for (i = 1; i <= c; i++) a[i] = v[k, t, i]
-      for (i = 1; i <= c; i++) for (j = i + 1; j <= c; j++) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x }
-      return a[int((c + 1) / 2)] }
+  awk "$med_awk"'
     END { for (k in keys) { p = med(k, "plain")
       printf "%s  plain %.3f ms  softcap: rational %.3f  exp2+rcp %.3f\n", k, p,
         med(k, "0") / p, med(k, "1") / p } }' \
