@@ -1,0 +1,260 @@
+/* What the planner takes from the tuning database, as the runtime sees it (explain's origin):
+ * every lookup level, the built-in defaults where there is no entry, config overrides, and
+ * backward entries and overrides beside the forward ones. Apart from the file's own tests
+ * (test_tunedb.c, the same binary and suite); their helpers are tunedb_common.h. */
+#include "tunedb_common.h"
+
+#include <stdio.h>
+#include <string.h>
+
+Test(tunedb, every_lookup_level) {
+  clattn_context *ctx = context_with_db();
+  clattn__db_entry e = entry_for(ctx);
+  clattn_plan_info info = explain_fresh(&ctx);
+  cr_assert(!strcmp(info.origin, "heuristic") || !strcmp(info.origin, "built-in"), "%s",
+            info.origin);
+  save(&e, 1);
+  info = explain_fresh(&ctx);
+  cr_assert_str_eq(info.origin, "tuned");
+  cr_assert_eq(info.block_q, 8);
+  cr_assert_eq(info.block_kv, 16);
+  cr_assert_eq(info.threads_per_row, 2);
+  remove(db_path);
+  clattn__db_entry other = e; /* another driver of the same device */
+  snprintf(other.dev.driver, sizeof other.dev.driver, "0.0-other");
+  save(&other, 1);
+  info = explain_fresh(&ctx);
+  cr_assert_str_eq(info.origin, "fallback");
+  cr_assert(strstr(info.reason, "another driver"), "%s", info.reason);
+  remove(db_path);
+  other = e; /* another device of the same vendor and type */
+  snprintf(other.dev.name, sizeof other.dev.name, "some other device");
+  save(&other, 1);
+  info = explain_fresh(&ctx);
+  cr_assert_str_eq(info.origin, "fallback");
+  cr_assert(strstr(info.reason, "another device"), "%s", info.reason);
+  remove(db_path);
+  other = e; /* this device, another sequence-length bucket */
+  other.cls.bucket = 4096;
+  save(&other, 1);
+  info = explain_fresh(&ctx);
+  cr_assert_str_eq(info.origin, "fallback");
+  remove(db_path);
+  other = e; /* another kernel source: stale, never used */
+  other.source_hash ^= 1;
+  save(&other, 1);
+  info = explain_fresh(&ctx);
+  cr_assert_str_neq(info.origin, "tuned");
+  cr_assert_str_neq(info.origin, "fallback");
+  remove(db_path);
+  other = e; /* another vendor: nothing */
+  snprintf(other.dev.vendor, sizeof other.dev.vendor, "Nobody Inc.");
+  save(&other, 1);
+  info = explain_fresh(&ctx);
+  cr_assert_str_neq(info.origin, "fallback");
+  test_context_still_works(ctx);
+  clattn_context_destroy(ctx);
+}
+
+Test(tunedb, overrides) {
+  clattn_context *ctx = context_with_db();
+  clattn_problem p = problem();
+  clattn_config cfg = {"forward_rows", 4, 8, 2, 1, 0};
+  cr_assert_eq(clattn_override_config(ctx, &p, &cfg), CLATTN_OK, "%s", clattn_last_error(ctx));
+  clattn_plan_info info;
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
+  cr_assert_str_eq(info.origin, "override");
+  cr_assert_eq(info.block_q, 4);
+  cr_assert_eq(info.block_kv, 8);
+  test_context_still_works(ctx); /* another class: unaffected */
+  check_spec sp = {0};
+  sp.problem = p, sp.with_lse = 1;
+  check_result r;
+  cr_assert_eq(check_run(ctx, &sp, &r), CLATTN_OK);
+  cr_assert(r.pass, "the override computes wrong results: %g > %g", r.err_o, r.tol_o);
+  clattn_config huge = {"forward_rows", 4096, 4096, 1, 1, 0};
+  cr_assert_eq(clattn_override_config(ctx, &p, &huge), CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(ctx), "local memory") ||
+                strstr(clattn_last_error(ctx), "work-group"),
+            "%s", clattn_last_error(ctx));
+  clattn_config unknown = {"nope", 4, 8, 1, 1, 0};
+  cr_assert_eq(clattn_override_config(ctx, &p, &unknown), CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(ctx), "unknown kernel variant"));
+  cr_assert_eq(clattn_override_config(ctx, &p, NULL), CLATTN_OK);
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
+  cr_assert_str_neq(info.origin, "override");
+  clattn_context_destroy(ctx);
+}
+
+/* With no database entry, PoCL's CPU device gets the built-in defaults measured here. */
+Test(tunedb, built_in_defaults_on_pocl) {
+  clattn_context *ctx = context_with_db();
+  if (!strstr(ctx->device.platform_name, "Portable Computing Language") ||
+      !(ctx->device.type & CL_DEVICE_TYPE_CPU)) {
+    clattn_context_destroy(ctx);
+    cr_skip_test("built-in defaults are measured for PoCL's CPU device");
+  }
+  clattn_problem p = problem();
+  p.head_dim = 128, p.seqlen_q = p.seqlen_kv = 1000, p.flags = CLATTN_CAUSAL;
+  clattn_plan_info info;
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_str_eq(info.origin, "built-in");
+  p.seqlen_q = p.seqlen_kv = 5000; /* another bucket: the nearest measured one below */
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
+  cr_assert_str_eq(info.origin, "built-in");
+  /* Half classes have rows of their own: bf16 at d = 128, causal, two rows per work-item. */
+  p.seqlen_q = p.seqlen_kv = 1000, p.dtype = CLATTN_BF16;
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_str_eq(info.origin, "built-in");
+  cr_assert_str_eq(info.kernel, "forward_tiles");
+  cr_assert(info.block_q == 128 && info.block_kv == 32 && info.rows_per_item == 2,
+            "bf16 d = 128 causal: %u/%u rm %u", info.block_q, info.block_kv, info.rows_per_item);
+  p.dtype = CLATTN_F32;
+  p.head_dim = 100; /* no built-in for this head dim */
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
+  cr_assert_str_eq(info.origin, "heuristic");
+  clattn_context_destroy(ctx);
+}
+
+/* The H200's built-in rows match an H200 only, and fit its 48 KiB of local memory. */
+Test(tunedb, built_in_defaults_for_the_h200) {
+  clattn__device h200;
+  memset(&h200, 0, sizeof h200);
+  snprintf(h200.platform_name, sizeof h200.platform_name, "NVIDIA CUDA");
+  snprintf(h200.name, sizeof h200.name, "NVIDIA H200");
+  h200.type = CL_DEVICE_TYPE_GPU, h200.local_mem = 49152;
+  h200.max_work_group = h200.max_item_size[0] = 1024;
+  h200.tensor_cores = 1; /* compute capability 9.0 */
+  unsigned dims[] = {64, 128};
+  for (int i = 0; i < 2; i++)
+    for (unsigned causal = 0; causal < 2; causal++) {
+      clattn__class cls = {dims[i], dims[i], causal, 4096};
+      clattn__config found, *c = &found;
+      cr_assert(clattn__builtin_find(&h200, &cls, c), "no built-in for d=%u causal=%u", dims[i],
+                causal);
+      char why[160];
+      cr_assert(clattn__config_legal(&h200, &cls, c, why, sizeof why), "%s", why);
+      cr_assert(clattn__family_of(c)->tensor_cores,
+                "the H200's defaults are the tensor-core kernels");
+      /* Were the tensor cores not detected, the row would be illegal and skipped. */
+      h200.tensor_cores = 0;
+      cr_assert_not(clattn__config_legal(&h200, &cls, c, why, sizeof why));
+      h200.tensor_cores = 1;
+    }
+  /* Half classes have rows of their own: the half tensor-core kernels at d = 64 and 128 in each
+   * half dtype, forward and backward, legal for the class and not for fp32. */
+  char why[160];
+  for (unsigned pass = CLATTN__FORWARD; pass <= CLATTN__BACKWARD; pass++)
+    for (unsigned dt = CLATTN_F16; dt <= CLATTN_BF16; dt++)
+      for (unsigned d = 64; d <= 128; d *= 2)
+        for (unsigned causal = 0; causal < 2; causal++) {
+          clattn__class half = {d, d, causal, 4096, pass, dt};
+          clattn__config hc;
+          cr_assert(clattn__builtin_find(&h200, &half, &hc),
+                    "no built-in for pass %u dtype %u d %u", pass, dt, d);
+          cr_assert_str_eq(clattn__family_of(&hc)->name,
+                           pass == CLATTN__FORWARD ? "forward_mma_half" : "backward_mma_half");
+          cr_assert(clattn__config_legal(&h200, &half, &hc, why, sizeof why), "%s", why);
+          clattn__class f32 = half;
+          f32.dtype = CLATTN_F32;
+          cr_assert_not(clattn__config_legal(&h200, &f32, &hc, why, sizeof why));
+        }
+  snprintf(h200.name, sizeof h200.name, "NVIDIA A100");
+  clattn__class cls = {64, 64, 0, 4096};
+  clattn__config none;
+  cr_assert_not(clattn__builtin_find(&h200, &cls, &none), "H200 rows must not match another GPU");
+}
+
+/* Backward entries ("pass": "backward") live beside the forward ones of the same class: each
+ * pass finds its own, a stale source hash or a bad pass is not used, and overrides of the two
+ * passes are set apart and removed together. */
+Test(tunedb, backward_entries_and_overrides) {
+  clattn_context *ctx = context_with_db();
+  clattn__db_entry e[2] = {entry_for(ctx), entry_for(ctx)};
+  clattn__sources src;
+  cr_assert_eq(clattn__sources_load(ctx, CLATTN__BACKWARD, &src), CLATTN_OK);
+  clattn__config bwd = {0};
+  bwd.kernel = clattn__family_find("backward_rows"), bwd.bq = 16, bwd.bkv = 32;
+  uint64_t hash = src.hash[bwd.kernel];
+  clattn__sources_free(&src);
+  e[1].cls.pass = CLATTN__BACKWARD, e[1].cfg = bwd, e[1].source_hash = hash;
+  save(e, 2);
+  clattn__db db = {0};
+  size_t skipped;
+  char why[256];
+  cr_assert_eq(clattn__db_load(db_path, &db, &skipped, why, sizeof why), CLATTN_OK, "%s", why);
+  cr_assert_eq(db.count, 2, "one class, two passes: two entries");
+  for (size_t i = 0; i < 2; i++) {
+    cr_assert_eq(memcmp(&db.entries[i].cls, &e[i].cls, sizeof e[i].cls), 0);
+    cr_assert_eq(memcmp(&db.entries[i].cfg, &e[i].cfg, sizeof e[i].cfg), 0);
+  }
+  clattn__db_free(&db);
+  clattn_plan_info info = explain_fresh(&ctx);
+  cr_assert_str_eq(info.origin, "tuned");
+  cr_assert_eq(info.block_q, e[0].cfg.bq);
+  cr_assert_str_eq(info.backward_origin, "tuned");
+  cr_assert_str_eq(info.backward.kernel, "backward_rows");
+  cr_assert_eq(info.backward.block_q, 16);
+  cr_assert_eq(info.backward.block_kv, 32);
+  /* The backward runs with it and computes the right gradients. */
+  check_spec sp = {0};
+  sp.problem = problem();
+  check_bwd_result r;
+  cr_assert_eq(check_backward_run(ctx, &sp, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert(r.pass, "dq %g (tol %g) dk %g (%g) dv %g (%g)", r.err[0], r.tol[0], r.err[1], r.tol[1],
+            r.err[2], r.tol[2]);
+  /* Stale kernel source: the backward entry is passed over. */
+  e[1].source_hash ^= 1;
+  remove(db_path);
+  save(e, 2);
+  info = explain_fresh(&ctx);
+  cr_assert_str_eq(info.origin, "tuned");
+  cr_assert_str_eq(info.backward_origin, "heuristic");
+  /* A pass that is neither forward nor backward: the entry is skipped. */
+  e[1].source_hash ^= 1;
+  remove(db_path);
+  save(&e[1], 1);
+  FILE *f = fopen(db_path, "rb");
+  char buf[8192], bad[8300];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char *at = strstr(buf, "\"backward\"");
+  cr_assert_not_null(at);
+  snprintf(bad, sizeof bad, "%.*s\"sideways\"%s", (int)(at - buf), buf,
+           at + strlen("\"backward\""));
+  write_text(bad);
+  expect_ignored(&ctx, "entries skipped");
+  /* Overrides: one per pass; NULL removes both. */
+  clattn_problem p = problem();
+  clattn_config fwd = {"forward_rows", 4, 8, 2, 1, 0};
+  clattn_config back = {"backward_rows", 8, 128, 1, 1, 0};
+  cr_assert_eq(clattn_override_config(ctx, &p, &fwd), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_eq(clattn_override_config(ctx, &p, &back), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
+  cr_assert_str_eq(info.origin, "override");
+  cr_assert_eq(info.block_q, 4);
+  cr_assert_str_eq(info.backward_origin, "override");
+  cr_assert_eq(info.backward.block_q, 8);
+  cr_assert_eq(info.backward.block_kv, 128);
+  sp.problem = p;
+  cr_assert_eq(check_backward_run(ctx, &sp, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert(r.pass, "the backward override computes wrong gradients");
+  clattn_config odd = {"backward_rows", 3, 8, 1, 1, 0};
+  cr_assert_eq(clattn_override_config(ctx, &p, &odd), CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(ctx), "BQ=3"), "%s", clattn_last_error(ctx));
+  if (!ctx->device.tensor_cores) { /* PoCL without the emulation */
+    clattn_config mma = {"backward_mma", 32, 32, 1, 1, 0};
+    cr_assert_eq(clattn_override_config(ctx, &p, &mma), CLATTN_ERR_INVALID_ARGUMENT);
+    cr_assert(strstr(clattn_last_error(ctx), "tensor cores"), "%s", clattn_last_error(ctx));
+  }
+  clattn_config big = {"backward_rows", 512, 8, 1, 1, 0};
+  cr_assert_eq(clattn_config_check(ctx, &p, &big), CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(ctx), "powers of two of at most 256"), "%s",
+            clattn_last_error(ctx));
+  cr_assert_eq(clattn_override_config(ctx, &p, NULL), CLATTN_OK);
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK);
+  cr_assert_str_neq(info.origin, "override");
+  cr_assert_str_neq(info.backward_origin, "override");
+  clattn_context_destroy(ctx);
+}
