@@ -2,10 +2,13 @@
  * bf16 Q, K, V and O (DTYPE 1 or 2), mma.sync m16n8k16 with fp32 accumulators through inline
  * PTX (cl/mma_half.cl). fp32 storage stays forward_mma's (3xTF32).
  *
- * FlashAttention-2's loop order and register use, each warp owning 16 query rows:
+ * FlashAttention-2's loop order and register use, each warp owning 16 RM query rows (RM m16
+ * tiles, 1 or 2: two tiles share each B fragment read, halving local-memory reads per MMA, as
+ * FlashAttention-2's 32 rows a warp, at the cost of twice the accumulator registers):
  *   - Q's A fragments stay in registers for the whole key loop: Q as stored (exact), packed in
- *     pairs; S is scaled by scale * log2 e in fp32 after its MMAs, as FlashAttention-2 does
- *     (with RAW_MAX, below, after its row maxima).
+ *     pairs; S is scaled by scale * log2 e in fp32 after its MMAs, as FlashAttention-2 does.
+ *     (Raw maxima with the scale folded into the exponential's FMA measured no faster on an
+ *     H100 without a mask and 9-12% slower causal: docs/BENCHMARKS.md, stop 32.)
  *     (Scaling Q before rounding it to the type added an error the naive reference does not
  *     have where scale is a power of two: bf16 at d = 64 failed the LSE rule on the H200.)
  *   - K and V tiles pass through local memory as 16-bit values, in pairs per 32-bit word, so
@@ -24,7 +27,10 @@
  * PAD appends 8 16-bit values (4 words) to each local row: a row is then an odd multiple of 4
  * words, so the 8 rows x 4 words of one fragment read fall in 32 distinct banks.
  *
- * Parameters (-D): D, DV head dims; BQ query rows per work-group (16 per warp); BKV keys per
+ * Masks (the tile's end, causal, a window) are applied only on the tiles where some key is hidden
+ * from some row of the warp; the others skip the per-score tests.
+ *
+ * Parameters (-D): D, DV head dims; BQ query rows per work-group (16 RM per warp); RM; BKV keys per
  * tile (a multiple of 16, P V's k-step); PAD (0 or 1); CAUSAL (bottom-right aligned; key blocks
  * no row of the work-group sees are skipped); REVERSE (causal blocks longest first, 1 by
  * default); the variants MASK (key blocks outside the work-group's rows' ranges skipped, and a
@@ -56,7 +62,16 @@
 #error "STAGE 2 needs D and DV multiples of 16 and PAD"
 #endif
 
-#define WARPS (BQ / 16)
+#ifndef RM
+#define RM 1
+#endif
+#if RM != 1 && RM != 2
+#error "RM (m16 tiles per warp) must be 1 or 2"
+#endif
+#if BQ % (16 * RM)
+#error "BQ must be a multiple of 16 RM (a warp's rows)"
+#endif
+#define WARPS (BQ / (16 * RM))
 #define WG (WARPS * 32)
 #define DP ((D + 15) / 16 * 16) /* S's k dimension, padded */
 #define DVP ((DV + 7) / 8 * 8)
@@ -68,52 +83,26 @@
 #define VS ((BKV + 8 * PAD) / 2) /* words per column row of V^T */
 #define VR ((DVP + 8) / 2)        /* STAGE 2: words per key row of V */
 
-/* RAW_MAX (FlashAttention-2's order, where no variant changes a score after its scaling): the
- * row maxima are taken on raw scores and P = exp2(s scale - m scale), one FMA before the
- * exponential; m is then raw, scaled where it is used. EXP2: the exponential of P and of the
- * rescale, NVIDIA's ex2.approx.ftz (native_exp2) on tensor cores, whose 2 ulp vanish in P's
- * rounding to 16 bits. -DFAST_EXP=0 keeps OpenCL's exp2 and scaled maxima (an experiment). */
-#ifndef FAST_EXP
-#define FAST_EXP 1
-#endif
-#if FAST_EXP && !SOFTCAP && !ALIBI && !SINKS
-#define RAW_MAX 1
-#else
-#define RAW_MAX 0
-#endif
-#if FAST_EXP && !defined(MMA_EMULATE)
-#define EXP2 native_exp2
-#else
-#define EXP2 exp2
-#endif
-
 #if STAGE == 2
-/* Keys kv0 .. kv0 + nk - 1 of K and V, rows of 16-byte chunks, into one stage's buffers (zeros
- * past nk): by cp.async where the views are 16-byte aligned (fast), else through registers. */
-static inline void issue_tile(__local uint *Kl, __local uint *Vl, __global const ushort *kb,
-                              ulong kbase, ulong k_ss, __global const ushort *vb, ulong vbase,
-                              ulong v_ss, uint kv0, uint nk, int fast, uint lid) {
-  for (uint i = lid; i < BKV * (D / 8); i += WG) {
-    const uint j = i / (D / 8), c = i % (D / 8);
-    __global const ushort *src = kb + kbase + (ulong)(kv0 + j) * k_ss + 8 * c;
-    __local uint *dst = Kl + j * KS + 4 * c;
+/* Keys kv0 .. kv0 + nk - 1 of one tensor (K or V: n 16-value chunks a key, row stride ss), into
+ * local rows of rs words (zeros past nk): by cp.async where the views are 16-byte aligned
+ * (fast), else through registers. */
+static inline void issue_rows(__local uint *dst0, uint rs, __global const ushort *b, ulong base,
+                              ulong ss, uint n, uint kv0, uint nk, int fast, uint lid) {
+  for (uint i = lid; i < BKV * n; i += WG) {
+    const uint j = i / n, c = i % n;
+    __global const ushort *src = b + base + (ulong)(kv0 + j) * ss + 8 * c;
+    __local uint *dst = dst0 + j * rs + 4 * c;
     if (fast) {
-      cp16(dst, (__global const uint *)(j < nk ? src : kb), j < nk);
-    } else {
-      UNROLL for (uint e = 0; e < 4; e++) dst[e] = j < nk ? src[2 * e] | (uint)src[2 * e + 1] << 16 : 0u;
-    }
-  }
-  for (uint i = lid; i < BKV * (DV / 8); i += WG) {
-    const uint j = i / (DV / 8), c = i % (DV / 8);
-    __global const ushort *src = vb + vbase + (ulong)(kv0 + j) * v_ss + 8 * c;
-    __local uint *dst = Vl + j * VR + 4 * c;
-    if (fast) {
-      cp16(dst, (__global const uint *)(j < nk ? src : vb), j < nk);
+      cp16(dst, (__global const uint *)(j < nk ? src : b), j < nk);
     } else {
       UNROLL for (uint e = 0; e < 4; e++) dst[e] = j < nk ? src[2 * e] | (uint)src[2 * e + 1] << 16 : 0u;
     }
   }
 }
+#define ISSUE_TILE(st, kv0, nk)                                                                    \
+  issue_rows(Kw2 + (st) * (BKV * KS), KS, kb, kbase, k_ss, D / 8, kv0, nk, fast, lid),            \
+      issue_rows(Vw2 + (st) * (BKV * VR), VR, vb, vbase, v_ss, DV / 8, kv0, nk, fast, lid)
 #endif
 
 // clang-format off
@@ -165,9 +154,12 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
 #define mask_lo mask_lo_b
 #define mask_hi mask_hi_b
 #endif
-  const uint q0 = qb * BQ, r0 = q0 + warp * 16; /* this warp's rows r0 .. r0 + 15 */
-  const uint row0 = r0 + gq, row1 = r0 + gq + 8; /* this lane's two rows */
-  const bool live = SKIP_NONE || r0 < seqlen_q;  /* the same for the whole warp */
+  /* This warp's rows r0 .. r0 + 16 RM - 1: RM m16 tiles, each of which takes the same B
+   * fragments (one ldmatrix feeds RM MMAs). This lane's rows: row[t][0] and row[t][1] of tile t. */
+  const uint q0 = qb * BQ, r0 = q0 + warp * (16 * RM);
+  uint row[RM][2];
+  UNROLL for (uint t = 0; t < RM; t++) row[t][0] = r0 + 16 * t + gq, row[t][1] = row[t][0] + 8;
+  const bool live = SKIP_NONE || r0 < seqlen_q; /* the same for the whole warp */
 
   const ulong qbase = q_off + QB(q) + h * q_sh;
   const ulong kbase = k_off + KB(k) + (h / group) * k_sh;
@@ -175,24 +167,17 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
   /* K and V as their 16-bit words, copied to local memory unchanged. */
   __global const ushort *kb = (__global const ushort *)k, *vb = (__global const ushort *)v;
 
-  /* Q's A fragments: register r of k-step kt is row gq + 8 (r & 1), columns
+  /* Q's A fragments: register r of tile t's k-step kt is row[t][r & 1], columns
    * 16 kt + 2 tq + 8 (r >> 1) and the next. */
-  uint qa[KT][4];
-  UNROLL for (uint kt = 0; kt < KT; kt++) UNROLL for (uint r = 0; r < 4; r++) {
-    const uint row = (r & 1) ? row1 : row0, c = kt * 16 + 2 * tq + 8 * (r >> 1);
-    const __global stor_t *qr = q + qbase + (ulong)row * q_ss;
-    const bool seen = row < seqlen_q;
+  uint qa[RM][KT][4];
+  UNROLL for (uint t = 0; t < RM; t++) UNROLL for (uint kt = 0; kt < KT; kt++) UNROLL for (uint r = 0; r < 4; r++) {
+    const uint rw = row[t][r & 1], c = kt * 16 + 2 * tq + 8 * (r >> 1);
+    const __global stor_t *qr = q + qbase + (ulong)rw * q_ss;
+    const bool seen = rw < seqlen_q;
     const float x0 = seen && c < D ? LDS(qr + c) : 0.0f;
     const float x1 = seen && c + 1 < D ? LDS(qr + c + 1) : 0.0f;
-    qa[kt][r] = PACK2(x0, x1);
+    qa[t][kt][r] = PACK2(x0, x1);
   }
-#if RAW_MAX
-  /* Raw maxima need a positive scale: a negative one (legal: finite is the rule) negates Q
-   * instead, exactly (the sign bits of its 16-bit values), so S and the scale change sign. */
-  const float sl2 = fabs(scale_log2);
-  if (scale_log2 < 0.0f)
-    UNROLL for (uint kt = 0; kt < KT; kt++) UNROLL for (uint r = 0; r < 4; r++) qa[kt][r] ^= 0x80008000u;
-#endif
 
   uint kv_end = seqlen_kv;
   const long shift = (long)seqlen_kv - (long)seqlen_q;
@@ -203,34 +188,39 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
 #if MASK
   /* The split's keys that some row of this block sees (cl/forward.cl); a warp's own rows see
    * [w_first, w_end) (empty for a warp past the rows), each of this lane's rows its own. */
-  uint kv_lo, w_first, w_end;
+  uint kv_lo, w_first, w_end, first[RM][2], end[RM][2];
   mask_split_keys(q0, min(q0 + BQ, seqlen_q), seqlen_kv, mask_lo, mask_hi, split * kv_per_split,
                   kv_per_split, &kv_lo, &kv_end);
-  mask_rows_keys(r0, min(r0 + 16, seqlen_q), seqlen_kv, mask_lo, mask_hi, &w_first, &w_end);
-  const uint first0 = mask_key(row0, mask_lo, seqlen_kv), end0 = mask_key(row0, mask_hi, seqlen_kv);
-  const uint first1 = mask_key(row1, mask_lo, seqlen_kv), end1 = mask_key(row1, mask_hi, seqlen_kv);
+  mask_rows_keys(r0, min(r0 + 16 * RM, seqlen_q), seqlen_kv, mask_lo, mask_hi, &w_first, &w_end);
+  UNROLL for (uint t = 0; t < RM; t++) UNROLL for (uint hr = 0; hr < 2; hr++) {
+    first[t][hr] = mask_key(row[t][hr], mask_lo, seqlen_kv);
+    end[t][hr] = mask_key(row[t][hr], mask_hi, seqlen_kv);
+  }
 #else
   /* This work-group's split of the keys: [kv_lo, kv_end). */
   const uint kv_lo = min(split * kv_per_split, kv_end);
   kv_end = min(kv_end, kv_lo + kv_per_split);
 #endif
 
-  /* l: this lane's partial sums (the sink's term in one lane of the quad) */
-  float m0 = SINK_M(h, split), m1 = m0, l0 = tq == 0 ? SINK_L(split) : 0.0f, l1 = l0;
+  /* m: each row's maximum (log2 domain); l: this lane's partial sums (the sink's term in one
+   * lane of the quad). */
+  float m[RM][2], l[RM][2];
+  UNROLL for (uint t = 0; t < RM; t++) UNROLL for (uint hr = 0; hr < 2; hr++) {
+    m[t][hr] = SINK_M(h, split);
+    l[t][hr] = tq == 0 ? SINK_L(split) : 0.0f;
+  }
 #if ALIBI
   const float slope = ALIBI_SLOPE(bh);
 #endif
-  float acc[VT][4];
-  UNROLL for (uint vt = 0; vt < VT; vt++) UNROLL for (uint e = 0; e < 4; e++) acc[vt][e] = 0.0f;
+  float acc[RM][VT][4];
+  UNROLL for (uint t = 0; t < RM; t++) UNROLL for (uint vt = 0; vt < VT; vt++) UNROLL for (uint e = 0; e < 4; e++) acc[t][vt][e] = 0.0f;
 
 #if STAGE == 2
   /* 16-byte chunks wherever the views' offsets and strides (and the buffers) allow them. */
   const int fast = ((k_off | k_sb | k_ss | k_sh | v_off | v_sb | v_ss | v_sh) % 8) == 0 &&
                    ((size_t)kb % 16) == 0 && ((size_t)vb % 16) == 0;
   uint buf = 0;
-  if (kv_lo < kv_end)
-    issue_tile(Kw2, Vw2, kb, kbase, k_ss, vb, vbase, v_ss, kv_lo, min((uint)BKV, kv_end - kv_lo),
-               fast, lid);
+  if (kv_lo < kv_end) ISSUE_TILE(0, kv_lo, min((uint)BKV, kv_end - kv_lo));
   CP_COMMIT();
 #endif
   for (uint kv0 = kv_lo; kv0 < kv_end; kv0 += BKV) {
@@ -239,9 +229,7 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
     /* The next tile's copies into the other stage, then this tile's awaited: its group is the
      * older of the two in flight. */
     __local const uint *Kt = Kw2 + buf * (BKV * KS), *Vt = Vw2 + buf * (BKV * VR);
-    if (kv0 + BKV < kv_end)
-      issue_tile(Kw2 + (buf ^ 1) * (BKV * KS), Vw2 + (buf ^ 1) * (BKV * VR), kb, kbase, k_ss, vb,
-                 vbase, v_ss, kv0 + BKV, min((uint)BKV, kv_end - kv0 - BKV), fast, lid);
+    if (kv0 + BKV < kv_end) ISSUE_TILE(buf ^ 1, kv0 + BKV, min((uint)BKV, kv_end - kv0 - BKV));
     CP_COMMIT();
     CP_WAIT1();
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -272,97 +260,124 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
 
     /* A warp with no rows, or whose rows precede every key of the tile (causal), has nothing
      * to add: it only helps to fill the tiles. */
-    bool act = live && (!CAUSAL || SKIP_NONE || (long)kv0 <= (long)(r0 + 15) + shift);
+    bool act = live && (!CAUSAL || SKIP_NONE || (long)kv0 <= (long)(r0 + 16 * RM - 1) + shift);
 #if MASK
     act = act && (SKIP_NONE || (kv0 < w_end && kv0 + BKV > w_first));
 #endif
     if (act) {
-      /* S = Q K^T: s[nt][e] is row gq + 8 (e >> 1), key nt * 8 + 2 tq + (e & 1). */
-      float s[NT][4];
-      UNROLL for (uint nt = 0; nt < NT; nt++) UNROLL for (uint e = 0; e < 4; e++) s[nt][e] = 0.0f;
+      /* S = Q K^T: s[t][nt][e] is row[t][e >> 1], key nt * 8 + 2 tq + (e & 1). */
+      float s[RM][NT][4];
+      UNROLL for (uint t = 0; t < RM; t++) UNROLL for (uint nt = 0; nt < NT; nt++) UNROLL for (uint e = 0; e < 4; e++) s[t][nt][e] = 0.0f;
 #if STAGE == 2
       UNROLL for (uint kt = 0; kt < KT; kt++) UNROLL for (uint nt = 0; nt < NT; nt += 2) {
         uint r[4];
         frag_rows_x4(Kt, KS, nt * 8, kt, lane, r);
-        MMA16(s[nt], qa[kt], r[0], r[1]);
-        MMA16(s[nt + 1], qa[kt], r[2], r[3]);
+        UNROLL for (uint t = 0; t < RM; t++) {
+          MMA16(s[t][nt], qa[t][kt], r[0], r[1]);
+          MMA16(s[t][nt + 1], qa[t][kt], r[2], r[3]);
+        }
       }
 #else
       UNROLL for (uint kt = 0; kt < KT; kt++) UNROLL for (uint nt = 0; nt < NT; nt++) {
         const uint at = (nt * 8 + gq) * KS + kt * 8 + tq;
-        MMA16(s[nt], qa[kt], Kw[at], Kw[at + 4]);
+        const uint b0 = Kw[at], b1 = Kw[at + 4];
+        UNROLL for (uint t = 0; t < RM; t++) MMA16(s[t][nt], qa[t][kt], b0, b1);
       }
 #endif
-      float mx0 = -INFINITY, mx1 = -INFINITY;
-      UNROLL for (uint nt = 0; nt < NT; nt++) UNROLL for (uint e = 0; e < 4; e++) {
-        const uint j = nt * 8 + 2 * tq + (e & 1);
-        bool ok = j < nk;
+      /* Scores to the log2 domain (softcap, ALiBi), then the mask, only where some key of the
+       * tile is hidden from some row of the warp (the tile's end, the diagonal, a window):
+       * elsewhere every score counts. The test is the same for the whole warp. */
+      bool edge = nk < BKV || MASK || SKIP_NONE;
 #if CAUSAL
-        ok = ok && (long)(kv0 + j) <= (long)((e >> 1) ? row1 : row0) + shift;
+      edge = edge || (long)(kv0 + BKV - 1) > (long)r0 + shift;
+#endif
+      UNROLL for (uint t = 0; t < RM; t++) UNROLL for (uint nt = 0; nt < NT; nt++) UNROLL for (uint e = 0; e < 4; e++) {
+#if SOFTCAP
+        s[t][nt][e] = softcap * cap_tanh(s[t][nt][e] * scale_log2);
+#else
+        s[t][nt][e] *= scale_log2;
+#endif
+        ALIBI_ADD(s[t][nt][e], slope, row[t][e >> 1], kv0 + nt * 8 + 2 * tq + (e & 1));
+      }
+      if (edge) {
+        UNROLL for (uint t = 0; t < RM; t++) UNROLL for (uint nt = 0; nt < NT; nt++) UNROLL for (uint e = 0; e < 4; e++) {
+          const uint j = nt * 8 + 2 * tq + (e & 1);
+          bool ok = j < nk;
+#if CAUSAL
+          ok = ok && (long)(kv0 + j) <= (long)row[t][e >> 1] + shift;
 #endif
 #if MASK
-        ok = ok && kv0 + j >= ((e >> 1) ? first1 : first0) && kv0 + j < ((e >> 1) ? end1 : end0);
+          ok = ok && kv0 + j >= first[t][e >> 1] && kv0 + j < end[t][e >> 1];
 #endif
-#if SOFTCAP
-        s[nt][e] = softcap * cap_tanh(s[nt][e] * scale_log2);
-#elif !RAW_MAX
-        s[nt][e] *= scale_log2;
-#endif
-        ALIBI_ADD(s[nt][e], slope, (e >> 1) ? row1 : row0, kv0 + j);
-        s[nt][e] = ok ? s[nt][e] : -INFINITY;
-        if (e >> 1)
-          mx1 = fmax(mx1, s[nt][e]);
-        else
-          mx0 = fmax(mx0, s[nt][e]);
-      }
-      const float mn0 = fmax(m0, quad_max(mx0 SCR_ARGS)), mn1 = fmax(m1, quad_max(mx1 SCR_ARGS));
-      /* While a row has seen no key (mn = -inf) nothing changes: never exp2(-inf - -inf). */
-#if RAW_MAX
-      const float a0 = mn0 == -INFINITY ? 1.0f : EXP2((m0 - mn0) * sl2);
-      const float a1 = mn1 == -INFINITY ? 1.0f : EXP2((m1 - mn1) * sl2);
-      const float ms0 = mn0 * sl2, ms1 = mn1 * sl2;
-#else
-      const float a0 = mn0 == -INFINITY ? 1.0f : EXP2(m0 - mn0);
-      const float a1 = mn1 == -INFINITY ? 1.0f : EXP2(m1 - mn1);
-#endif
-      float sum0 = 0.0f, sum1 = 0.0f;
-      /* P in the storage type, as P V's A fragments: k-step kk takes 8-key tiles 2 kk (a[0],
-       * a[1]) and 2 kk + 1 (a[2], a[3]), each C fragment's (c0, c1) and (c2, c3) a register. */
-      uint pa[KK][4];
-      UNROLL for (uint nt = 0; nt < NT; nt++) {
-        float p[4];
-        UNROLL for (uint e = 0; e < 4; e++) {
-          const float mn = (e >> 1) ? mn1 : mn0;
-#if RAW_MAX
-          p[e] = mn == -INFINITY ? 0.0f : EXP2(fma(s[nt][e], sl2, -((e >> 1) ? ms1 : ms0)));
-#else
-          p[e] = mn == -INFINITY ? 0.0f : EXP2(s[nt][e] - mn);
-#endif
+          s[t][nt][e] = ok ? s[t][nt][e] : -INFINITY;
         }
-        sum0 += p[0] + p[1], sum1 += p[2] + p[3];
-        pa[nt / 2][2 * (nt % 2)] = PACK2(p[0], p[1]);
-        pa[nt / 2][2 * (nt % 2) + 1] = PACK2(p[2], p[3]);
       }
-      l0 = l0 * a0 + sum0, l1 = l1 * a1 + sum1;
-      m0 = mn0, m1 = mn1;
-      UNROLL for (uint vt = 0; vt < VT; vt++) {
-        acc[vt][0] *= a0, acc[vt][1] *= a0;
-        acc[vt][2] *= a1, acc[vt][3] *= a1;
+      UNROLL for (uint t = 0; t < RM; t++) {
+        float mx0 = -INFINITY, mx1 = -INFINITY;
+        UNROLL for (uint nt = 0; nt < NT; nt++) {
+          mx0 = fmax(mx0, fmax(s[t][nt][0], s[t][nt][1]));
+          mx1 = fmax(mx1, fmax(s[t][nt][2], s[t][nt][3]));
+        }
+        const float mn0 = fmax(m[t][0], quad_max(mx0 SCR_ARGS));
+        const float mn1 = fmax(m[t][1], quad_max(mx1 SCR_ARGS));
+        /* A row that has seen no key yet (mn = -inf) subtracts 0, not -inf (FlashAttention-2's
+         * rule): its scores are -inf, so P and the rescale are exp2(-inf) = 0, and never NaN. */
+        const float mu0 = mn0 == -INFINITY ? 0.0f : mn0, mu1 = mn1 == -INFINITY ? 0.0f : mn1;
+        const float a0 = exp2(m[t][0] - mu0), a1 = exp2(m[t][1] - mu1);
+        float sum0 = 0.0f, sum1 = 0.0f;
+        /* P in the storage type, as P V's A fragments: k-step kk takes 8-key tiles 2 kk (a[0],
+         * a[1]) and 2 kk + 1 (a[2], a[3]), each C fragment's (c0, c1) and (c2, c3) a register.
+         * s holds them meanwhile (s[t][nt][0] the pair of c0, c1): no second array of P. */
+        UNROLL for (uint nt = 0; nt < NT; nt++) {
+          const float p0 = exp2(s[t][nt][0] - mu0), p1 = exp2(s[t][nt][1] - mu0);
+          const float p2 = exp2(s[t][nt][2] - mu1), p3 = exp2(s[t][nt][3] - mu1);
+          sum0 += p0 + p1, sum1 += p2 + p3;
+          s[t][nt][0] = as_float(PACK2(p0, p1));
+          s[t][nt][1] = as_float(PACK2(p2, p3));
+        }
+        l[t][0] = l[t][0] * a0 + sum0, l[t][1] = l[t][1] * a1 + sum1;
+        m[t][0] = mn0, m[t][1] = mn1;
+        UNROLL for (uint vt = 0; vt < VT; vt++) {
+          acc[t][vt][0] *= a0, acc[t][vt][1] *= a0;
+          acc[t][vt][2] *= a1, acc[t][vt][3] *= a1;
+        }
       }
-      /* O += P V: b0 holds keys 16 kk + 2 tq and the next of column vt * 8 + gq, b1 keys + 8. */
+      /* O += P V: b0 holds keys 16 kk + 2 tq and the next of column vt * 8 + gq, b1 keys + 8;
+       * P's A fragment of k-step kk is tiles 2 kk and 2 kk + 1's packed pairs. */
+#define PA(t, kk)                                                                                  \
+  {as_uint(s[t][2 * (kk)][0]), as_uint(s[t][2 * (kk)][1]), as_uint(s[t][2 * (kk) + 1][0]),        \
+   as_uint(s[t][2 * (kk) + 1][1])}
 #if STAGE == 2
-      UNROLL for (uint kk = 0; kk < KK; kk++) UNROLL for (uint vt = 0; vt < VT; vt += 2) {
-        uint r[4];
-        frag_cols_x4(Vt, VR, kk * 16, vt * 8, lane, r);
-        MMA16(acc[vt], pa[kk], r[0], r[1]);
-        MMA16(acc[vt + 1], pa[kk], r[2], r[3]);
+      UNROLL for (uint kk = 0; kk < KK; kk++) {
+        uint pa[RM][4];
+        UNROLL for (uint t = 0; t < RM; t++) {
+          const uint x[4] = PA(t, kk);
+          UNROLL for (uint e = 0; e < 4; e++) pa[t][e] = x[e];
+        }
+        UNROLL for (uint vt = 0; vt < VT; vt += 2) {
+          uint r[4];
+          frag_cols_x4(Vt, VR, kk * 16, vt * 8, lane, r);
+          UNROLL for (uint t = 0; t < RM; t++) {
+            MMA16(acc[t][vt], pa[t], r[0], r[1]);
+            MMA16(acc[t][vt + 1], pa[t], r[2], r[3]);
+          }
+        }
       }
 #else
-      UNROLL for (uint kk = 0; kk < KK; kk++) UNROLL for (uint vt = 0; vt < VT; vt++) {
-        const uint at = (vt * 8 + gq) * VS + kk * 8 + tq;
-        MMA16(acc[vt], pa[kk], Vw[at], Vw[at + 4]);
+      UNROLL for (uint kk = 0; kk < KK; kk++) {
+        uint pa[RM][4];
+        UNROLL for (uint t = 0; t < RM; t++) {
+          const uint x[4] = PA(t, kk);
+          UNROLL for (uint e = 0; e < 4; e++) pa[t][e] = x[e];
+        }
+        UNROLL for (uint vt = 0; vt < VT; vt++) {
+          const uint at = (vt * 8 + gq) * VS + kk * 8 + tq;
+          const uint b0 = Vw[at], b1 = Vw[at + 4];
+          UNROLL for (uint t = 0; t < RM; t++) MMA16(acc[t][vt], pa[t], b0, b1);
+        }
       }
 #endif
+#undef PA
     }
 #if STAGE == 2
     barrier(CLK_LOCAL_MEM_FENCE); /* this stage is consumed before the next tile refills it */
@@ -371,27 +386,21 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
   }
 
   /* The row sums meet across the quad; then O = acc / l, two columns per lane and tile. */
-  l0 = quad_sum(l0 SCR_ARGS), l1 = quad_sum(l1 SCR_ARGS);
   const ulong obase = o_off + split * o_split + QB(o) + h * o_sh;
-  UNROLL for (uint hr = 0; hr < 2; hr++) {
-    const uint row = hr ? row1 : row0;
-    const float l = hr ? l1 : l0, m = hr ? m1 : m0;
-    if (row >= seqlen_q) continue;
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    const ulong at = obase + (ulong)row * o_ss;
+  UNROLL for (uint t = 0; t < RM; t++) UNROLL for (uint hr = 0; hr < 2; hr++) {
+    const uint rw = row[t][hr];
+    const float lr = quad_sum(l[t][hr] SCR_ARGS), mr = m[t][hr];
+    if (rw >= seqlen_q) continue;
+    const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
+    const ulong at = obase + (ulong)rw * o_ss;
     UNROLL for (uint vt = 0; vt < VT; vt++) {
       const uint c = vt * 8 + 2 * tq;
-      if (c < DV) STO(o, at + c, acc[vt][2 * hr] * inv);
-      if (c + 1 < DV) STO(o, at + c + 1, acc[vt][2 * hr + 1] * inv);
+      if (c < DV) STO(o, at + c, acc[t][vt][2 * hr] * inv);
+      if (c + 1 < DV) STO(o, at + c + 1, acc[t][vt][2 * hr + 1] * inv);
     }
-#if RAW_MAX
-    const float m2 = m * sl2; /* raw maxima in the log2 domain */
-#else
-    const float m2 = m;
-#endif
     if (write_lse && tq == 0)
-      lse[lse_off + split * lse_split + LSE_ROW(b, h) + row] =
-          l > 0.0f ? (m2 + log2(l)) * M_LN2_F : -INFINITY;
+      lse[lse_off + split * lse_split + LSE_ROW(b, h) + rw] =
+          lr > 0.0f ? (mr + log2(lr)) * M_LN2_F : -INFINITY;
   }
 }
 

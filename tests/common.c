@@ -256,7 +256,7 @@ void test_forward_shape_spec(const check_spec *spec, int with_lse, const clattn_
                      ? (size_t)cfg->block_kv * cfg->threads_per_row
                      : strncmp(cfg->kernel, "forward_mma", 11) /* and forward_mma_half */
                            ? (size_t)(cfg->block_q / rm) * cfg->threads_per_row
-                           : (size_t)cfg->block_q * 2 /* a warp of 32 per 16 rows */);
+                           : (size_t)cfg->block_q * 2 / rm /* a warp of 32 per 16 rm rows */);
   }
   check_spec sp = *spec;
   sp.seed = (unsigned)(p->seqlen_q * 31 + p->head_dim);

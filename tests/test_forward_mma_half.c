@@ -12,13 +12,19 @@ __attribute__((constructor)) static void emulate_mma(void) {
   setenv("CLATTN_MMA_EMULATE", "1", 1);
 }
 
+static void run_tiles(clattn_dtype t, size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv,
+                      size_t d, size_t dv, unsigned flags, int bhsd, size_t offset, int lse,
+                      unsigned bq, unsigned bkv, unsigned pad, unsigned stage, unsigned rm) {
+  clattn_problem p = {b, hq, hkv, nq, nkv, d, dv, t, 0.0f, flags, CLATTN_ALGO_FUSED};
+  clattn_config c = {.kernel = "forward_mma_half", .threads_per_row = 1, .rows_per_item = rm};
+  c.block_q = bq, c.block_kv = bkv, c.stage_kv = stage, c.pad = pad;
+  test_forward_shape(&p, bhsd, offset, lse, &c);
+}
+
 static void run_staged(clattn_dtype t, size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv,
                        size_t d, size_t dv, unsigned flags, int bhsd, size_t offset, int lse,
                        unsigned bq, unsigned bkv, unsigned pad, unsigned stage) {
-  clattn_problem p = {b, hq, hkv, nq, nkv, d, dv, t, 0.0f, flags, CLATTN_ALGO_FUSED};
-  clattn_config c = {.kernel = "forward_mma_half", .threads_per_row = 1, .rows_per_item = 1};
-  c.block_q = bq, c.block_kv = bkv, c.stage_kv = stage, c.pad = pad;
-  test_forward_shape(&p, bhsd, offset, lse, &c);
+  run_tiles(t, b, hq, hkv, nq, nkv, d, dv, flags, bhsd, offset, lse, bq, bkv, pad, stage, 1);
 }
 
 static void run(clattn_dtype t, size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv, size_t d,
@@ -84,9 +90,39 @@ Test(forward_mma_half, stage2_bf16_causal_q_longer_unaligned) {
   run_staged(BF16, 1, 2, 0, 70, 41, 32, 0, C, BSHD, 5, LSE, 16, 16, 1, 2);
 }
 
-/* A negative scale (legal: finite is the rule): raw row maxima (RAW_MAX) need a positive one,
- * so the kernel negates Q's fragments instead; with causal masking (-inf scores) in two stages,
- * and in one stage. */
+/* Two m16 tiles a warp (rows_per_item 2: one B fragment read feeds both): a second tile past
+ * the last row, a partial last key tile, causal tiles masked only on the diagonal, unaligned
+ * views, in both stagings; and with a window and a softcap (every tile masked). */
+Test(forward_mma_half, rm2_stage2_f16_causal_q_shorter) {
+  run_tiles(F16, 1, 2, 0, 113, 203, 64, 0, C, BSHD, 0, LSE, 64, 32, 1, 2, 2);
+}
+Test(forward_mma_half, rm2_stage2_bf16_gqa_unaligned_q_longer) {
+  run_tiles(BF16, 2, 4, 2, 70, 41, 32, 48, C, BHSD, 5, LSE, 32, 16, 1, 2, 2);
+}
+Test(forward_mma_half, rm2_stage1_f16_d59_len17) {
+  run_tiles(F16, 2, 3, 0, 17, 17, 59, 0, 0, BSHD, 0, LSE, 32, 32, 0, 1, 2);
+}
+Test(forward_mma_half, rm2_stage2_f16_window_softcap) {
+  clattn_problem p = {1, 2, 0, 77, 93, 64, 0, F16, 0.0f, CLATTN_WINDOW, CLATTN_ALGO_FUSED};
+  p.window_left = 20, p.window_right = 5, p.softcap = 3.0f;
+  clattn_config c = {.kernel = "forward_mma_half", .threads_per_row = 1, .rows_per_item = 2};
+  c.block_q = 64, c.block_kv = 16, c.stage_kv = 2, c.pad = 1;
+  test_forward_shape(&p, BSHD, 0, LSE, &c);
+}
+Test(forward_mma_half, rm2_bad_block_q_rejected) {
+  clattn_context *ctx = test_context(NULL);
+  clattn_problem p = {1, 1, 0, 64, 64, 64, 0, F16, 0.0f, 0, CLATTN_ALGO_FUSED};
+  clattn_config c = {.kernel = "forward_mma_half", .threads_per_row = 1, .rows_per_item = 2};
+  c.block_q = 16, c.block_kv = 16, c.stage_kv = 1, c.pad = 1;
+  cr_assert_eq(clattn_config_check(ctx, &p, &c), CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(ctx), "rows_per_item"), "%s", clattn_last_error(ctx));
+  c.block_q = 32;
+  cr_assert_eq(clattn_config_check(ctx, &p, &c), CLATTN_OK, "%s", clattn_last_error(ctx));
+  clattn_context_destroy(ctx);
+}
+
+/* A negative scale (legal: finite is the rule): the maxima's -inf substitution and the masks
+ * hold with S's signs reversed; with causal masking (-inf scores) in two stages, and in one. */
 static void run_scaled(clattn_dtype t, float scale, unsigned flags, unsigned stage) {
   clattn_problem p = {1, 2, 0, 45, 77, 64, 0, t, scale, flags, CLATTN_ALGO_FUSED};
   clattn_config c = {.kernel = "forward_mma_half", .threads_per_row = 1, .rows_per_item = 1};

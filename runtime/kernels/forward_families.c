@@ -160,7 +160,7 @@ size_t clattn__mma_local(const clattn__device *dev, const clattn__class *k,
 }
 
 void clattn__mma_work_groups(const clattn__config *c, size_t *wg) {
-  wg[0] = (size_t)c->bq * 2; /* a warp of 32 per 16 rows */
+  wg[0] = (size_t)c->bq * 2 / rm_of(c); /* a warp of 32 per 16 rows (forward_mma_half: 16 RM) */
 }
 
 /* Four warps (64 rows) and 32-key tiles, padded, ranked after the portable families until
@@ -193,7 +193,7 @@ void clattn__mma_reason(const clattn__family *f, const clattn__device *dev, cons
 }
 
 unsigned clattn__mma_min_block_q(const clattn__config *c) {
-  return 16;
+  return 16 * rm_of(c);
 }
 
 /* ---- what the forward families share ---- */
@@ -280,7 +280,7 @@ int clattn__forward_check(const clattn__family *f, const clattn__device *dev,
 /* A public forward config as a family's: forward_rows stages K/V as asked; the families that
  * fix staging (forward_tiles, forward_mma) always stage them, forward_mma split when asked;
  * decode takes stage 2 (V loaded with K), 3 (the next block's K with V) or 1. Rows per work-item
- * mean something to forward_tiles and decode only. */
+ * mean something to forward_tiles, forward_mma_half (m16 tiles a warp) and decode only. */
 int clattn__forward_accept(const clattn__family *f, const clattn_config *in, clattn__config *out,
                            char *why, size_t why_len) {
   int tiles = has_axis(f, CLATTN__AX_RM);

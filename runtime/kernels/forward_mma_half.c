@@ -1,7 +1,7 @@
 /* The model of the forward_mma_half family (registry.c's entry; cl/forward_mma_half.cl): NVIDIA
  * tensor cores in half storage, mma.sync m16n8k16 f16/bf16 with fp32 accumulators, a warp per 16
- * query rows. Its local-memory formula mirrors the kernel's __local arrays; keep them in step.
- * Legality, accepting a public config and binding are the forward's (forward_families.c). */
+ * or 32 query rows. Its local-memory formula mirrors the kernel's __local arrays; keep them in
+ * step. Legality, accepting a public config and binding are the forward's (forward_families.c). */
 #include "families.h"
 
 #include <stdio.h>
@@ -32,6 +32,14 @@ int clattn__mma_half_check(const clattn__family *f, const clattn__device *dev,
              f->name, c->stage, c->vec);
     return 0;
   }
+  unsigned rm = c->rm ? c->rm : 1;
+  if ((rm != 1 && rm != 2) || c->bq % (16 * rm)) {
+    snprintf(why, why_len,
+             "%s BQ=%u rows_per_item=%u: a warp takes 1 or 2 m16 tiles (rows_per_item), BQ a "
+             "multiple of 16 of them",
+             f->name, c->bq, rm);
+    return 0;
+  }
   if (c->stage == 2 && (k->d % 16 || k->dv % 16 || !c->pad)) {
     snprintf(why, why_len,
              "%s stage_kv 2 at head dims %u, %u%s: its copies and ldmatrix take rows of whole "
@@ -55,11 +63,12 @@ static unsigned steps(unsigned x, unsigned want) {
  * built-in defaults are fp32 rows). Two stages (cp.async, ldmatrix) first where the head dims
  * allow them: 1.5-3.2x stage 1 on an H100 (docs/BENCHMARKS.md), with four warps (64 rows) and
  * 32-key tiles at d = 128, 64 keys at d <= 64 (local memory holds two stages of each). Stage 1:
- * four warps and 64-key tiles, padded; fewer keys per tile at large head dims. Emulated (tests
+ * four warps and 64-key tiles, padded; fewer keys per tile at large head dims. Two m16 tiles a
+ * warp (rows_per_item 2) rank just after one until measured (built-ins, the tuner). Emulated (tests
  * on PoCL), ranked after everything, as forward_mma: it runs there only as an override. */
 unsigned clattn__mma_half_cost(const clattn__family *f, const clattn__device *dev,
                                const clattn__class *k, const clattn__config *c) {
-  unsigned s = 10 * steps(c->bq, 64) + (c->pad ? 0 : 5);
+  unsigned s = 10 * steps(c->bq, 64) + (c->pad ? 0 : 5) + (c->rm > 1 ? 3 : 0);
   if (c->stage == 2)
     s += 10 * steps(c->bkv, k->d > 64 ? 32 : 64);
   else
@@ -70,10 +79,12 @@ unsigned clattn__mma_half_cost(const clattn__family *f, const clattn__device *de
 void clattn__mma_half_defines(const clattn__family *f, const clattn__device *dev,
                               const clattn__class *k, const clattn__config *c, char *out,
                               size_t len) {
-  snprintf(out, len,
-           "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DPAD=%u -DSTAGE=%u -DCAUSAL=%u%s", k->d,
-           k->dv, c->bq, c->bkv, c->pad ? 1u : 0u, c->stage == 2 ? 2u : 1u, k->causal,
-           dev->mma_emulated ? " -DMMA_EMULATE=1 -DSCRATCH=" CLATTN__STR(CLATTN__MMA_SCRATCH) : "");
+  snprintf(
+      out, len,
+      "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DRM=%u -DPAD=%u -DSTAGE=%u -DCAUSAL=%u%s",
+      k->d, k->dv, c->bq, c->bkv, c->rm > 1 ? c->rm : 1u, c->pad ? 1u : 0u, c->stage == 2 ? 2u : 1u,
+      k->causal,
+      dev->mma_emulated ? " -DMMA_EMULATE=1 -DSCRATCH=" CLATTN__STR(CLATTN__MMA_SCRATCH) : "");
 }
 
 void clattn__mma_half_reason(const clattn__family *f, const clattn__device *dev,
@@ -81,7 +92,8 @@ void clattn__mma_half_reason(const clattn__family *f, const clattn__device *dev,
                              size_t len) {
   snprintf(out, len,
            "%s: tensor cores in half storage (mma.sync m16n8k16, fp32 accumulators), %.1f of "
-           "%.1f KiB local memory, %u warps of 16 rows, %u-key tiles%s",
-           f->name, clattn__mma_half_local(dev, k, c) / 1024.0, dev->local_mem / 1024.0, c->bq / 16,
-           c->bkv, c->stage == 2 ? " in two stages (cp.async, ldmatrix)" : "");
+           "%.1f KiB local memory, %u warps of %u rows, %u-key tiles%s",
+           f->name, clattn__mma_half_local(dev, k, c) / 1024.0, dev->local_mem / 1024.0,
+           c->bq / (16 * (c->rm > 1 ? c->rm : 1)), 16 * (c->rm > 1 ? c->rm : 1), c->bkv,
+           c->stage == 2 ? " in two stages (cp.async, ldmatrix)" : "");
 }

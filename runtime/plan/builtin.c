@@ -7,9 +7,9 @@
 #include <string.h>
 
 typedef struct {
-  const char *platform;                        /* substring of the platform name */
-  const char *device;                          /* substring of the device name ("" for any) */
-  cl_device_type type;                         /* the device must be of this type */
+  const char *platform; /* substring of the platform name */
+  const char *device;   /* substring of the device name ("" for any), or several split by '|' */
+  cl_device_type type;  /* the device must be of this type */
   unsigned pass, dtype, d, dv, causal, bucket; /* the class; dtype a clattn_dtype */
   clattn_config cfg; /* kernel, block_q, block_kv, threads_per_row, stage_kv, pad, rows_per_item,
                         vector_width: read as the API reads a config */
@@ -138,9 +138,9 @@ static const builtin table[] = {
      1,
      4096,
      {"backward_mma", 128, 128, 1, 1, 0, 1, 1}},
-    /* Half storage on the H200 (driver 580.159.04). Forward: forward_mma_half in two stages
-     * (cp.async, ldmatrix), the fastest of five tiles timed on an H100 (sm_90 as the H200, the
-     * same 48 KiB of local memory) at commit 8499235 by `tools/gpu-half.sh .gpu stage2-time`:
+    /* Half storage on the H100 and H200 (driver 580.159.04). Forward: forward_mma_half in two
+     * stages (cp.async, ldmatrix), the fastest of five tiles timed on an H100 (sm_90 as the H200,
+     * the same 48 KiB of local memory) at commit 8499235 by `tools/gpu-half.sh .gpu stage2-time`:
      * 128 x 32 at d = 64 (128 x 64 causal), 64 x 32 at d = 128, 1.5-3.2x the stage-1 tiles tuned
      * on the H200 before (64/64, 128/32 and 64/32 of commits abd4dbe and 9c39a91); fp16 timed,
      * bf16 the same kernels (within 1% of fp16 in every earlier table). Not yet tuned on the
@@ -151,14 +151,14 @@ static const builtin table[] = {
      * `tools/gpu-half.sh time-bmma`). "Half storage on the H200, third slice",
      * docs/BENCHMARKS.md. */
     // clang-format off
-    {"NVIDIA CUDA", "H200", GPU, FWD, F16, 64, 64, 0, 4096, {"forward_mma_half", 128, 32, 1, 1, 2, 1, 1}},
-    {"NVIDIA CUDA", "H200", GPU, FWD, F16, 64, 64, 1, 4096, {"forward_mma_half", 128, 64, 1, 1, 2, 1, 1}},
-    {"NVIDIA CUDA", "H200", GPU, FWD, F16, 128, 128, 0, 4096, {"forward_mma_half", 64, 32, 1, 1, 2, 1, 1}},
-    {"NVIDIA CUDA", "H200", GPU, FWD, F16, 128, 128, 1, 4096, {"forward_mma_half", 64, 32, 1, 1, 2, 1, 1}},
-    {"NVIDIA CUDA", "H200", GPU, FWD, BF16, 64, 64, 0, 4096, {"forward_mma_half", 128, 32, 1, 1, 2, 1, 1}},
-    {"NVIDIA CUDA", "H200", GPU, FWD, BF16, 64, 64, 1, 4096, {"forward_mma_half", 128, 64, 1, 1, 2, 1, 1}},
-    {"NVIDIA CUDA", "H200", GPU, FWD, BF16, 128, 128, 0, 4096, {"forward_mma_half", 64, 32, 1, 1, 2, 1, 1}},
-    {"NVIDIA CUDA", "H200", GPU, FWD, BF16, 128, 128, 1, 4096, {"forward_mma_half", 64, 32, 1, 1, 2, 1, 1}},
+    {"NVIDIA CUDA", "H100|H200", GPU, FWD, F16, 64, 64, 0, 4096, {"forward_mma_half", 128, 32, 1, 1, 2, 1, 1}},
+    {"NVIDIA CUDA", "H100|H200", GPU, FWD, F16, 64, 64, 1, 4096, {"forward_mma_half", 128, 64, 1, 1, 2, 1, 1}},
+    {"NVIDIA CUDA", "H100|H200", GPU, FWD, F16, 128, 128, 0, 4096, {"forward_mma_half", 64, 32, 1, 1, 2, 1, 1}},
+    {"NVIDIA CUDA", "H100|H200", GPU, FWD, F16, 128, 128, 1, 4096, {"forward_mma_half", 64, 32, 1, 1, 2, 1, 1}},
+    {"NVIDIA CUDA", "H100|H200", GPU, FWD, BF16, 64, 64, 0, 4096, {"forward_mma_half", 128, 32, 1, 1, 2, 1, 1}},
+    {"NVIDIA CUDA", "H100|H200", GPU, FWD, BF16, 64, 64, 1, 4096, {"forward_mma_half", 128, 64, 1, 1, 2, 1, 1}},
+    {"NVIDIA CUDA", "H100|H200", GPU, FWD, BF16, 128, 128, 0, 4096, {"forward_mma_half", 64, 32, 1, 1, 2, 1, 1}},
+    {"NVIDIA CUDA", "H100|H200", GPU, FWD, BF16, 128, 128, 1, 4096, {"forward_mma_half", 64, 32, 1, 1, 2, 1, 1}},
     {"NVIDIA CUDA", "H200", GPU, BWD, F16, 64, 64, 0, 4096, {"backward_mma_half", 128, 128, 1, 1, 0, 1, 1}},
     {"NVIDIA CUDA", "H200", GPU, BWD, F16, 64, 64, 1, 4096, {"backward_mma_half", 128, 128, 1, 1, 0, 1, 1}},
     {"NVIDIA CUDA", "H200", GPU, BWD, F16, 128, 128, 0, 4096, {"backward_mma_half", 128, 128, 1, 1, 0, 1, 1}},
@@ -183,9 +183,24 @@ static const cache_builtin cache_table[] = {
     {0, {0}}, /* end */
 };
 
+/* Whether the device name holds one of the '|'-separated names in want. */
+static int name_matches(const char *name, const char *want) {
+  for (;;) {
+    const char *bar = strchr(want, '|');
+    size_t n = bar ? (size_t)(bar - want) : strlen(want);
+    char one[64];
+    if (n < sizeof one) {
+      memcpy(one, want, n), one[n] = 0;
+      if (strstr(name, one)) return 1;
+    }
+    if (!bar) return 0;
+    want = bar + 1;
+  }
+}
+
 /* Whether b is for cls's device and class (its buckets aside). */
 static int matches(const clattn__device *dev, const clattn__class *cls, const builtin *b) {
-  return strstr(dev->platform_name, b->platform) && strstr(dev->name, b->device) &&
+  return strstr(dev->platform_name, b->platform) && name_matches(dev->name, b->device) &&
          (dev->type & b->type) && b->pass == cls->pass && b->dtype == cls->dtype &&
          b->d == cls->d && b->dv == cls->dv && b->causal == cls->causal;
 }
