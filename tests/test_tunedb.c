@@ -378,13 +378,7 @@ Test(tunedb, half_classes_keep_their_dtype) {
  * cannot split). Each such entry is skipped, the others kept. */
 Test(tunedb, unnamed_or_unsplittable_kernels_are_skipped) {
   clattn_context *ctx = context_with_db();
-  clattn__db_entry e[2] = {entry_for(ctx), entry_for(ctx)};
-  clattn__sources src;
-  cr_assert_eq(clattn__sources_load(ctx, CLATTN__BACKWARD, &src), CLATTN_OK);
-  clattn__config bwd = {0};
-  bwd.kernel = clattn__family_find("backward_rows"), bwd.bq = 16, bwd.bkv = 32;
-  e[1].cls.pass = CLATTN__BACKWARD, e[1].cfg = bwd, e[1].source_hash = src.hash[bwd.kernel];
-  clattn__sources_free(&src);
+  clattn__db_entry e[2] = {entry_for(ctx), backward_entry_for(ctx)};
   save(e, 2);
   char buf[16384], edited[17000], why[256];
   read_db(buf, sizeof buf);

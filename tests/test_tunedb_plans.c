@@ -170,14 +170,7 @@ Test(tunedb, built_in_defaults_for_the_h200) {
  * passes are set apart and removed together. */
 Test(tunedb, backward_entries_and_overrides) {
   clattn_context *ctx = context_with_db();
-  clattn__db_entry e[2] = {entry_for(ctx), entry_for(ctx)};
-  clattn__sources src;
-  cr_assert_eq(clattn__sources_load(ctx, CLATTN__BACKWARD, &src), CLATTN_OK);
-  clattn__config bwd = {0};
-  bwd.kernel = clattn__family_find("backward_rows"), bwd.bq = 16, bwd.bkv = 32;
-  uint64_t hash = src.hash[bwd.kernel];
-  clattn__sources_free(&src);
-  e[1].cls.pass = CLATTN__BACKWARD, e[1].cfg = bwd, e[1].source_hash = hash;
+  clattn__db_entry e[2] = {entry_for(ctx), backward_entry_for(ctx)};
   save(e, 2);
   clattn__db db = {0};
   size_t skipped;

@@ -40,6 +40,18 @@ static inline clattn__db_entry entry_for(clattn_context *ctx) {
   return e;
 }
 
+/* entry_for's, made a backward entry: backward_rows 16/32 with that kernel's source hash. */
+static inline clattn__db_entry backward_entry_for(clattn_context *ctx) {
+  clattn__db_entry e = entry_for(ctx);
+  clattn__sources src;
+  cr_assert_eq(clattn__sources_load(ctx, CLATTN__BACKWARD, &src), CLATTN_OK);
+  clattn__config bwd = {0};
+  bwd.kernel = clattn__family_find("backward_rows"), bwd.bq = 16, bwd.bkv = 32;
+  e.cls.pass = CLATTN__BACKWARD, e.cfg = bwd, e.source_hash = src.hash[bwd.kernel];
+  clattn__sources_free(&src);
+  return e;
+}
+
 static inline void save(const clattn__db_entry *e, size_t n) {
   char why[256];
   cr_assert_eq(clattn__db_save_merged(db_path, e, n, why, sizeof why), CLATTN_OK, "%s", why);
