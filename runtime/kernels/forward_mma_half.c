@@ -61,14 +61,17 @@ static unsigned steps(unsigned x, unsigned want) {
 /* On tensor cores, below every portable family's GPU cost (forward_rows' start at 100): this
  * is the family for half storage there, so a half class plans it before any measurement (the
  * built-in defaults are fp32 rows). Two stages (cp.async, ldmatrix) first where the head dims
- * allow them: 1.5-3.2x stage 1 on an H100 (docs/BENCHMARKS.md), with four warps (64 rows) and
- * 32-key tiles at d = 128, 64 keys at d <= 64 (local memory holds two stages of each). Stage 1:
- * four warps and 64-key tiles, padded; fewer keys per tile at large head dims. Two m16 tiles a
- * warp (rows_per_item 2) rank just after one until measured (built-ins, the tuner). Emulated (tests
- * on PoCL), ranked after everything, as forward_mma: it runs there only as an override. */
+ * allow them: 1.5-3.2x stage 1 on an H100 (docs/BENCHMARKS.md). There, up to d = 128, four
+ * warps of two m16 tiles (128 rows) with 64-key tiles at d <= 64 and 32 at d = 128 (local
+ * memory holds two stages of each): 1.06-1.41x four warps of one tile on an H100 ("Stop 32").
+ * Larger head dims keep one tile a warp (two would double registers already spilling). Stage 1:
+ * four warps of one tile and 64-key tiles, padded; fewer keys per tile at large head dims.
+ * Emulated (tests on PoCL), ranked after everything, as forward_mma: it runs there only as an
+ * override. */
 unsigned clattn__mma_half_cost(const clattn__family *f, const clattn__device *dev,
                                const clattn__class *k, const clattn__config *c) {
-  unsigned s = 10 * steps(c->bq, 64) + (c->pad ? 0 : 5) + (c->rm > 1 ? 3 : 0);
+  unsigned rm = c->rm > 1 ? c->rm : 1, two = c->stage == 2 && k->d <= 128 && k->dv <= 128;
+  unsigned s = 10 * steps(c->bq / rm, 64) + (c->pad ? 0 : 5) + (rm == (two ? 2u : 1u) ? 0 : 3);
   if (c->stage == 2)
     s += 10 * steps(c->bkv, k->d > 64 ? 32 : 64);
   else

@@ -139,26 +139,27 @@ static const builtin table[] = {
      4096,
      {"backward_mma", 128, 128, 1, 1, 0, 1, 1}},
     /* Half storage on the H100 and H200 (driver 580.159.04). Forward: forward_mma_half in two
-     * stages (cp.async, ldmatrix), the fastest of five tiles timed on an H100 (sm_90 as the H200,
-     * the same 48 KiB of local memory) at commit 8499235 by `tools/gpu-half.sh .gpu stage2-time`:
-     * 128 x 32 at d = 64 (128 x 64 causal), 64 x 32 at d = 128, 1.5-3.2x the stage-1 tiles tuned
-     * on the H200 before (64/64, 128/32 and 64/32 of commits abd4dbe and 9c39a91); fp16 timed,
-     * bf16 the same kernels (within 1% of fp16 in every earlier table). Not yet tuned on the
-     * H200 itself. Backward:
+     * stages (cp.async, ldmatrix) with two m16 tiles a warp (rows_per_item 2), 128 rows (four
+     * warps) by 64 keys at d = 64 and by 32 at d = 128: the fastest of seven tiles at d = 64 and
+     * four at d = 128 timed on an H100 (sm_90 as the H200, the same 48 KiB of local memory) at
+     * commit d43d244, 1.06-1.41x the one-tile 64/64 and 64/32 of the heuristic ("Stop 32",
+     * docs/BENCHMARKS.md); fp16 timed, bf16 the same kernels. Not yet timed on the H200 itself.
+     * (The rows before them read stage and pad in each other's places: one stage, not two.)
+     * Backward:
      * backward_mma_half 128/128 at d = 64 (tuned, 9c39a91: 12x and 10x backward_rows, the
      * heuristic of the time) and at d = 128 (timed, not tuned: the budget ran out on
      * backward_rows' 0.9 s; forward + backward 27.6 ms against 914 ms at N = 4096 in
      * `tools/gpu-half.sh time-bmma`). "Half storage on the H200, third slice",
      * docs/BENCHMARKS.md. */
     // clang-format off
-    {"NVIDIA CUDA", "H100|H200", GPU, FWD, F16, 64, 64, 0, 4096, {"forward_mma_half", 128, 32, 1, 1, 2, 1, 1}},
-    {"NVIDIA CUDA", "H100|H200", GPU, FWD, F16, 64, 64, 1, 4096, {"forward_mma_half", 128, 64, 1, 1, 2, 1, 1}},
-    {"NVIDIA CUDA", "H100|H200", GPU, FWD, F16, 128, 128, 0, 4096, {"forward_mma_half", 64, 32, 1, 1, 2, 1, 1}},
-    {"NVIDIA CUDA", "H100|H200", GPU, FWD, F16, 128, 128, 1, 4096, {"forward_mma_half", 64, 32, 1, 1, 2, 1, 1}},
-    {"NVIDIA CUDA", "H100|H200", GPU, FWD, BF16, 64, 64, 0, 4096, {"forward_mma_half", 128, 32, 1, 1, 2, 1, 1}},
-    {"NVIDIA CUDA", "H100|H200", GPU, FWD, BF16, 64, 64, 1, 4096, {"forward_mma_half", 128, 64, 1, 1, 2, 1, 1}},
-    {"NVIDIA CUDA", "H100|H200", GPU, FWD, BF16, 128, 128, 0, 4096, {"forward_mma_half", 64, 32, 1, 1, 2, 1, 1}},
-    {"NVIDIA CUDA", "H100|H200", GPU, FWD, BF16, 128, 128, 1, 4096, {"forward_mma_half", 64, 32, 1, 1, 2, 1, 1}},
+    {"NVIDIA CUDA", "H100|H200", GPU, FWD, F16, 64, 64, 0, 4096, {"forward_mma_half", 128, 64, 1, 2, 1, 2, 1}},
+    {"NVIDIA CUDA", "H100|H200", GPU, FWD, F16, 64, 64, 1, 4096, {"forward_mma_half", 128, 64, 1, 2, 1, 2, 1}},
+    {"NVIDIA CUDA", "H100|H200", GPU, FWD, F16, 128, 128, 0, 4096, {"forward_mma_half", 128, 32, 1, 2, 1, 2, 1}},
+    {"NVIDIA CUDA", "H100|H200", GPU, FWD, F16, 128, 128, 1, 4096, {"forward_mma_half", 128, 32, 1, 2, 1, 2, 1}},
+    {"NVIDIA CUDA", "H100|H200", GPU, FWD, BF16, 64, 64, 0, 4096, {"forward_mma_half", 128, 64, 1, 2, 1, 2, 1}},
+    {"NVIDIA CUDA", "H100|H200", GPU, FWD, BF16, 64, 64, 1, 4096, {"forward_mma_half", 128, 64, 1, 2, 1, 2, 1}},
+    {"NVIDIA CUDA", "H100|H200", GPU, FWD, BF16, 128, 128, 0, 4096, {"forward_mma_half", 128, 32, 1, 2, 1, 2, 1}},
+    {"NVIDIA CUDA", "H100|H200", GPU, FWD, BF16, 128, 128, 1, 4096, {"forward_mma_half", 128, 32, 1, 2, 1, 2, 1}},
     {"NVIDIA CUDA", "H200", GPU, BWD, F16, 64, 64, 0, 4096, {"backward_mma_half", 128, 128, 1, 1, 0, 1, 1}},
     {"NVIDIA CUDA", "H200", GPU, BWD, F16, 64, 64, 1, 4096, {"backward_mma_half", 128, 128, 1, 1, 0, 1, 1}},
     {"NVIDIA CUDA", "H200", GPU, BWD, F16, 128, 128, 0, 4096, {"backward_mma_half", 128, 128, 1, 1, 0, 1, 1}},
