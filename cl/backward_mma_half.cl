@@ -55,6 +55,55 @@
 #define CP_WAIT0() asm volatile("cp.async.wait_all;" ::: "memory") /* every copy issued */
 #endif
 
+/* One element of a block's S^T and dP^T (bwd_dkdv) or S and dP (bwd_dq): P = exp2 of the score
+ * in the log2 domain (after the softcap and ALiBi, al_) less the row's log2 LSE l_, in place of
+ * the score, and dS = P (dP - D) dt in place of dP; SINK_ (a statement of p_ and dp_) before dS.
+ * V_: whether the row sees the key, written out only on the blocks where some key is hidden from
+ * some row (edge blocks); elsewhere 1, so the others skip the tests. A row to leave out (past
+ * the rows, or one that saw no key: LSE -inf) has l_ = +inf, whose P is exp2(-inf) = 0 with no
+ * test (its scores are finite). */
+#if SOFTCAP /* P of the capped score, dS times 1 - t^2 (cl/common.cl) */
+#define P_DS(s_, dp_, l_, dr_, al_, V_, SINK_)                                                     \
+  {                                                                                                \
+    float dt_; /* set for masked elements too: 0 * dt must stay 0 */                               \
+    const float cs_ = cap_score(s_, scale, softcap, &dt_);                                         \
+    const float p_ = (V_) ? exp2((cs_ al_) * M_LOG2E_F - (l_)) : 0.0f;                             \
+    SINK_;                                                                                         \
+    s_ = p_, dp_ = p_ * (dp_ - (dr_)) * dt_;                                                       \
+  }
+#else
+#define P_DS(s_, dp_, l_, dr_, al_, V_, SINK_)                                                     \
+  {                                                                                                \
+    const float p_ = (V_) ? exp2(s_ * sl2 al_ - (l_)) : 0.0f;                                      \
+    SINK_;                                                                                         \
+    s_ = p_, dp_ = p_ * (dp_ - (dr_));                                                             \
+  }
+#endif
+/* ALiBi's term of a fragment element in P_DS's units (natural with the softcap, else log2). */
+#if SOFTCAP
+#define AL_(sign, n, e) ALIBI_FRAG(slope, ald, sign, n, e)
+#else
+#define AL_(sign, n, e) ALIBI_FRAG(slope2, ald, sign, n, e)
+#endif
+/* The visibility tests of edge blocks: i a row, j a key (1 where the class has no such test). */
+#if CAUSAL
+#define SEES_CAUSAL(i, j) ((long)(j) <= (long)(i) + shift)
+#else
+#define SEES_CAUSAL(i, j) 1
+#endif
+#if MASK
+#define MASK_SEES_(i, j) MASK_SEES(i, j)
+#define DQ_WINDOW(e, j) ((j) >= ((e >> 1) ? fb : fa) && (j) < ((e >> 1) ? eb : ea))
+#else
+#define MASK_SEES_(i, j) 1
+#define DQ_WINDOW(e, j) 1
+#endif
+#if SEQLENS
+#define SEES_LEN(j) ((j) < seqlen_kv) /* keys past the entry's length: P = 0 */
+#else
+#define SEES_LEN(j) 1
+#endif
+
 // clang-format off: it does not know that UNROLL is a pragma
 #define DP ((D + 15) / 16 * 16)
 #define DVP ((DV + 15) / 16 * 16)
@@ -168,7 +217,8 @@ static inline void stage_rows(__local uint *Mw, uint W, uint ROWS, uint PADC,
     const ulong rb_ = LSE_ROW(b, h_) + (q0_);                                                      \
     UNROLL for (uint i_ = 0; i_ < LR; i_++) {                                                      \
       const uint r_ = lid + i_ * 2 * BKV;                                                          \
-      nl[i_] = r_ < n_ ? lse[rb_ + r_] * M_LOG2E_F : -INFINITY;                                    \
+      const float l_ = r_ < n_ ? lse[rb_ + r_] : -INFINITY;                                        \
+      nl[i_] = l_ == -INFINITY ? INFINITY : l_ * M_LOG2E_F; /* +inf: P = 0 (P_DS) */               \
       nd[i_] = r_ < n_ ? drow[rb_ + r_] : 0.0f;                                                    \
     }                                                                                              \
   }
@@ -277,31 +327,25 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
 #endif
       PRODUCT_T(s, NQ, ka, KT, Qt, QW);
       PRODUCT_T(dp, NQ, va, VK, Gt, GW);
-      UNROLL for (uint n = 0; n < NQ; n++) UNROLL for (uint e = 0; e < 4; e++) {
-        const uint r = n * 8 + 2 * tq + (e & 1);
-        bool ok = Lt[r] != -INFINITY; /* rows past the block and rows that saw no key */
-#if SEQLENS
-        ok = ok && ((e >> 1) ? jb : ja) < seqlen_kv; /* keys past the entry's length: P = 0 */
-#endif
+      /* An edge block: the warp's last key past the block's first row's diagonal, keys past the
+       * entry's length, or a window. */
+      bool edge = MASK || (SEQLENS && kb * BKV + warp * 16 + 16 > seqlen_kv);
 #if CAUSAL
-        ok = ok && (long)((e >> 1) ? jb : ja) <= (long)(q0 + r) + shift;
+      edge = edge || (long)(kb * BKV + warp * 16 + 15) > (long)q0 + shift;
 #endif
-#if MASK
-        ok = ok && MASK_SEES(q0 + r, (e >> 1) ? jb : ja);
-#endif
-#if SOFTCAP /* P of the capped score, dS times 1 - t^2 (cl/common.cl) */
-        float dt; /* set for masked elements too: 0 * dt must stay 0 */
-        const float cs = cap_score(s[n][e], scale, softcap, &dt);
-        const float p =
-            ok ? exp2((cs ALIBI_FRAG(slope, ald, -1, n, e)) * M_LOG2E_F - Lt[r]) : 0.0f;
-#else
-        const float p =
-            ok ? exp2(s[n][e] * sl2 ALIBI_FRAG(slope2, ald, -1, n, e) - Lt[r]) : 0.0f,
-            dt = 1.0f;
-#endif
-        s[n][e] = p;
-        dp[n][e] = p * (dp[n][e] - Dt[r]) * dt;
+#define DKDV_J ((e >> 1) ? jb : ja)
+#define DKDV_ELEMENTS(V_)                                                                          \
+  UNROLL for (uint n = 0; n < NQ; n++) UNROLL for (uint e = 0; e < 4; e++) {                       \
+    const uint r = n * 8 + 2 * tq + (e & 1);                                                       \
+    P_DS(s[n][e], dp[n][e], Lt[r], Dt[r], AL_(-1, n, e), V_, (void)0);                             \
+  }
+      if (edge) {
+        DKDV_ELEMENTS(SEES_LEN(DKDV_J) && SEES_CAUSAL(q0 + r, DKDV_J) && MASK_SEES_(q0 + r, DKDV_J))
+      } else {
+        DKDV_ELEMENTS(1)
       }
+#undef DKDV_ELEMENTS
+#undef DKDV_J
       uint pa[KQ][4];
       TO_A(pa, s, KQ);
       PRODUCT_N(dva, CV, pa, KQ, Gt, GW); /* dV += P^T dO */
@@ -374,8 +418,10 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
   const uint ra = qb * BQ + warp * 16 + gq, rb = ra + 8; /* this lane's two rows */
   const bool oka = ra < seqlen_q, okb = rb < seqlen_q;
   const ulong rbase = LSE_ROW(b, h);
-  const float la = oka ? lse[rbase + ra] * M_LOG2E_F : -INFINITY;
-  const float lb = okb ? lse[rbase + rb] * M_LOG2E_F : -INFINITY;
+  /* log2 LSEs; +inf for a row past the rows or one that saw no key: P = 0 (P_DS). */
+  const float la0 = oka ? lse[rbase + ra] : -INFINITY, lb0 = okb ? lse[rbase + rb] : -INFINITY;
+  const float la = la0 == -INFINITY ? INFINITY : la0 * M_LOG2E_F;
+  const float lb = lb0 == -INFINITY ? INFINITY : lb0 * M_LOG2E_F;
 #if ALIBI /* in natural units, and in the log2 domain of the unscaled branch */
   const float slope = ALIBI_SLOPE(bh), slope2 = slope * M_LOG2E_F;
 #endif
@@ -440,34 +486,31 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
 #endif
     PRODUCT_T(s, NK, qa, KT, Kt, QW);
     PRODUCT_T(dp, NK, ga, VK, Vt, GW);
-    UNROLL for (uint n = 0; n < NK; n++) UNROLL for (uint e = 0; e < 4; e++) {
-      const uint j = n * 8 + 2 * tq + (e & 1);
-      const float l = (e >> 1) ? lb : la, dr = (e >> 1) ? db : da;
-      bool ok = l != -INFINITY && j < nk;
+    /* An edge tile: a partial one, the warp's last row's diagonal before the tile's last key,
+     * or a window. */
+    bool edge = MASK || nk < SK;
 #if CAUSAL
-      ok = ok && (long)(kv0 + j) <= (long)((e >> 1) ? rb : ra) + shift;
-#endif
-#if MASK
-      ok = ok && kv0 + j >= ((e >> 1) ? fb : fa) && kv0 + j < ((e >> 1) ? eb : ea);
-#endif
-#if SOFTCAP
-      float dt;
-      const float cs = cap_score(s[n][e], scale, softcap, &dt);
-      const float p =
-          ok ? exp2((cs ALIBI_FRAG(slope, ald, 1, n, e)) * M_LOG2E_F - l) : 0.0f;
-#else
-      const float p =
-          ok ? exp2(s[n][e] * sl2 ALIBI_FRAG(slope2, ald, 1, n, e) - l) : 0.0f,
-          dt = 1.0f;
+    edge = edge || (long)(kv0 + SK - 1) > (long)(qb * BQ + warp * 16) + shift;
 #endif
 #if SINKS
-      if (e >> 1)
-        pd1 += p * dp[n][e];
-      else
-        pd0 += p * dp[n][e];
+#define DQ_SINK (e >> 1) ? (pd1 += p_ * dp[n][e]) : (pd0 += p_ * dp[n][e])
+#else
+#define DQ_SINK (void)0
 #endif
-      dp[n][e] = p * (dp[n][e] - dr) * dt;
+#define DQ_ROW ((e >> 1) ? rb : ra)
+#define DQ_ELEMENTS(V_)                                                                            \
+  UNROLL for (uint n = 0; n < NK; n++) UNROLL for (uint e = 0; e < 4; e++) {                       \
+    const uint j = n * 8 + 2 * tq + (e & 1);                                                       \
+    P_DS(s[n][e], dp[n][e], (e >> 1) ? lb : la, (e >> 1) ? db : da, AL_(1, n, e), V_, DQ_SINK);    \
+  }
+    if (edge) {
+      DQ_ELEMENTS(j < nk && SEES_CAUSAL(DQ_ROW, kv0 + j) && DQ_WINDOW(e, kv0 + j))
+    } else {
+      DQ_ELEMENTS(1)
     }
+#undef DQ_ELEMENTS
+#undef DQ_ROW
+#undef DQ_SINK
     uint dsa[KK][4];
     TO_A(dsa, dp, KK);
     PRODUCT_N(dqa, CT, dsa, KK, Kt, QW); /* dQ += dS K */
