@@ -226,4 +226,7 @@ struct clattn_context {
                                0: GROUPS_PER_LAUNCH (tests make it small to check the pieces) */
 };
 
+/* mkdir -p of path's dirname, each folder private to the user (0700): core/files.c. */
+void clattn__make_parents(const char *path);
+
 #endif

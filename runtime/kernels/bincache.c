@@ -142,18 +142,6 @@ static unsigned char *read_entry(clattn_context *ctx, const char *path, const ch
   return file;
 }
 
-/* Creates the folders above path, private to this user (mkdir -p of its dirname, 0700). */
-static void make_dirs(const char *path) {
-  char buf[4096];
-  snprintf(buf, sizeof buf, "%s", path);
-  for (char *p = buf + 1; *p; p++)
-    if (*p == '/') {
-      *p = 0;
-      mkdir(buf, 0700);
-      *p = '/';
-    }
-}
-
 static int write_all(int fd, const void *data, size_t n) {
   const unsigned char *p = data;
   while (n > 0) {
@@ -233,7 +221,7 @@ void clattn__bincache_store(clattn_context *ctx, uint64_t source_hash, const cha
   if (bin && key &&
       clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bins, bins, NULL) == CL_SUCCESS) {
     entry_path(ctx, key, path, sizeof path);
-    make_dirs(path);
+    clattn__make_parents(path);
     /* Counted only when the entry is in place: a folder that cannot be written stores none. */
     if (folders_trusted(ctx) && write_entry(ctx, path, key, bin, len)) ctx->bincache_stored++;
   }

@@ -85,18 +85,6 @@ static clattn_status write_atomic(const char *path, const clattn__db *db, char *
   return CLATTN_OK;
 }
 
-/* Creates the parent folders of path (mkdir -p of its dirname). */
-static void make_parents(const char *path) {
-  char buf[4096];
-  snprintf(buf, sizeof buf, "%s", path);
-  for (char *p = buf + 1; *p; p++)
-    if (*p == '/') {
-      *p = 0;
-      mkdir(buf, 0700); /* private, as the program cache's folders (bincache.c) */
-      *p = '/';
-    }
-}
-
 /* Renames the corrupt file at path to <path>.corrupt-<UTC time>[-n], never over an earlier
  * copy (the caller holds the lock, so no other clattn writer races for the name); aside gets
  * the new name. */
@@ -122,7 +110,7 @@ static clattn_status keep_aside(const char *path, char *aside, size_t len, char 
 clattn_status clattn__db_save_merged(const char *path, const clattn__db_entry *entries, size_t n,
                                      char *why, size_t why_len) {
   if (why_len) why[0] = 0;
-  make_parents(path);
+  clattn__make_parents(path);
   char lock_path[4200];
   snprintf(lock_path, sizeof lock_path, "%s.lock", path);
   int fd = open(lock_path, O_CREAT | O_RDWR | O_CLOEXEC, 0644);
