@@ -7,6 +7,15 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The database holds only entry e: the plan falls back to it, for the reason named. */
+static void expect_fallback(clattn_context **ctx, const clattn__db_entry *e, const char *reason) {
+  save(e, 1);
+  clattn_plan_info info = explain_fresh(ctx);
+  cr_assert_str_eq(info.origin, "fallback");
+  cr_assert(strstr(info.reason, reason), "%s", info.reason);
+  remove(db_path);
+}
+
 Test(tunedb, every_lookup_level) {
   clattn_context *ctx = context_with_db();
   clattn__db_entry e = entry_for(ctx);
@@ -22,18 +31,10 @@ Test(tunedb, every_lookup_level) {
   remove(db_path);
   clattn__db_entry other = e; /* another driver of the same device */
   snprintf(other.dev.driver, sizeof other.dev.driver, "0.0-other");
-  save(&other, 1);
-  info = explain_fresh(&ctx);
-  cr_assert_str_eq(info.origin, "fallback");
-  cr_assert(strstr(info.reason, "another driver"), "%s", info.reason);
-  remove(db_path);
+  expect_fallback(&ctx, &other, "another driver");
   other = e; /* another device of the same vendor and type */
   snprintf(other.dev.name, sizeof other.dev.name, "some other device");
-  save(&other, 1);
-  info = explain_fresh(&ctx);
-  cr_assert_str_eq(info.origin, "fallback");
-  cr_assert(strstr(info.reason, "another device"), "%s", info.reason);
-  remove(db_path);
+  expect_fallback(&ctx, &other, "another device");
   other = e; /* this device, another sequence-length bucket */
   other.cls.bucket = 4096;
   save(&other, 1);
