@@ -22,7 +22,7 @@
  *     accumulates in fp32, is normalised in fp32 and stored rounded (STS).
  * Head dims are padded with zeros: D to 16 (S's k-steps), DV to 8 (O's tiles); keys past the
  * tile's end are zero in K and V and -inf in S. Scores are in the log2 domain (exp2), LSE
- * converts back: (m + log2 l) ln 2 (m scale log2 e for raw maxima).
+ * converts back: (m + log2 l) ln 2.
  *
  * PAD appends 8 16-bit values (4 words) to each local row: a row is then an odd multiple of 4
  * words, so the 8 rows x 4 words of one fragment read fall in 32 distinct banks.
@@ -287,7 +287,7 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
       /* Scores to the log2 domain (softcap, ALiBi), then the mask, only where some key of the
        * tile is hidden from some row of the warp (the tile's end, the diagonal, a window):
        * elsewhere every score counts. The test is the same for the whole warp. */
-      bool edge = nk < BKV || MASK || SKIP_NONE;
+      bool edge = nk < BKV || MASK; /* emulated too: the mask has no barrier to reach */
 #if CAUSAL
       edge = edge || (long)(kv0 + BKV - 1) > (long)r0 + shift;
 #endif

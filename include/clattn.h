@@ -380,7 +380,10 @@ typedef struct clattn_config {
                                pads the local rows against bank conflicts; fp32 storage only)
                                or "forward_mma_half" (the same in CLATTN_F16 and CLATTN_BF16
                                storage only, mma.sync f16/bf16 with fp32 accumulation: block_kv
-                               a multiple of 16, stage_kv 1, vector_width 1), or "decode"
+                               a multiple of 16, stage_kv 1, or 2 for K/V tiles copied in two
+                               stages (head dims multiples of 16, pad 1), rows_per_item 1 or 2
+                               m16 tiles of 16 rows a warp (block_q a multiple of 16 of them),
+                               vector_width 1), or "decode"
                                (calls over a KV cache, the only kernel of theirs: block_q
                                packed rows, a KV group's heads x query rows, up to 16;
                                block_kv keys per block; threads_per_row work-items per key;

@@ -35,8 +35,8 @@ int clattn__mma_half_check(const clattn__family *f, const clattn__device *dev,
   unsigned rm = c->rm ? c->rm : 1;
   if ((rm != 1 && rm != 2) || c->bq % (16 * rm)) {
     snprintf(why, why_len,
-             "%s BQ=%u rows_per_item=%u: a warp takes 1 or 2 m16 tiles (rows_per_item), BQ a "
-             "multiple of 16 of them",
+             "%s BQ=%u rows_per_item=%u: a warp takes 1 or 2 m16 tiles of 16 rows "
+             "(rows_per_item), BQ a multiple of 16 x rows_per_item",
              f->name, c->bq, rm);
     return 0;
   }
