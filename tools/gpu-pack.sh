@@ -2,7 +2,8 @@
 # Prepares .gpu/ (ignored by git) for a run on the device machine: the built `clattn` command and
 # library, the NVIDIA ICD helper and the PyTorch peer script from ../shared. Name .gpu in the
 # device call's carry, then run `bash tools/gpu-check.sh .gpu` there. BASE_BUILD_DIR (optional):
-# a baseline build, packed into .gpu/base for the scripts that compare two (tools/gpu-plans.sh).
+# a baseline build, packed into .gpu/base for the scripts that compare two (tools/gpu-plans.sh);
+# BASE_KERNELS (optional, below): a baseline commit's kernels.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
@@ -14,6 +15,13 @@ for lib in $(ldd "$build"/libclattn.so | awk '/libcjson|libclblast/ {print $3}')
 cp ../shared/gpu/nvidia-env.sh ../shared/peers/torch_sdpa.py tools/torch_padded.py \
   tools/torch_decode.py tools/gpu-decode-table.py .gpu/
 git rev-parse --short HEAD > .gpu/commit
+# BASE_KERNELS=REV: that commit's kernel text (cl/) in .gpu/basecl, for `tools/gpu-half.sh ab`
+# (the same build, its kernels given by CLATTN_KERNEL_DIR: an A/B of kernel changes alone).
+if [ -n "${BASE_KERNELS:-}" ]; then
+  mkdir -p .gpu/basecl
+  git archive "$BASE_KERNELS" cl | tar -x -C .gpu/basecl --strip-components=1
+  git rev-parse --short "$BASE_KERNELS" >.gpu/basecl/commit
+fi
 if [ -n "${BASE_BUILD_DIR:-}" ]; then
   mkdir -p .gpu/base
   cp "$BASE_BUILD_DIR"/tools/clattn "$BASE_BUILD_DIR"/libclattn.so* .gpu/base/
