@@ -219,6 +219,20 @@ Test(split, forward_mma_half) {
   forced_cfg(CLATTN_BF16, 2, 2, 1, 17, 90, 59, 40, 0, &mma);
 }
 
+/* The decode families merge the ranges in their own launch (the last range of each tile,
+ * cl/decode_common.cl): ranges empty for early causal rows, GQA groups of 4 rows in tiles of 8
+ * (two entries' rows in one tile's counter), half storage's fp32 partials, and decode_mma
+ * (mma.sync emulated). */
+Test(split, decode_merged_in_its_launch) {
+  setenv("CLATTN_MMA_EMULATE", "1", 1); /* read when the context is created */
+  clattn_config dec = {"decode", 8, 32, 2, 1, 0, 2, 4};
+  forced_cfg(CLATTN_F32, 2, 8, 2, 3, 300, 64, 0, CLATTN_CAUSAL, &dec);
+  forced_cfg(CLATTN_BF16, 1, 4, 1, 2, 250, 40, 24, 0, &dec);
+  clattn_config mma = {"decode_mma", 8, 16, 1, 1, 0, 1, 1};
+  forced_cfg(CLATTN_F16, 2, 8, 2, 1, 200, 64, 0, 0, &mma);
+  forced_cfg(CLATTN_BF16, 1, 4, 2, 3, 150, 64, 0, CLATTN_CAUSAL, &mma);
+}
+
 /* Through the public API, where the device has idle compute units: a decode row in half. */
 Test(split, half_decode_through_the_api) {
   clattn_problem p = {1, 2, 1, 1, 1000, 64, 0, CLATTN_F16, 0.0f, 0, CLATTN_ALGO_FUSED};

@@ -154,11 +154,11 @@ void clattn__decode_defines(const clattn__family *f, const clattn__device *dev,
   const int gpu = !clattn__fam_is_cpu(dev); /* loops unrolled, loads packed */
   snprintf(out, len,
            "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DTPR=%u -DRM=%u -DCAUSAL=%u -DVEC=%u "
-           "-DSTAGE=%u -DUNROLL_LOOPS=%d -DPACKED=%d -DPTX_CVT=%d",
+           "-DSTAGE=%u -DUNROLL_LOOPS=%d -DPACKED=%d -DPTX_CVT=%d -DPTX_FENCE=%d",
            k->d, k->dv, c->bq, c->bkv, c->tpr, c->rm ? c->rm : 1, k->causal, c->vec ? c->vec : 1,
            c->stage == 2 || c->stage == 3 ? c->stage : 1u, gpu, gpu,
            /* NVIDIA's fp16 unpacked by inline PTX (cl/decode.cl's unpack) */
-           dev->tensor_cores && !dev->mma_emulated);
+           dev->tensor_cores && !dev->mma_emulated, dev->tensor_cores && !dev->mma_emulated);
 }
 
 void clattn__decode_reason(const clattn__family *f, const clattn__device *dev,
@@ -201,6 +201,7 @@ unsigned clattn__decode_bind(const clattn__family *f, const clattn__config *c,
   size_t tiles = tiles_of(c, s);
   clattn__args a = clattn__forward_args(b, kernels[0], (cl_uint)tiles, &out[0].base_arg);
   clattn__arg_cache(&a, s);
+  clattn__arg_merge(&a, b);
   *err = a.err;
   out[0].kernel = kernels[0], out[0].memo = a.memo;
   out[0].groups = tiles * (b->split ? b->split->count : 1) * s->heads_kv * s->batch;

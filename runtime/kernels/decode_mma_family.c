@@ -98,7 +98,7 @@ void clattn__decode_mma_defines(const clattn__family *f, const clattn__device *d
            k->dv, c->bq, c->bkv, c->stage, k->causal,
            dev->mma_emulated
                ? " -DMMA_EMULATE=1 -DSCRATCH=" CLATTN__STR(CLATTN__MMA_SCRATCH) " -cl-opt-disable"
-               : "");
+               : " -DPTX_FENCE=1");
 }
 
 void clattn__decode_mma_reason(const clattn__family *f, const clattn__device *dev,

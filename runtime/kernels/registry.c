@@ -257,6 +257,7 @@ static const clattn__family table[] = {
      .split_fill = 8,
      .split_min_keys = 128,
      .tight_rows = 1,
+     .fused_merge = 1,
      .bind = clattn__decode_bind},
     /* A KV cache's reader (issue 18): a KV group's query heads in one tile. Ranked first only
      * for cache classes, which decode_mma (above) computes too where it is legal. */
@@ -286,6 +287,7 @@ static const clattn__family table[] = {
      .row_groups = clattn__decode_row_groups,
      .split_fill = 4,
      .tight_rows = 1,
+     .fused_merge = 1,
      .bind = clattn__decode_bind},
     /* Helper programs, built with fixed options: no config, looked up by role. */
     {.name = "merge",

@@ -85,6 +85,11 @@ typedef struct clattn__split {
   cl_ulong o_split;      /* elements between the ranges' partial outputs */
   cl_ulong lse_off;      /* where the partial LSEs start in the lse buffer */
   cl_ulong lse_split;    /* elements between the ranges' partial LSEs */
+  /* A family with fused_merge merges the ranges in the same launch: a counter per tile (zero
+   * between calls), and the caller's O and LSE (NULL: none) to write. */
+  cl_mem counts;
+  const clattn_tensor *out;
+  cl_mem out_lse;
 } clattn__split;
 
 /* The tensors and buffers of one call of a pass, for its family's bind function. */
@@ -169,6 +174,9 @@ struct clattn__family {
   /* The fewest keys a key range holds (0: two tiles): below it, a range's fixed costs (its
    * partial O written, merged) outweigh the loads it adds in flight. */
   unsigned split_min_keys;
+  /* 1: its kernels merge the key ranges themselves (the last range of a tile, through
+   * clattn__split's counts), so a split call is one launch, not two (ops/split.c). */
+  unsigned fused_merge;
   /* 1: a call's plan on a GPU takes the smallest query block that keeps its work-groups
    * (plan/grid.c): the tiles of a few rows lose their idle ones. */
   unsigned tight_rows;
