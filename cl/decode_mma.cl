@@ -177,43 +177,18 @@ typedef struct {
 #define SCALE_PARAMS
 #endif
 
-#if PAGED
-/* A step's page read ahead (paged reads were 73% of a streaming read where contiguous ones were
- * 92%: a table read before every K/V load, docs/BENCHMARKS.md). With pages of 16 keys or more
- * and steps that start on a multiple of 16 (ahead), a step's 16 keys lie in one page, so the
- * kernel reads each step's table entry two steps before the step's loads (step_page, LOAD_STEP)
- * and they never wait on it; otherwise every key is looked up (kv_where). */
-#define STEP_PAGE_ARGS , int ahead, int pg
-#define STEP_PAGE_PASS , ahead, pg
-static inline int step_page(ulong b, uint kb0, uint kv_end PAGE_ARGS) {
-  return kb0 < kv_end ? block_table[b * max_pages + (kb0 >> page_shift)] : -1;
-}
-/* Key `key` of a step whose page is pg (ahead), else kv_where's answer. */
-static inline int step_where(ulong b, uint key PAGE_ARGS STEP_PAGE_ARGS, ulong *slot, uint *tok) {
-  if (!ahead) return kv_where(b, key PAGE_PASS, slot, tok);
-  const int in = pg >= 0 && (uint)pg < num_pages;
-  *tok = key & ((1u << page_shift) - 1u);
-  *slot = in ? (ulong)pg : 0;
-  return in;
-}
-#else
-#define STEP_PAGE_ARGS
-#define STEP_PAGE_PASS
-#define step_where kv_where
-#endif
-
 /* The step at kb0 into x, every load issued before any is used; keys at kv_end or past it, and
  * keys of pages outside the pool, read nothing and hold zeros. */
 static inline void load_step(__global const kv_t *k, __global const kv_t *v, ulong b, uint kb0,
                              uint kv_end, ulong kbase, ulong vbase, ulong k_sb, ulong k_ss,
                              ulong v_sb, ulong v_ss, int kal, int val, uint gq,
-                             uint tq PAGE_ARGS STEP_PAGE_ARGS SCALE_PARAMS, step_t *x) {
+                             uint tq PAGE_ARGS SCALE_PARAMS, step_t *x) {
   UNROLL
   for (uint t = 0; t < 2; t++) {
     const uint key = kb0 + 8 * t + gq;
     ulong slot;
     uint tok;
-    if (key < kv_end && step_where(b, key PAGE_PASS STEP_PAGE_PASS, &slot, &tok)) {
+    if (key < kv_end && kv_where(b, key PAGE_PASS, &slot, &tok)) {
       const ulong at = kbase + slot * k_sb + (ulong)tok * k_ss;
       UNROLL
       for (uint i = 0; i < NKC; i++) {
@@ -231,7 +206,7 @@ static inline void load_step(__global const kv_t *k, __global const kv_t *v, ulo
     const uint key = kb0 + 8 * (u / 2) + 2 * tq + u % 2;
     ulong slot;
     uint tok;
-    x->vis[u] = key < kv_end && step_where(b, key PAGE_PASS STEP_PAGE_PASS, &slot, &tok);
+    x->vis[u] = key < kv_end && kv_where(b, key PAGE_PASS, &slot, &tok);
     if (x->vis[u]) {
       const ulong at = vbase + slot * v_sb + (ulong)tok * v_ss + gq * NT;
 #if VWL % 4 == 0
@@ -363,23 +338,9 @@ clattn_decode_mma(DECODE_ARGS) {
    * before this step's math (two buffers rotating), so that the warp's loads stay in flight while
    * it computes. Loads past kv_end are zero and read nothing. */
   step_t st[SUBS];
-#if PAGED /* the next two steps' pages (step_page), LOAD_STEP's steps being consecutive */
-  const int ahead = page_shift >= 4 && (kv_lo & 15u) == 0;
-  int pg_next = ahead ? step_page(b, kv_lo, kv_end PAGE_PASS) : 0;
-  int pg_after = ahead ? step_page(b, kv_lo + 16, kv_end PAGE_PASS) : 0;
-#define LOAD_STEP(kb0, x)                                                                          \
-  do {                                                                                             \
-    const int pg = pg_next;                                                                        \
-    pg_next = pg_after;                                                                            \
-    pg_after = ahead ? step_page(b, (kb0) + 32, kv_end PAGE_PASS) : 0;                             \
-    load_step(k, v, b, (kb0), kv_end, kbase, vbase, k_sb, k_ss, v_sb, v_ss, kal, val, gq,       \
-              tq PAGE_PASS STEP_PAGE_PASS SCALE_PASS, (x));                                        \
-  } while (0)
-#else
 #define LOAD_STEP(kb0, x)                                                                          \
   load_step(k, v, b, (kb0), kv_end, kbase, vbase, k_sb, k_ss, v_sb, v_ss, kal, val, gq,         \
             tq PAGE_PASS SCALE_PASS, (x))
-#endif
 #if STAGE == 2
   if (kv_lo < kv_end) LOAD_STEP(kv_lo, &st[0]);
 #endif

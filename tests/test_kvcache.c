@@ -158,12 +158,6 @@ Test(kvcache, mma_f16) {
                .mma_bkv = 32, .mma_stage = 2});
   run(&(kcase){F16, F16, 6, 4, 4, 2, 100, 96, 64, 0, 40, .flags = C | W, .left = 30,
                .softcap = 30.0f, .alibi = 1, .mma = "decode_mma"});
-  /* Pages of 16 and 32 keys: a step's page read two steps ahead (cl/decode_mma.cl's step_page),
-   * from key 0 and from a split's range; a window's first key off a multiple of 16 (each key
-   * looked up instead), and pages outside the pool. */
-  run(&(kcase){F16, F16, 2, 8, 2, 1, 300, 64, 0, 16, 100, .mma = "decode_mma"});
-  run(&(kcase){F16, F16, 3, 4, 1, 2, 200, 64, 0, 32, 50, 1, 1, .flags = C | W, .left = 37,
-               .mma = "decode_mma", .mma_bq = 8, .mma_bkv = 32, .mma_stage = 2});
 }
 Test(kvcache, mma_bf16) {
   run(&(kcase){BF16, BF16, 6, 16, 4, 1, 80, 64, 0, 8, 24, 1, .alibi = 1, .mma = "decode_mma"});

@@ -190,8 +190,6 @@ for dt in 1 2; do
   check dmma "${dmma[@]}" -DDTYPE=$dt -DD=64 -DDV=64 -DBQ=8 -DCAUSAL=0 -DKVCACHE=1 -DKVLENS=1
   check dmma "${dmma[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=8 -DCAUSAL=0 -DKVCACHE=1 -DKVLENS=1 \
     -DKV8=1 -DPAGED=1
-  check dmma "${dmma[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=8 -DBKV=32 -DSTAGE=2 -DCAUSAL=0 \
-    -DKVCACHE=1 -DKVLENS=1 -DPAGED=1
   check dmma "${dmma[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=8 -DBKV=32 -DCAUSAL=0 -DKVCACHE=1 \
     -DKVLENS=1 -DKV8=1
   # each 16 keys' loads during the previous 16's math (stage 2): fp16 / bf16 and int8
