@@ -126,7 +126,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
 clattn_decode(DECODE_ARGS) {
   /* Rows of whole chunks, 16-byte aligned: a chunk of Q is read in float4s (CC % 4 == 0). */
   __local float Qs[BQ * QD] __attribute__((aligned(16)));
-  __local float U[SU];           /* the scores of a block, then the merge's states */
+  /* the scores of a block, then the key lanes' states, then the split merge's weights */
+  __local float U[SU > MERGE_LOCAL ? SU : MERGE_LOCAL];
   __local long Ko[BKV], Vo[BKV]; /* a block's K and V rows (element offsets), -1: no key */
 #if KV8
   __local float Ksc[BKV], Vsc[BKV];
@@ -392,7 +393,7 @@ clattn_decode(DECODE_ARGS) {
       }
     }
   }
-  DECODE_MERGE(&Last, lid, WG);
+  DECODE_MERGE(&Last, U, lid, WG);
 }
 
 #if SEQLENS

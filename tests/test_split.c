@@ -89,6 +89,8 @@ static cl_mem upload(clattn_context *ctx, clattn_dtype t, float *x, size_t n) {
 /* The variants' fields of forced_cfg's problems (a test sets them first; each test is its own
  * process). */
 static clattn_problem variant;
+/* Set: the call asks for no LSE (checked: O alone). */
+static int no_lse;
 
 static void forced_cfg(clattn_dtype t, size_t b, size_t hq, size_t hkv, size_t nq, size_t nkv,
                        size_t d, size_t dv, unsigned flags, const clattn_config *cfg) {
@@ -116,9 +118,9 @@ static void forced_cfg(clattn_dtype t, size_t b, size_t hq, size_t hkv, size_t n
   clattn_tensor tq = clattn_bshd(bq, nq, hq, d), tk = clattn_bshd(bk, nkv, s.heads_kv, d),
                 tv = clattn_bshd(bv, nkv, s.heads_kv, s.dv), to = clattn_bshd(bo, nq, hq, s.dv);
   cl_event done = NULL;
-  cr_assert_eq(
-      clattn__forward_split(ctx, &s, plan, count, per, &tq, &tk, &tv, &to, bl, 0, NULL, &done),
-      CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_eq(clattn__forward_split(ctx, &s, plan, count, per, &tq, &tk, &tv, &to,
+                                     no_lse ? NULL : bl, 0, NULL, &done),
+               CLATTN_OK, "%s", clattn_last_error(ctx));
   clWaitForEvents(1, &done);
   clReleaseEvent(done);
   float *got = malloc(noe * 4), *lse = malloc(rows * 4), *n32 = malloc(noe * 4),
@@ -142,7 +144,9 @@ static void forced_cfg(clattn_dtype t, size_t b, size_t hq, size_t hkv, size_t n
           err_o = fmax(err_o, isfinite(x) ? fabs(x - ref[r * s.dv + c]) : INFINITY);
           naive_o = fmax(naive_o, fabs(n32[r * s.dv + c] - ref[r * s.dv + c]));
         }
-        if (isinf(lref[r])) {
+        if (no_lse) {
+          cr_assert(isnan(lse[r]), "row %zu: an LSE written to a call without one", r);
+        } else if (isinf(lref[r])) {
           cr_assert(isinf(lse[r]) && lse[r] < 0, "row %zu sees no key: LSE %g", r, lse[r]);
         } else {
           err_l = fmax(err_l, isfinite(lse[r]) ? fabs(lse[r] - lref[r]) : INFINITY);
@@ -231,6 +235,9 @@ Test(split, decode_merged_in_its_launch) {
   clattn_config mma = {"decode_mma", 8, 16, 1, 1, 0, 1, 1};
   forced_cfg(CLATTN_F16, 2, 8, 2, 1, 200, 64, 0, 0, &mma);
   forced_cfg(CLATTN_BF16, 1, 4, 2, 3, 150, 64, 0, CLATTN_CAUSAL, &mma);
+  no_lse = 1; /* the merge's O alone */
+  forced_cfg(CLATTN_F32, 1, 4, 1, 2, 300, 32, 0, CLATTN_CAUSAL, &dec);
+  forced_cfg(CLATTN_F16, 1, 8, 2, 1, 200, 64, 0, 0, &mma);
 }
 
 /* Through the public API, where the device has idle compute units: a decode row in half. */

@@ -59,14 +59,9 @@ float OVL fabs(float a) { return __builtin_fabsf(a); }
 float OVL exp(float x) { return __nvvm_ex2_approx_f(1.442695041f * x); }
 float OVL log(float x) { return 0.693147181f * __nvvm_lg2_approx_f(x); }
 void OVL mem_fence(cl_mem_fence_flags f) { __nvvm_membar_gl(); }
-uint OVL atomic_inc(volatile __global uint *p) {
+uint OVL atomic_cmpxchg(volatile __global uint *p, uint cmp, uint v) {
   uint r;
-  __asm__ volatile("atom.global.add.u32 %0, [%1], 1;" : "=r"(r) : "l"(p) : "memory");
-  return r;
-}
-uint OVL atomic_xchg(volatile __global uint *p, uint v) {
-  uint r;
-  __asm__ volatile("atom.global.exch.b32 %0, [%1], %2;" : "=r"(r) : "l"(p), "r"(v) : "memory");
+  __asm__ volatile("atom.global.cas.b32 %0, [%1], %2, %3;" : "=r"(r) : "l"(p), "r"(cmp), "r"(v) : "memory");
   return r;
 }
 /* (vloadn needs only the element's alignment; these assume the vector's: registers, not loads) */

@@ -33,9 +33,11 @@ size_t clattn__decode_local(const clattn__device *dev, const clattn__class *k,
                             const clattn__config *c) {
   size_t cc = chunk_of(k, c), rm = c->rm ? c->rm : 1, qd = (k->d + cc - 1) / cc * cc;
   size_t part = (size_t)c->tpr * c->bq * c->bkv, merge = wg_of(c) / 2 * rm * (cc + 2);
-  size_t floats = (size_t)c->bq * qd + (part > merge ? part : merge) + c->bq; /* Qs, U, Rm */
-  if (k->variants & CLATTN__VAR_KV8) floats += 2 * (size_t)c->bkv;            /* the scales */
-  return floats * sizeof(float) + 2 * (size_t)c->bkv * sizeof(cl_long);       /* the row offsets */
+  size_t u = part > merge ? part : merge, weights = (size_t)c->bq * (CLATTN__MERGE_SPLITS + 1);
+  if (u < weights) u = weights;                   /* U holds the split merge's weights last */
+  size_t floats = (size_t)c->bq * qd + u + c->bq; /* Qs, U, Rm */
+  if (k->variants & CLATTN__VAR_KV8) floats += 2 * (size_t)c->bkv;      /* the scales */
+  return floats * sizeof(float) + 2 * (size_t)c->bkv * sizeof(cl_long); /* the row offsets */
 }
 
 void clattn__decode_work_groups(const clattn__config *c, size_t *wg) {

@@ -11,6 +11,7 @@
 size_t clattn__decode_mma_local(const clattn__device *dev, const clattn__class *k,
                                 const clattn__config *c) {
   size_t bytes = (size_t)(c->bq > 8 ? 16 : 8) * QWORDS(k) * sizeof(cl_uint); /* its QROWS */
+  bytes += (size_t)c->bq * (CLATTN__MERGE_SPLITS + 1) * sizeof(float);       /* the merge's Mw */
   if (dev->mma_emulated) bytes += CLATTN__MMA_SCRATCH * sizeof(float);       /* one warp's */
   return bytes;
 }

@@ -347,3 +347,8 @@ const char *clattn__family_names(void) {
   pthread_once(&names_once, fill_names);
   return names;
 }
+
+int clattn__merge_in_launch(const clattn__device *dev, const clattn__family *f) {
+  return f && f->fused_merge &&
+         (clattn__fam_is_cpu(dev) || (dev->tensor_cores && !dev->mma_emulated));
+}

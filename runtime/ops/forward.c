@@ -152,7 +152,9 @@ static clattn_status explain_call(clattn_context *ctx, const clattn_problem *pro
       snprintf(out->reason + len, sizeof out->reason - len,
                "; keys split into %u ranges of %u, merged by LSE%s, to fill the compute units",
                out->kv_splits, per_split,
-               f && f->fused_merge ? " in the same launch (the last range of each tile)" : "");
+               clattn__merge_in_launch(&ctx->device, f)
+                   ? " in the same launch (the last range of each tile)"
+                   : "");
     }
     snprintf(out->algorithm, sizeof out->algorithm, "%s",
              s.algo == CLATTN_ALGO_FUSED ? "fused" : "standard");

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_SPLITS 64
+#define MAX_SPLITS CLATTN__MERGE_SPLITS
 
 unsigned clattn__split_count(const clattn_context *ctx, const clattn__shape *s,
                              const clattn__plan *p, unsigned *kv_per_split) {
@@ -86,30 +86,29 @@ static clattn_status ensure_split_ws(clattn_context *ctx, size_t bytes) {
 }
 
 /* The counters of a family that merges in its own launch (cl/decode_common.cl's MERGE_ARGS):
- * n of them, zero. The kernels set each back to 0 when its tile is merged, so they are zeroed
- * only when made, or after a call that may not have run to its end. */
+ * at least n, zeroed when made. Each call tags them with its own epoch, so nothing sets them
+ * back, and a count an unfinished call left is not counted by the next. */
 static clattn_status ensure_counts(clattn_context *ctx, size_t n) {
-  cl_int err = CL_SUCCESS;
-  if (ctx->split_counts_n < n) {
-    if (ctx->split_counts) clReleaseMemObject(ctx->split_counts);
-    ctx->split_counts_n = 0;
-    ctx->split_counts = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, n * sizeof(cl_uint), NULL, &err);
-    if (err != CL_SUCCESS) {
-      ctx->split_counts = NULL;
-      return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES,
-                          "split keys: cannot allocate %zu counters of the merge (%s)", n,
-                          clattn__cl_error_name(err));
-    }
-    ctx->split_counts_n = n;
-    ctx->split_counts_stale = 1;
+  if (ctx->split_counts_n >= n) return CLATTN_OK;
+  if (ctx->split_counts) clReleaseMemObject(ctx->split_counts);
+  ctx->split_counts_n = 0;
+  cl_int err;
+  ctx->split_counts = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, n * sizeof(cl_uint), NULL, &err);
+  if (err != CL_SUCCESS) {
+    ctx->split_counts = NULL;
+    return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES,
+                        "split keys: cannot allocate %zu counters of the merge (%s)", n,
+                        clattn__cl_error_name(err));
   }
-  if (ctx->split_counts_stale) {
-    const cl_uint zero = 0;
-    err = clEnqueueFillBuffer(ctx->queue, ctx->split_counts, &zero, sizeof zero, 0,
-                              ctx->split_counts_n * sizeof(cl_uint), 0, NULL, NULL);
-    if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clEnqueueFillBuffer(split counts)");
-    ctx->split_counts_stale = 0;
+  const cl_uint zero = 0; /* epoch 0 is never a call's */
+  err = clEnqueueFillBuffer(ctx->queue, ctx->split_counts, &zero, sizeof zero, 0,
+                            n * sizeof(cl_uint), 0, NULL, NULL);
+  if (err != CL_SUCCESS) {
+    clReleaseMemObject(ctx->split_counts);
+    ctx->split_counts = NULL;
+    return clattn__fail_cl(ctx, err, "clEnqueueFillBuffer(split counts)");
   }
+  ctx->split_counts_n = n;
   return CLATTN_OK;
 }
 
@@ -121,8 +120,7 @@ clattn_status clattn__forward_split(clattn_context *ctx, const clattn__shape *s,
   size_t rows = s->batch * s->heads_q * s->seqlen_q, bytes;
   if (__builtin_mul_overflow(rows, (size_t)count * (s->dv + 1) * sizeof(float), &bytes))
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "split keys: workspace size overflows");
-  const clattn__family *f = clattn__family_of(&p->cfg);
-  const int fused = f && f->fused_merge;
+  const int fused = clattn__merge_in_launch(&ctx->device, clattn__family_of(&p->cfg));
   cl_kernel merge = NULL;
   clattn_status st = fused ? CLATTN_OK : merge_kernel(ctx, s->dtype, &merge);
   if (st == CLATTN_OK) st = ensure_split_ws(ctx, bytes);
@@ -132,15 +130,13 @@ clattn_status clattn__forward_split(clattn_context *ctx, const clattn__shape *s,
   /* Partial outputs packed [range][batch][head][query][dv], then the partial LSEs. */
   clattn_tensor part = {ctx->split_ws, 0, s->heads_q * s->seqlen_q * s->dv, s->dv,
                         s->seqlen_q * s->dv};
-  clattn__split sp = {count, kv_per_split, rows * s->dv, (cl_ulong)count * rows * s->dv,
-                      rows,  NULL,         NULL,         NULL};
-  if (fused) {
-    /* One launch: done is its own event. A failed enqueue may leave counts set. */
-    sp.counts = ctx->split_counts, sp.out = o, sp.out_lse = lse;
-    st = clattn__enqueue_forward(ctx, ctx->queue, 1, s, p, &sp, q, k, v, &part, ctx->split_ws,
-                                 num_wait, wait, done);
-    if (st != CLATTN_OK) ctx->split_counts_stale = 1;
-    return st;
+  clattn__split sp = {
+      count, kv_per_split, rows * s->dv, (cl_ulong)count * rows * s->dv, rows, NULL, NULL, NULL, 0};
+  if (fused) { /* one launch: done is its own event */
+    ctx->split_epoch = ctx->split_epoch % 0xffffffu + 1u; /* 1 to 2^24 - 1 */
+    sp.counts = ctx->split_counts, sp.out = o, sp.out_lse = lse, sp.epoch = ctx->split_epoch;
+    return clattn__enqueue_forward(ctx, ctx->queue, 1, s, p, &sp, q, k, v, &part, ctx->split_ws,
+                                   num_wait, wait, done);
   }
   st = clattn__enqueue_forward(ctx, ctx->queue, 1, s, p, &sp, q, k, v, &part, ctx->split_ws,
                                num_wait, wait, NULL);
