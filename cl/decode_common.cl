@@ -171,16 +171,27 @@ static inline int decode_last_range(__global uint *count, uint splits, uint epoc
  * ranges independent. Merging a column at a time with the LSEs reloaded and the exponentials
  * redone per element made an H100's split decode 1.1-2.2x slower than two launches
  * (docs/BENCHMARKS.md). The partials (fp32: part, with the kernel's o view and o_split; plse
- * from lse_off, lse_split apart) are read volatile: other work-groups wrote them, and a line this
- * compute unit's cache holds from another tile's merge may be stale. Rows [b][head][query] as
- * LSE_ROW has them without VARLEN: packed sequences are never split (runtime/ops/split.c). */
+ * from lse_off, lse_split apart) are plain loads: other work-groups wrote them before their
+ * fence and count, which this one read before its own fence (decode_last_range), PTX's release
+ * and acquire patterns, which order even weak loads after the stores (NVIDIA's L1 holds no stale
+ * line past them); MERGE_VOLATILE 1 reads them volatile instead (an experiment through
+ * $CLATTN_BUILD_OPTIONS). Rows [b][head][query] as LSE_ROW has them without VARLEN: packed
+ * sequences are never split (runtime/ops/split.c). */
+#ifndef MERGE_VOLATILE
+#define MERGE_VOLATILE 0
+#endif
+#if MERGE_VOLATILE
+#define MERGE_QUAL volatile
+#else
+#define MERGE_QUAL
+#endif
 static inline void decode_merge_ranges(
     __global const float *part, ulong o_off, ulong o_sb, ulong o_ss, ulong o_sh, ulong o_split,
     __global const float *plse, ulong lse_off, ulong lse_split, uint splits, uint p0, uint nr,
     uint group, uint kvh, ulong b, uint heads_q, uint seqlen_q, __global stor_t *mo, ulong mo_off,
     ulong mo_sb, ulong mo_ss, ulong mo_sh, __global float *mlse, int write_lse, uint dv,
     __local float *W, uint bq, uint lid, uint wg) {
-  volatile __global const float *vp = part, *vl = plse;
+  MERGE_QUAL __global const float *vp = part, *vl = plse;
   __local float *sums = W + bq * MERGE_SPLITS;
   for (uint x = lid; x < nr * splits; x += wg) {
     const uint r = x / splits, s = x % splits, p = p0 + r, h = kvh * group + p % group;
@@ -213,10 +224,14 @@ static inline void decode_merge_ranges(
     const uint r = x / dv, c = x % dv, p = p0 + r, qi = p / group, h = kvh * group + p % group;
     const ulong at = o_off + b * o_sb + h * o_sh + (ulong)qi * o_ss + c;
     __local const float *w = W + r * MERGE_SPLITS;
-    float acc = 0.0f;
-    for (uint s = 0; s < splits; s++) acc += w[s] * vp[at + s * o_split];
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* four loads in flight */
+    uint s = 0;
+    for (; s + 4 <= splits; s += 4)
+      for (uint u = 0; u < 4; u++) acc[u] += w[s + u] * vp[at + (s + u) * o_split];
+    for (; s < splits; s++) acc[0] += w[s] * vp[at + s * o_split];
+    const float o_rc = (acc[0] + acc[1]) + (acc[2] + acc[3]);
     const float sum = sums[r];
-    STS(mo + mo_off + b * mo_sb + h * mo_sh + (ulong)qi * mo_ss + c, sum > 0.0f ? acc / sum : 0.0f);
+    STS(mo + mo_off + b * mo_sb + h * mo_sh + (ulong)qi * mo_ss + c, sum > 0.0f ? o_rc / sum : 0.0f);
   }
 }
 
