@@ -126,14 +126,12 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
 clattn_decode(DECODE_ARGS) {
   /* Rows of whole chunks, 16-byte aligned: a chunk of Q is read in float4s (CC % 4 == 0). */
   __local float Qs[BQ * QD] __attribute__((aligned(16)));
-  /* the scores of a block, then the key lanes' states, then the split merge's weights */
-  __local float U[SU > MERGE_LOCAL ? SU : MERGE_LOCAL];
+  __local float U[SU];           /* the scores of a block, then the merge's states */
   __local long Ko[BKV], Vo[BKV]; /* a block's K and V rows (element offsets), -1: no key */
 #if KV8
   __local float Ksc[BKV], Vsc[BKV];
 #endif
   __local float Rm[BQ]; /* ALiBi's slope of each row */
-  __local int Last;     /* this work-group merges the split's ranges (DECODE_MERGE) */
   const uint lid = get_local_id(0);
   const uint heads_kv = heads_q / group;
   uint tile, split, kvh;
@@ -393,7 +391,6 @@ clattn_decode(DECODE_ARGS) {
       }
     }
   }
-  DECODE_MERGE(&Last, U, lid, WG);
 }
 
 #if SEQLENS

@@ -223,11 +223,11 @@ Test(split, forward_mma_half) {
   forced_cfg(CLATTN_BF16, 2, 2, 1, 17, 90, 59, 40, 0, &mma);
 }
 
-/* The decode families merge the ranges in their own launch (the last range of each tile,
- * cl/decode_common.cl): ranges empty for early causal rows, GQA groups of 4 rows in tiles of 8
- * (two entries' rows in one tile's counter), half storage's fp32 partials, and decode_mma
- * (mma.sync emulated). */
-Test(split, decode_merged_in_its_launch) {
+/* The decode families through the split path (a tile of a KV group's rows per work-group):
+ * ranges empty for early causal rows, GQA groups of 4 rows in tiles of 8 (two query rows' heads
+ * in one tile), half storage's fp32 partials, decode_mma (mma.sync emulated); then calls that
+ * ask for no LSE (the merge writes O alone). */
+Test(split, decode_families) {
   setenv("CLATTN_MMA_EMULATE", "1", 1); /* read when the context is created */
   clattn_config dec = {"decode", 8, 32, 2, 1, 0, 2, 4};
   forced_cfg(CLATTN_F32, 2, 8, 2, 3, 300, 64, 0, CLATTN_CAUSAL, &dec);
@@ -235,7 +235,7 @@ Test(split, decode_merged_in_its_launch) {
   clattn_config mma = {"decode_mma", 8, 16, 1, 1, 0, 1, 1};
   forced_cfg(CLATTN_F16, 2, 8, 2, 1, 200, 64, 0, 0, &mma);
   forced_cfg(CLATTN_BF16, 1, 4, 2, 3, 150, 64, 0, CLATTN_CAUSAL, &mma);
-  no_lse = 1; /* the merge's O alone */
+  no_lse = 1;
   forced_cfg(CLATTN_F32, 1, 4, 1, 2, 300, 32, 0, CLATTN_CAUSAL, &dec);
   forced_cfg(CLATTN_F16, 1, 8, 2, 1, 200, 64, 0, 0, &mma);
 }

@@ -55,15 +55,6 @@ ushort2 OVL vload2(size_t i, const __global ushort *p) { return (ushort2)(p[2 * 
 float OVL fma(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
 float OVL fmin(float a, float b) { return __nvvm_fmin_f(a, b); }
 float OVL fabs(float a) { return __builtin_fabsf(a); }
-/* cl/decode_common.cl's merge of split keys in the launch */
-float OVL exp(float x) { return __nvvm_ex2_approx_f(1.442695041f * x); }
-float OVL log(float x) { return 0.693147181f * __nvvm_lg2_approx_f(x); }
-void OVL mem_fence(cl_mem_fence_flags f) { __nvvm_membar_gl(); }
-uint OVL atomic_cmpxchg(volatile __global uint *p, uint cmp, uint v) {
-  uint r;
-  __asm__ volatile("atom.global.cas.b32 %0, [%1], %2, %3;" : "=r"(r) : "l"(p), "r"(cmp), "r"(v) : "memory");
-  return r;
-}
 /* (vloadn needs only the element's alignment; these assume the vector's: registers, not loads) */
 float4 OVL vload4(size_t i, const __global float *p) { return ((const __global float4 *)p)[i]; }
 float2 OVL vload2(size_t i, const __global float *p) { return ((const __global float2 *)p)[i]; }
@@ -167,7 +158,7 @@ check fm common.cl mma.cl forward_mma.cl -- -DD=128 -DDV=128 -DBQ=64 -DBKV=32 -D
 # (runtime/kernels/decode_family.c) was fitted to these.
 dec=(common.cl decode_common.cl decode_load.cl decode.cl --)
 dd=(-DD=128 -DDV=128 -DBQ=4 -DBKV=64 -DCAUSAL=0 -DKVCACHE=1 -DKVLENS=1 -DUNROLL_LOOPS=1
-  -DPTX_CVT=1 -DPTX_FENCE=1)
+  -DPTX_CVT=1)
 for st in 1 2; do
   check dec "${dec[@]}" "${dd[@]}" -DDTYPE=1 -DTPR=4 -DRM=4 -DVEC=4 -DSTAGE=$st
   check dec "${dec[@]}" "${dd[@]}" -DDTYPE=1 -DTPR=8 -DRM=2 -DVEC=2 -DSTAGE=$st -DPAGED=1
@@ -177,7 +168,7 @@ for st in 1 2; do
 done
 # The tensor-core decode (cl/decode_mma.cl): fp16 and bf16, d = 128 and 64, 8 and 16 rows, paged
 # with the variants, int8, 32-key blocks and their two stages.
-dmma=(common.cl mma.cl mma_half.cl decode_common.cl decode_mma.cl -- -DPTX_FENCE=1)
+dmma=(common.cl mma.cl mma_half.cl decode_common.cl decode_mma.cl --)
 for dt in 1 2; do
   check dmma "${dmma[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=8 -DCAUSAL=0 -DKVCACHE=1 -DKVLENS=1
   check dmma "${dmma[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=16 -DCAUSAL=1 -DKVCACHE=1 -DKVLENS=1 \

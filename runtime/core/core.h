@@ -215,12 +215,8 @@ struct clattn_context {
   size_t bwd_ws_bytes;
   cl_mem split_ws; /* partial outputs of split-key calls, grown on demand */
   size_t split_ws_bytes;
-  cl_mem split_counts; /* a counter per tile of the families that merge in their launch
-                          (ops/split.c), tagged with the last call's epoch */
-  size_t split_counts_n;
-  cl_uint split_epoch; /* the last fused split call's, 1 to 2^24 - 1 (0 before any) */
-  cl_kernel merge[3];  /* the split-key merge per storage type, built on first use: building and
-                          creating it on every call cost decode calls tens of microseconds */
+  cl_kernel merge[3]; /* the split-key merge per storage type, built on first use: building and
+                         creating it on every call cost decode calls tens of microseconds */
   clattn__argmemo merge_memo[3]; /* their scalar arguments as last set (ops/split.c) */
   cl_kernel append[3][2][2]; /* clattn_kv_append's kernel per storage type, paged and int8, built
                                 on first use, for the same reason (runtime/ops/kvcache.c) */

@@ -85,19 +85,3 @@ void clattn__arg_cache(clattn__args *a, const clattn__shape *s) {
     clattn__arg(a, sizeof sc_sb, &sc_sb);
   }
 }
-
-void clattn__arg_merge(clattn__args *a, const clattn__bound *b) {
-  const clattn__split *sp = b->split;
-  const clattn_tensor *out = sp && sp->out ? sp->out : b->o;
-  cl_mem counts = sp && sp->counts ? sp->counts : b->o->buffer;
-  /* unused without an LSE: the partials' buffer, so that no mistake can write over O */
-  cl_mem lse = sp && sp->out_lse ? sp->out_lse : b->lse ? b->lse : out->buffer;
-  cl_int merge = sp && sp->counts ? 1 | (sp->out_lse ? 2 : 0) : 0;
-  cl_uint epoch = sp ? sp->epoch : 0;
-  clattn__arg_mem(a, &counts);
-  clattn__arg_mem(a, &out->buffer);
-  clattn__arg_view(a, out);
-  clattn__arg_mem(a, &lse);
-  clattn__arg(a, sizeof merge, &merge);
-  clattn__arg(a, sizeof epoch, &epoch);
-}

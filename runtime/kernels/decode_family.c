@@ -33,11 +33,9 @@ size_t clattn__decode_local(const clattn__device *dev, const clattn__class *k,
                             const clattn__config *c) {
   size_t cc = chunk_of(k, c), rm = c->rm ? c->rm : 1, qd = (k->d + cc - 1) / cc * cc;
   size_t part = (size_t)c->tpr * c->bq * c->bkv, merge = wg_of(c) / 2 * rm * (cc + 2);
-  size_t u = part > merge ? part : merge, weights = (size_t)c->bq * (CLATTN__MERGE_SPLITS + 1);
-  if (u < weights) u = weights;                   /* U holds the split merge's weights last */
-  size_t floats = (size_t)c->bq * qd + u + c->bq; /* Qs, U, Rm */
-  if (k->variants & CLATTN__VAR_KV8) floats += 2 * (size_t)c->bkv;      /* the scales */
-  return floats * sizeof(float) + 2 * (size_t)c->bkv * sizeof(cl_long); /* the row offsets */
+  size_t floats = (size_t)c->bq * qd + (part > merge ? part : merge) + c->bq; /* Qs, U, Rm */
+  if (k->variants & CLATTN__VAR_KV8) floats += 2 * (size_t)c->bkv;            /* the scales */
+  return floats * sizeof(float) + 2 * (size_t)c->bkv * sizeof(cl_long);       /* the row offsets */
 }
 
 void clattn__decode_work_groups(const clattn__config *c, size_t *wg) {
@@ -156,11 +154,11 @@ void clattn__decode_defines(const clattn__family *f, const clattn__device *dev,
   const int gpu = !clattn__fam_is_cpu(dev); /* loops unrolled, loads packed */
   snprintf(out, len,
            "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DTPR=%u -DRM=%u -DCAUSAL=%u -DVEC=%u "
-           "-DSTAGE=%u -DUNROLL_LOOPS=%d -DPACKED=%d -DPTX_CVT=%d -DPTX_FENCE=%d",
+           "-DSTAGE=%u -DUNROLL_LOOPS=%d -DPACKED=%d -DPTX_CVT=%d",
            k->d, k->dv, c->bq, c->bkv, c->tpr, c->rm ? c->rm : 1, k->causal, c->vec ? c->vec : 1,
            c->stage == 2 || c->stage == 3 ? c->stage : 1u, gpu, gpu,
            /* NVIDIA's fp16 unpacked by inline PTX (cl/decode.cl's unpack) */
-           dev->tensor_cores && !dev->mma_emulated, dev->tensor_cores && !dev->mma_emulated);
+           dev->tensor_cores && !dev->mma_emulated);
 }
 
 void clattn__decode_reason(const clattn__family *f, const clattn__device *dev,
@@ -203,7 +201,6 @@ unsigned clattn__decode_bind(const clattn__family *f, const clattn__config *c,
   size_t tiles = tiles_of(c, s);
   clattn__args a = clattn__forward_args(b, kernels[0], (cl_uint)tiles, &out[0].base_arg);
   clattn__arg_cache(&a, s);
-  clattn__arg_merge(&a, b);
   *err = a.err;
   out[0].kernel = kernels[0], out[0].memo = a.memo;
   out[0].groups = tiles * (b->split ? b->split->count : 1) * s->heads_kv * s->batch;

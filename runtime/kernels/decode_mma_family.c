@@ -11,7 +11,6 @@
 size_t clattn__decode_mma_local(const clattn__device *dev, const clattn__class *k,
                                 const clattn__config *c) {
   size_t bytes = (size_t)(c->bq > 8 ? 16 : 8) * QWORDS(k) * sizeof(cl_uint); /* its QROWS */
-  bytes += (size_t)c->bq * (CLATTN__MERGE_SPLITS + 1) * sizeof(float);       /* the merge's Mw */
   if (dev->mma_emulated) bytes += CLATTN__MMA_SCRATCH * sizeof(float);       /* one warp's */
   return bytes;
 }
@@ -99,7 +98,7 @@ void clattn__decode_mma_defines(const clattn__family *f, const clattn__device *d
            k->dv, c->bq, c->bkv, c->stage, k->causal,
            dev->mma_emulated
                ? " -DMMA_EMULATE=1 -DSCRATCH=" CLATTN__STR(CLATTN__MMA_SCRATCH) " -cl-opt-disable"
-               : " -DPTX_FENCE=1");
+               : "");
 }
 
 void clattn__decode_mma_reason(const clattn__family *f, const clattn__device *dev,

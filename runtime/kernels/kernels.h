@@ -41,9 +41,6 @@ void clattn__arg_variants(clattn__args *a, const clattn__shape *s, double unit);
  * as the shape has them: paged, the block table, its columns, the pool's pages and log2 of the page
  * size; int8, the K and V scales and the scales per slot. */
 void clattn__arg_cache(clattn__args *a, const clattn__shape *s);
-/* cl/decode_common.cl's MERGE_ARGS: the split's counters and the caller's O and LSE when b's
- * keys are split, else placeholders (b's own O) and merge 0. */
-void clattn__arg_merge(clattn__args *a, const clattn__bound *b);
 
 /* ---- sources (sources.c) ---- */
 

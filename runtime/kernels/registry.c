@@ -257,7 +257,6 @@ static const clattn__family table[] = {
      .split_fill = 8,
      .split_min_keys = 128,
      .tight_rows = 1,
-     .fused_merge = 1,
      .bind = clattn__decode_bind},
     /* A KV cache's reader (issue 18): a KV group's query heads in one tile. Ranked first only
      * for cache classes, which decode_mma (above) computes too where it is legal. */
@@ -287,7 +286,6 @@ static const clattn__family table[] = {
      .row_groups = clattn__decode_row_groups,
      .split_fill = 4,
      .tight_rows = 1,
-     .fused_merge = 1,
      .bind = clattn__decode_bind},
     /* Helper programs, built with fixed options: no config, looked up by role. */
     {.name = "merge",
@@ -346,9 +344,4 @@ static void fill_names(void) {
 const char *clattn__family_names(void) {
   pthread_once(&names_once, fill_names);
   return names;
-}
-
-int clattn__merge_in_launch(const clattn__device *dev, const clattn__family *f) {
-  return f && f->fused_merge &&
-         (clattn__fam_is_cpu(dev) || (dev->tensor_cores && !dev->mma_emulated));
 }

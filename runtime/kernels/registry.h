@@ -85,16 +85,7 @@ typedef struct clattn__split {
   cl_ulong o_split;      /* elements between the ranges' partial outputs */
   cl_ulong lse_off;      /* where the partial LSEs start in the lse buffer */
   cl_ulong lse_split;    /* elements between the ranges' partial LSEs */
-  /* A family with fused_merge merges the ranges in the same launch: a counter per tile (zero
-   * between calls), and the caller's O and LSE (NULL: none) to write. */
-  cl_mem counts;
-  const clattn_tensor *out;
-  cl_mem out_lse;
-  cl_uint epoch; /* the call's tag on the counters (cl/decode_common.cl), 1 to 2^24 - 1 */
 } clattn__split;
-/* The most key ranges a call splits into: cl/decode_common.cl's MERGE_SPLITS (the merge's
- * weights in local memory, and 8 bits of a counter). */
-#define CLATTN__MERGE_SPLITS 64
 
 /* The tensors and buffers of one call of a pass, for its family's bind function. */
 typedef struct clattn__bound {
@@ -178,10 +169,6 @@ struct clattn__family {
   /* The fewest keys a key range holds (0: two tiles): below it, a range's fixed costs (its
    * partial O written, merged) outweigh the loads it adds in flight. */
   unsigned split_min_keys;
-  /* 1: its kernels can merge the key ranges themselves (the last range of a tile, through
-   * clattn__split's counts), so a split call is one launch, not two, where the device's fences
-   * are known to reach other work-groups (clattn__merge_in_launch). */
-  unsigned fused_merge;
   /* 1: a call's plan on a GPU takes the smallest query block that keeps its work-groups
    * (plan/grid.c): the tiles of a few rows lose their idle ones. */
   unsigned tight_rows;
@@ -190,12 +177,6 @@ struct clattn__family {
   unsigned (*bind)(const clattn__family *f, const clattn__config *c, const cl_kernel *kernels,
                    const clattn__bound *b, clattn__launch *out, cl_int *err);
 };
-
-/* 1 when family f merges split keys in its own launch on dev: f has fused_merge, and dev is
- * a CPU (PoCL: a work-group runs on one thread, its atomics full barriers) or NVIDIA's with
- * inline PTX (membar.gl). OpenCL 1.2's mem_fence orders memory for the work-group alone, so
- * elsewhere the merge is its own kernel. */
-int clattn__merge_in_launch(const clattn__device *dev, const clattn__family *f);
 
 /* How many families there are, and family id (NULL when out of range). */
 unsigned clattn__families(void);

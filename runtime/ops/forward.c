@@ -148,13 +148,9 @@ static clattn_status explain_call(clattn_context *ctx, const clattn_problem *pro
       out->fused_write_bytes += part;
       out->fused_read_bytes += part;
       size_t len = strlen(out->reason);
-      const clattn__family *f = clattn__family_of(&p->cfg);
       snprintf(out->reason + len, sizeof out->reason - len,
-               "; keys split into %u ranges of %u, merged by LSE%s, to fill the compute units",
-               out->kv_splits, per_split,
-               clattn__merge_in_launch(&ctx->device, f)
-                   ? " in the same launch (the last range of each tile)"
-                   : "");
+               "; keys split into %u ranges of %u, merged by LSE, to fill the compute units",
+               out->kv_splits, per_split);
     }
     snprintf(out->algorithm, sizeof out->algorithm, "%s",
              s.algo == CLATTN_ALGO_FUSED ? "fused" : "standard");

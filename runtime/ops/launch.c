@@ -89,8 +89,7 @@ clattn_status clattn__enqueue_forward(clattn_context *ctx, cl_command_queue queu
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "batch * heads * query blocks overflows");
   clattn__bound b = {.s = s, .q = q, .k = k, .v = v, .o = o, .lse = lse, .split = split};
   clattn_status st = clattn__enqueue_plan(ctx, queue, in_order, p, &b, num_wait, wait, NULL, done);
-  /* A split call flushes once, after its merge (split.c), or here when its kernels merge. */
-  if (!split || split->counts) clFlush(queue);
+  if (!split) clFlush(queue); /* a split call flushes once, after its merge (split.c) */
   return st;
 }
 

@@ -1,15 +1,14 @@
 /* Split keys (flash-decoding): when a problem's query blocks give fewer work-groups than the
  * device has compute units (a few queries against a long KV cache, as in decoding), the keys
  * are cut into ranges that separate work-groups compute, each writing its partial O and LSE to a
- * workspace; cl/merge.cl combines them into the caller's O and LSE. The decode families merge
- * in the same launch instead (fused_merge: the last range of a tile, cl/decode_common.cl). */
+ * workspace; cl/merge.cl combines them into the caller's O and LSE. */
 #include "ops.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_SPLITS CLATTN__MERGE_SPLITS
+#define MAX_SPLITS 64
 
 unsigned clattn__split_count(const clattn_context *ctx, const clattn__shape *s,
                              const clattn__plan *p, unsigned *kv_per_split) {
@@ -85,33 +84,6 @@ static clattn_status ensure_split_ws(clattn_context *ctx, size_t bytes) {
   return CLATTN_OK;
 }
 
-/* The counters of a family that merges in its own launch (cl/decode_common.cl's MERGE_ARGS):
- * at least n, zeroed when made. Each call tags them with its own epoch, so nothing sets them
- * back, and a count an unfinished call left is not counted by the next. */
-static clattn_status ensure_counts(clattn_context *ctx, size_t n) {
-  if (ctx->split_counts_n >= n) return CLATTN_OK;
-  if (ctx->split_counts) clReleaseMemObject(ctx->split_counts);
-  ctx->split_counts_n = 0;
-  cl_int err;
-  ctx->split_counts = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, n * sizeof(cl_uint), NULL, &err);
-  if (err != CL_SUCCESS) {
-    ctx->split_counts = NULL;
-    return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES,
-                        "split keys: cannot allocate %zu counters of the merge (%s)", n,
-                        clattn__cl_error_name(err));
-  }
-  const cl_uint zero = 0; /* epoch 0 is never a call's */
-  err = clEnqueueFillBuffer(ctx->queue, ctx->split_counts, &zero, sizeof zero, 0,
-                            n * sizeof(cl_uint), 0, NULL, NULL);
-  if (err != CL_SUCCESS) {
-    clReleaseMemObject(ctx->split_counts);
-    ctx->split_counts = NULL;
-    return clattn__fail_cl(ctx, err, "clEnqueueFillBuffer(split counts)");
-  }
-  ctx->split_counts_n = n;
-  return CLATTN_OK;
-}
-
 clattn_status clattn__forward_split(clattn_context *ctx, const clattn__shape *s,
                                     const clattn__plan *p, unsigned count, unsigned kv_per_split,
                                     const clattn_tensor *q, const clattn_tensor *k,
@@ -120,24 +92,14 @@ clattn_status clattn__forward_split(clattn_context *ctx, const clattn__shape *s,
   size_t rows = s->batch * s->heads_q * s->seqlen_q, bytes;
   if (__builtin_mul_overflow(rows, (size_t)count * (s->dv + 1) * sizeof(float), &bytes))
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "split keys: workspace size overflows");
-  const int fused = clattn__merge_in_launch(&ctx->device, clattn__family_of(&p->cfg));
   cl_kernel merge = NULL;
-  clattn_status st = fused ? CLATTN_OK : merge_kernel(ctx, s->dtype, &merge);
+  clattn_status st = merge_kernel(ctx, s->dtype, &merge);
   if (st == CLATTN_OK) st = ensure_split_ws(ctx, bytes);
-  /* A counter per tile: the family's work-groups for one range (row_groups). */
-  if (st == CLATTN_OK && fused) st = ensure_counts(ctx, clattn__config_row_groups(&p->cfg, s));
   if (st != CLATTN_OK) return st;
   /* Partial outputs packed [range][batch][head][query][dv], then the partial LSEs. */
   clattn_tensor part = {ctx->split_ws, 0, s->heads_q * s->seqlen_q * s->dv, s->dv,
                         s->seqlen_q * s->dv};
-  clattn__split sp = {
-      count, kv_per_split, rows * s->dv, (cl_ulong)count * rows * s->dv, rows, NULL, NULL, NULL, 0};
-  if (fused) { /* one launch: done is its own event */
-    ctx->split_epoch = ctx->split_epoch % 0xffffffu + 1u; /* 1 to 2^24 - 1 */
-    sp.counts = ctx->split_counts, sp.out = o, sp.out_lse = lse, sp.epoch = ctx->split_epoch;
-    return clattn__enqueue_forward(ctx, ctx->queue, 1, s, p, &sp, q, k, v, &part, ctx->split_ws,
-                                   num_wait, wait, done);
-  }
+  clattn__split sp = {count, kv_per_split, rows * s->dv, (cl_ulong)count * rows * s->dv, rows};
   st = clattn__enqueue_forward(ctx, ctx->queue, 1, s, p, &sp, q, k, v, &part, ctx->split_ws,
                                num_wait, wait, NULL);
   cl_ulong lse_off = sp.lse_off, n_rows = rows,
@@ -180,9 +142,6 @@ void clattn__split_release(clattn_context *ctx) {
   if (ctx->split_ws) clReleaseMemObject(ctx->split_ws);
   ctx->split_ws = NULL;
   ctx->split_ws_bytes = 0;
-  if (ctx->split_counts) clReleaseMemObject(ctx->split_counts);
-  ctx->split_counts = NULL;
-  ctx->split_counts_n = 0;
   for (int t = 0; t < 3; t++)
     if (ctx->merge[t]) clReleaseKernel(ctx->merge[t]), ctx->merge[t] = NULL;
 }
