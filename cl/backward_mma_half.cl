@@ -329,7 +329,11 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
       PRODUCT_T(dp, NQ, va, VK, Gt, GW);
       /* An edge block: the warp's last key past the block's first row's diagonal, keys past the
        * entry's length, or a window. */
-      bool edge = MASK || (SEQLENS && kb * BKV + warp * 16 + 16 > seqlen_kv);
+      bool edge = SEQLENS && kb * BKV + warp * 16 + 16 > seqlen_kv;
+#if MASK /* a window: unless every row of the block sees every key of the warp */
+      edge = edge || kb * BKV + warp * 16 < mask_key(q0 + SQ - 1, mask_lo, seqlen_kv) ||
+             kb * BKV + warp * 16 + 16 > mask_key(q0, mask_hi, seqlen_kv);
+#endif
 #if CAUSAL
       edge = edge || (long)(kb * BKV + warp * 16 + 15) > (long)q0 + shift;
 #endif
@@ -488,7 +492,11 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
     PRODUCT_T(dp, NK, ga, VK, Vt, GW);
     /* An edge tile: a partial one, the warp's last row's diagonal before the tile's last key,
      * or a window. */
-    bool edge = MASK || nk < SK;
+    bool edge = nk < SK;
+#if MASK /* a window: unless every row of the warp sees every key of the tile */
+    edge = edge || kv0 < mask_key(qb * BQ + warp * 16 + 15, mask_lo, seqlen_kv) ||
+           kv0 + SK > mask_key(qb * BQ + warp * 16, mask_hi, seqlen_kv);
+#endif
 #if CAUSAL
     edge = edge || (long)(kv0 + SK - 1) > (long)(qb * BQ + warp * 16) + shift;
 #endif
