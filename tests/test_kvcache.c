@@ -181,6 +181,16 @@ Test(kvcache, mma_falls_back_to_decode) {
   run(&(kcase){BF16, BF16, 6, 8, 2, 1, 70, 80, 0, 0, 30, .mma = "decode"});
 }
 
+/* Call i of a series on one context: run and checked (kv->plan then holds its plan). */
+static void expect_call(clattn_context *ctx, const check_spec *sp, check_kv *kv, int i) {
+  check_result r;
+  double append_err;
+  cr_assert_eq(check_kvcache_run(ctx, sp, kv, &r, &append_err), CLATTN_OK, "%s",
+               clattn_last_error(ctx));
+  cr_expect(r.pass, "call %d: O error %g (tolerance %g), LSE %g (%g)", i, r.err_o, r.tol_o,
+            r.err_lse, r.tol_lse);
+}
+
 /* Calls of one plan one after another with other scalars (the scale, the offsets of new
  * buffers, the lengths, the split): each reads its own, though a plan skips setting an argument
  * to the value it already holds (clattn__argmemo). */
@@ -192,12 +202,7 @@ Test(kvcache, repeated_calls_take_their_own_arguments) {
     check_spec sp = {{batches[i], 4, 2, 1, 90 - 20 * (size_t)i, 32, 0, F32, scales[i], 0}};
     sp.seed = 11 + (unsigned)i, sp.offset = 3 * (size_t)i;
     check_kv kv = {F32, 0, 0, 30, 0};
-    check_result r;
-    double append_err;
-    cr_assert_eq(check_kvcache_run(ctx, &sp, &kv, &r, &append_err), CLATTN_OK, "%s",
-                 clattn_last_error(ctx));
-    cr_expect(r.pass, "call %d: O error %g (tolerance %g), LSE %g (%g)", i, r.err_o, r.tol_o,
-              r.err_lse, r.tol_lse);
+    expect_call(ctx, &sp, &kv, i);
   }
   clattn_context_destroy(ctx);
 }
@@ -215,12 +220,7 @@ Test(kvcache, split_calls_one_after_another) {
         {batch[i], 8, 2, 1 + (size_t)i, cap[i], 64, 0, i == 1 ? F16 : F32, 0.0f, i == 2 ? C : 0}};
     sp.seed = 21 + (unsigned)i;
     check_kv kv = {sp.problem.dtype, i == 1 ? 16 : 0, 0, cap[i] / 3, 0};
-    check_result r;
-    double append_err;
-    cr_assert_eq(check_kvcache_run(ctx, &sp, &kv, &r, &append_err), CLATTN_OK, "%s",
-                 clattn_last_error(ctx));
-    cr_expect(r.pass, "call %d: O error %g (tolerance %g), LSE %g (%g)", i, r.err_o, r.tol_o,
-              r.err_lse, r.tol_lse);
+    expect_call(ctx, &sp, &kv, i);
     cr_assert_gt(kv.plan.kv_splits, 1, "%s", kv.plan.reason);
     if (i == 0) merge = ctx->merge[F32];
   }
