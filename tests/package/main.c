@@ -1,4 +1,5 @@
-/* Links against the installed library through its public header only. */
+/* Links against the installed library through its public header only (clattn.h, which brings
+ * clattn_plan.h). */
 #include <clattn.h>
 #include <stdio.h>
 
@@ -18,6 +19,17 @@ int main(void) {
     return 1;
   }
   printf("%s\n", clattn_context_device_summary(ctx));
+  /* clattn_plan.h's declarations come with it (installed beside it). */
+  clattn_problem p = {0};
+  p.batch = p.heads_q = 1, p.seqlen_q = p.seqlen_kv = 64, p.head_dim = 32;
+  clattn_plan_info info;
+  st = clattn_explain(ctx, &p, &info);
+  if (st != CLATTN_OK) {
+    fprintf(stderr, "explain: %s\n", clattn_last_error(ctx));
+    clattn_context_destroy(ctx);
+    return 1;
+  }
+  printf("plan: %s %s\n", info.algorithm, info.kernel);
   clattn_context_destroy(ctx);
   return 0;
 }
