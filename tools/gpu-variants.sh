@@ -18,8 +18,13 @@
 # checked (fp32, fp16, bf16, forward and backward) and timed against plain, in turns, ROUNDS
 # rounds (cap_impl.txt). Half storage on NVIDIA gets -DCAP_FAST=1 from the host: the rational
 # column relies on the later -DCAP_FAST=0 winning, as clang-based compilers do (a warning).
-# Usage: tools/gpu-variants.sh DIR [check] [time] [time-args] [cap-impl] [lens] [padded] (DIR from
-# tools/gpu-pack.sh).
+# window-ab: a window of 4096 at N = 32768 against full causal (fp16, d = 128, 16 heads), forward
+# (bench) and forward + backward (run --backward), with the packed kernels and a baseline's
+# (gpu-pack.sh's BASE_KERNELS, .gpu/basecl, through CLATTN_KERNEL_DIR) in turns, twice; windowed
+# problems checked first (fp16, forward and backward) (window_ab.txt, window_check.txt). Stop 33's
+# A/B of the half kernels' unmasked inner tiles (76b3b2e against 7284196).
+# Usage: tools/gpu-variants.sh DIR [check] [time] [time-args] [cap-impl] [lens] [padded]
+# [window-ab] (DIR from tools/gpu-pack.sh).
 # Writes to $OUT.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -168,4 +173,32 @@ if [[ " $steps " == *" padded "* ]]; then
   done | tee "$out/padded.txt"
   timeout 300 python3 "$dir/torch_padded.py" --lengths "$lengths" --n 4096 --heads 16 --d 128 \
     --dtype float16 --backward | tee -a "$out/padded.txt"
+fi
+if [[ " $steps " == *" window-ab "* ]]; then
+  for v in "--causal --window 100,0" "--window 64,32 --softcap 30" "--sinks --causal --window 300,0" \
+    "--window 1000,200 --heads-kv 2"; do
+    for pass in "" --backward; do
+      args=(--dtype f16 --batch 2 --heads 4 --seqlen-q 777 --seqlen-kv 1030 --head-dim 128 --lse
+        --repeat 0 --warmup 0 $v $pass)
+      timeout 60 "$cl" run "${args[@]}" >"$out/run.tmp" 2>&1
+      echo "$(grep -q PASS "$out/run.tmp" && echo PASS || echo FAIL) ${args[*]} |" \
+        "$(grep -E 'plan:|backward:|check|clattn:' "$out/run.tmp" | tr '\n' ' ' | cut -c1-300)"
+    done
+  done >"$out/window_check.txt"
+  rm -f "$out/run.tmp"
+  fw() { timeout 40 "$cl" bench --columns fused --warmup 3 --repeat 10 --dtype f16 --seqlen 32768 \
+    --head-dim 128 --heads 16 --causal on $1 2>&1 | grep -E '^ +[0-9]'; }
+  bw() { timeout 60 "$cl" run --backward --dtype f16 --batch 1 --heads 16 --seqlen 32768 \
+    --head-dim 128 --causal $1 --no-check --warmup 2 --repeat 5 2>&1 |
+    grep -oE 'backward median [0-9.]+ ms'; }
+  for r in 1 2; do
+    for k in new base; do
+      if [ $k = base ]; then export CLATTN_KERNEL_DIR=$dir/basecl; else unset CLATTN_KERNEL_DIR; fi
+      echo "== $k $r causal forward: $(fw '')"
+      echo "== $k $r window forward: $(fw '--window 4096,0')"
+      echo "== $k $r causal backward: $(bw '')"
+      echo "== $k $r window backward: $(bw '--window 4096,0')"
+    done
+  done | tee "$out/window_ab.txt"
+  unset CLATTN_KERNEL_DIR
 fi
