@@ -163,8 +163,8 @@ VCASE(bf16_window_softcap, BF16, 1, 2, 0, 50, 90, 40, 0, W, 12, 6, 1.5f, BSHD, 0
 VCASE(bf16_causal_top_left, BF16, 2, 2, 1, 39, 39, 64, 0, TL, 0, 0, 0.0f, BSHD, 3)
 /* Windows wide enough for whole tiles inside them (the tensor-core kernels mask those not:
  * forward_mma_half's warps of 16 rows, 16-key tiles; the backward's 32-row and 32-key blocks). */
-VCASE(f16_wide_window_inner_tiles, F16, 1, 2, 0, 200, 230, 64, 0, W, 100, 40, 0.0f, BSHD, 0)
-VCASE(bf16_causal_wide_window_gqa, BF16, 1, 4, 2, 150, 150, 32, 0, C | W, 90, 0, 0.0f, BHSD, 0)
+VCASE(f16_wide_window_inner_tiles, F16, 1, 2, 0, 130, 150, 32, 0, W, 70, 30, 0.0f, BSHD, 0)
+VCASE(bf16_causal_wide_window_gqa, BF16, 1, 4, 2, 100, 100, 32, 0, C | W, 60, 0, 0.0f, BHSD, 0)
 
 /* ALiBi (BLOOM's slopes; per batch entry and head with 2) alone, with causal (BLOOM, MPT), with
  * nq > nkv, and with everything else (the tensor-core families, emulated, run ALiBi, the sinks
