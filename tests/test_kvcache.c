@@ -209,7 +209,8 @@ Test(kvcache, repeated_calls_take_their_own_arguments) {
 
 /* Split calls one after another on one context with other batches, lengths, storage, paging,
  * data and range counts (CLATTN_SPLITS forces ranges): each merges its own ranges from the
- * context's reused workspace, and the merge kernel of each storage type is built once. */
+ * context's reused workspace, and fp32's merge kernel, used by the first and the last call, is
+ * built once. */
 Test(kvcache, split_calls_one_after_another) {
   setenv("CLATTN_SPLITS", "6", 1); /* read when the context is created */
   clattn_context *ctx = test_context(NULL);
