@@ -13,8 +13,10 @@
 # plans there. padded: a padded batch (B = 8, H = 16, d = 128, N = 4096, fp16, LENGTHS) through
 # clattn's seqlens_kv and varlen calls beside PyTorch's SDPA with the equivalent key-padding mask
 # and its nested jagged (varlen) path, in the same call (padded.txt).
-# cap-impl: the softcap's tanh two ways (cl/common.cl's CAP_FAST through CLATTN_BUILD_OPTIONS:
-# 0 the rational, 1 from native exp2 and reciprocal, the default of half storage on NVIDIA), each
+# cap-impl: the softcap's tanh several ways (cl/common.cl's CAP_FAST through CLATTN_BUILD_OPTIONS:
+# 0 the rational, 1 from native exp2 and reciprocal, the default of half storage on NVIDIA; 4
+# forward_mma_half's experiment, 1 with its constants folded; CAP_IMPLS picks them, "0 1" by
+# default; CAP_DTYPES the timed ones), each
 # checked (fp32, fp16, bf16, forward and backward) and timed against plain, in turns, ROUNDS
 # rounds (cap_impl.txt). Half storage on NVIDIA gets -DCAP_FAST=1 from the host: the rational
 # column relies on the later -DCAP_FAST=0 winning, as clang-based compilers do (a warning).
@@ -105,7 +107,8 @@ if [[ " $steps " == *" time-args "* ]]; then
     "$out/args_time.raw" | sort | tee "$out/args_time.txt"
 fi
 if [[ " $steps " == *" cap-impl "* ]]; then
-  for impl in 0 1; do
+  impls=${CAP_IMPLS:-0 1}
+  for impl in $impls; do
     for dt in f32 f16 bf16; do
       for pass in "" --backward; do
         r=$(CLATTN_BUILD_OPTIONS=-DCAP_FAST=$impl timeout 120 "$cl" run --dtype $dt --batch 2 \
@@ -117,10 +120,10 @@ if [[ " $steps " == *" cap-impl "* ]]; then
   done | cut -c1-400 >"$out/cap_impl_check.txt"
   grep -c PASS "$out/cap_impl_check.txt" | sed 's/^/cap-impl checks passed: /' | tee -a "$out/env.txt"
   for round in $(seq 1 "${ROUNDS:-2}"); do
-    for dt in f16 f32; do
+    for dt in ${CAP_DTYPES:-f16 f32}; do
       for mask in "" --causal; do
         for pass in "" --backward; do
-          for v in plain 0 1; do
+          for v in plain $impls; do
             a=(--softcap 30)
             [ $v = plain ] && a=()
             t=$(CLATTN_BUILD_OPTIONS=-DCAP_FAST=${v/plain/0} "$cl" run --dtype $dt --batch 1 \
@@ -133,9 +136,9 @@ if [[ " $steps " == *" cap-impl "* ]]; then
     done
   done >"$out/cap_impl.raw"
   awk "$med_awk"'
-    END { for (k in keys) { p = med(k, "plain")
-      printf "%s  plain %.3f ms  softcap: rational %.3f  exp2+rcp %.3f\n", k, p,
-        med(k, "0") / p, med(k, "1") / p } }' \
+    END { for (k in keys) { p = med(k, "plain"); printf "%s  plain %.3f ms  softcap:", k, p
+      for (i = 0; i <= 3; i++) if (n[k, i] > 0) printf "  CAP_FAST=%d %.3f", i, med(k, i) / p
+      printf "\n" } }' \
     "$out/cap_impl.raw" | sort | tee "$out/cap_impl.txt"
 fi
 if [[ " $steps " == *" lens "* ]]; then
