@@ -184,16 +184,15 @@ static const cache_builtin cache_table[] = {
     {0, {0}}, /* end */
 };
 
-/* Whether the device name holds one of the '|'-separated names in want. */
+/* Whether the device name holds one of the '|'-separated names in want (an empty want, the
+ * PoCL rows', matches any device). Compared in place, so no name is too long to match. */
 static int name_matches(const char *name, const char *want) {
   for (;;) {
     const char *bar = strchr(want, '|');
-    size_t n = bar ? (size_t)(bar - want) : strlen(want);
-    char one[64];
-    if (n < sizeof one) {
-      memcpy(one, want, n), one[n] = 0;
-      if (strstr(name, one)) return 1;
-    }
+    const size_t n = bar ? (size_t)(bar - want) : strlen(want);
+    if (!n) return 1;
+    for (const char *at = name; *at; at++)
+      if (!strncmp(at, want, n)) return 1;
     if (!bar) return 0;
     want = bar + 1;
   }
