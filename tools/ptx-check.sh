@@ -135,7 +135,7 @@ for dt in 1 2; do
   check fmh "${half[@]}" -DDTYPE=$dt -DD=59 -DDV=100 -DBQ=32 -DBKV=16 -DRM=2 -DPAD=0 -DCAUSAL=1 -DMASK=1
 done
 # The tensor-core backward in half: bwd_dkdv and bwd_dq, staged blocks as the runtime sets them.
-bhalf=(common.cl mma.cl mma_half.cl backward_mma_half.cl --)
+bhalf=(common.cl mma.cl mma_half.cl backward_mma_half.cl backward_mma_half_dq.cl --)
 for dt in 1 2; do
   check bmh "${bhalf[@]}" -DDTYPE=$dt -DD=64 -DDV=64 -DBQ=128 -DBKV=128 -DSQ=64 -DSK=64 -DCAUSAL=1
   check bmh "${bhalf[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=64 -DBKV=64 -DSQ=32 -DSK=32 -DCAUSAL=0
