@@ -376,6 +376,8 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
   }
 }
 
+// clang-format on
+
 /* bwd_dkdv's entry lengths end with it (cl/backward_mma_half_dq.cl defines its own). */
 #if SEQLENS
 #undef seqlen_q

@@ -3,6 +3,7 @@
  * dQ += dS K. The program joins this file after cl/backward_mma_half.cl, whose header, staging
  * and product macros it uses. */
 
+// clang-format off: it does not know that UNROLL is a pragma
 #define WARPS_Q (BQ / 16)
 #define NK (SK / 8)  /* 8-key tiles of a staged key block */
 #define KK (SK / 16) /* its k-steps */

@@ -20,6 +20,9 @@ git rev-parse --short HEAD > .gpu/commit
 if [ -n "${BASE_KERNELS:-}" ]; then
   mkdir -p .gpu/basecl
   git archive "$BASE_KERNELS" cl | tar -x -C .gpu/basecl --strip-components=1
+  # bwd_dq left cl/backward_mma_half.cl for a file of its own (e0408a7): a baseline from before
+  # has it in the first, so an empty second keeps the embedded one from defining it twice.
+  [ -e .gpu/basecl/backward_mma_half_dq.cl ] || : >.gpu/basecl/backward_mma_half_dq.cl
   git rev-parse --short "$BASE_KERNELS" >.gpu/basecl/commit
 fi
 if [ -n "${BASE_BUILD_DIR:-}" ]; then

@@ -137,7 +137,7 @@ if [[ " $steps " == *" cap-impl "* ]]; then
   done >"$out/cap_impl.raw"
   awk "$med_awk"'
     END { for (k in keys) { p = med(k, "plain"); printf "%s  plain %.3f ms  softcap:", k, p
-      for (i = 0; i <= 3; i++) if (n[k, i] > 0) printf "  CAP_FAST=%d %.3f", i, med(k, i) / p
+      for (i = 0; i <= 4; i++) if (n[k, i] > 0) printf "  CAP_FAST=%d %.3f", i, med(k, i) / p
       printf "\n" } }' \
     "$out/cap_impl.raw" | sort | tee "$out/cap_impl.txt"
 fi

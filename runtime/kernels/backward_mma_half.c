@@ -1,4 +1,5 @@
-/* The model of the backward_mma_half family (registry.c's entry; cl/backward_mma_half.cl):
+/* The model of the backward_mma_half family (registry.c's entry; cl/backward_mma_half.cl and
+ * cl/backward_mma_half_dq.cl):
  * NVIDIA tensor cores in half storage, mma.sync m16n8k16 f16/bf16 with fp32 accumulators, a warp
  * per 16 keys of bwd_dkdv and per 16 rows of bwd_dq. Its local-memory formula mirrors the
  * kernels' __local arrays; keep them in step. Legality, ranking (tensor cores first: on the H200
