@@ -160,9 +160,6 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
   uint row[RM][2];
   UNROLL for (uint t = 0; t < RM; t++) row[t][0] = r0 + 16 * t + gq, row[t][1] = row[t][0] + 8;
   const bool live = SKIP_NONE || r0 < seqlen_q; /* the same for the whole warp */
-#if SOFTCAP && CAP_FAST == 4
-  const float cap_k = scale_log2 * 2.8853900817779268f, cap_m2 = -2.0f * softcap;
-#endif
 
   const ulong qbase = q_off + QB(q) + h * q_sh;
   const ulong kbase = k_off + KB(k) + (h / group) * k_sh;
@@ -303,10 +300,7 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
       edge = edge || (long)(kv0 + BKV - 1) > (long)r0 + shift;
 #endif
       UNROLL for (uint t = 0; t < RM; t++) UNROLL for (uint nt = 0; nt < NT; nt++) UNROLL for (uint e = 0; e < 4; e++) {
-#if SOFTCAP && CAP_FAST == 4
-        /* Experiment: cap tanh(x) as cap - 2 cap / (2^(2 log2e x) + 1), constants folded. */
-        s[t][nt][e] = fma(native_recip(native_exp2(s[t][nt][e] * cap_k) + 1.0f), cap_m2, softcap);
-#elif SOFTCAP
+#if SOFTCAP
         s[t][nt][e] = softcap * cap_tanh(s[t][nt][e] * scale_log2);
 #else
         s[t][nt][e] *= scale_log2;

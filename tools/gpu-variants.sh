@@ -14,9 +14,8 @@
 # clattn's seqlens_kv and varlen calls beside PyTorch's SDPA with the equivalent key-padding mask
 # and its nested jagged (varlen) path, in the same call (padded.txt).
 # cap-impl: the softcap's tanh several ways (cl/common.cl's CAP_FAST through CLATTN_BUILD_OPTIONS:
-# 0 the rational, 1 from native exp2 and reciprocal, the default of half storage on NVIDIA; 4
-# forward_mma_half's experiment, 1 with its constants folded; CAP_IMPLS picks them, "0 1" by
-# default; CAP_DTYPES the timed ones), each
+# 0 the rational, 1 from native exp2 and reciprocal, the default of half storage on NVIDIA;
+# CAP_IMPLS picks them ("0 1"; an experiment's value too); CAP_DTYPES the timed ones), each
 # checked (fp32, fp16, bf16, forward and backward) and timed against plain, in turns, ROUNDS
 # rounds (cap_impl.txt). Half storage on NVIDIA gets -DCAP_FAST=1 from the host: the rational
 # column relies on the later -DCAP_FAST=0 winning, as clang-based compilers do (a warning).
