@@ -299,9 +299,10 @@ static inline void mask_keys_rows(uint k0, uint k1, uint nq, long lo, long hi, u
  * native_exp2 and native_recip are ex2.approx and rcp.approx: tanh x = 1 - 2 / (e^2x + 1) in two
  * special-function instructions. Its absolute error, a few 1e-7 (the rational's relative error
  * is 2.6e-7), is what a logit cap t carries; the half kernels' P is rounded to 2^-11 after it.
- * A capped half forward cost 1.03-1.07x plain on an H100 this way against 1.20x with the
- * rational (docs/BENCHMARKS.md). Elsewhere native functions' accuracy is the implementation's,
- * so the rational stays. */
+ * A capped half forward cost 1.13-1.18x plain on an H100 this way against 1.74-1.78x with the
+ * rational; forms with fewer special functions and more FMAs were slower still (stop 34,
+ * docs/BENCHMARKS.md). Elsewhere native functions' accuracy is the implementation's, so the
+ * rational stays. */
 static inline float cap_tanh(float x) {
   return 1.0f - 2.0f * native_recip(native_exp2(x * 2.8853900817779268f) + 1.0f);
 }

@@ -109,7 +109,8 @@ void clattn__config_options(const clattn__device *dev, const clattn__class *cls,
              cls->variants & CLATTN__VAR_PAGED ? " -DPAGED=1" : "",
              cls->variants & CLATTN__VAR_KV8 ? " -DKV8=1" : "");
   /* The softcap's tanh from ex2.approx and rcp.approx for half storage on NVIDIA (cl/common.cl's
-   * CAP_FAST): accurate to a few 1e-7 there, and 1.03-1.07x plain against the rational's 1.2x. */
+   * CAP_FAST): accurate to a few 1e-7 there, and 1.13-1.18x plain against the rational's 1.75x
+   * (docs/BENCHMARKS.md, stop 34). */
   at = strlen(out);
   if (at < len && (cls->variants & CLATTN__VAR_SOFTCAP) && cls->dtype != CLATTN_F32 &&
       dev->tensor_cores && !dev->mma_emulated)
