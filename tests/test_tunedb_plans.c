@@ -268,3 +268,20 @@ Test(tunedb, backward_entries_and_overrides) {
   cr_assert_str_neq(info.backward_origin, "override");
   clattn_context_destroy(ctx);
 }
+
+/* A built-in row's device field against device names: each '|'-separated name is looked for
+ * anywhere in the device's name, however long either is; an empty field is any device. */
+Test(tunedb, built_in_device_names) {
+  char longname[200];
+  memset(longname, 'x', 100), longname[100] = 0;
+  char device[300];
+  snprintf(device, sizeof device, "Vendor %s GPU", longname);
+  cr_assert(clattn__name_matches(device, longname), "a name of 100 characters is compared");
+  cr_assert(clattn__name_matches("NVIDIA H200", "H100|H200"));
+  cr_assert(clattn__name_matches("NVIDIA H100 80GB HBM3", "H100|H200"));
+  cr_assert_not(clattn__name_matches("NVIDIA A100", "H100|H200"));
+  cr_assert_not(clattn__name_matches("H10", "H100"), "a name longer than the device's");
+  cr_assert(clattn__name_matches("pthread-AMD EPYC", ""), "an empty field is any device");
+  longname[99] = 'y';
+  cr_assert_not(clattn__name_matches(device, longname), "the whole name must match");
+}

@@ -184,9 +184,8 @@ static const cache_builtin cache_table[] = {
     {0, {0}}, /* end */
 };
 
-/* Whether the device name holds one of the '|'-separated names in want (an empty want, the
- * PoCL rows', matches any device). Compared in place, so no name is too long to match. */
-static int name_matches(const char *name, const char *want) {
+/* An empty want is the PoCL rows'. Compared in place, so no name is too long to match. */
+int clattn__name_matches(const char *name, const char *want) {
   for (;;) {
     const char *bar = strchr(want, '|');
     const size_t n = bar ? (size_t)(bar - want) : strlen(want);
@@ -200,7 +199,7 @@ static int name_matches(const char *name, const char *want) {
 
 /* Whether b is for cls's device and class (its buckets aside). */
 static int matches(const clattn__device *dev, const clattn__class *cls, const builtin *b) {
-  return strstr(dev->platform_name, b->platform) && name_matches(dev->name, b->device) &&
+  return strstr(dev->platform_name, b->platform) && clattn__name_matches(dev->name, b->device) &&
          (dev->type & b->type) && b->pass == cls->pass && b->dtype == cls->dtype &&
          b->d == cls->d && b->dv == cls->dv && b->causal == cls->causal;
 }

@@ -88,6 +88,9 @@ void clattn__context_db_release(clattn_context *ctx);
 /* Defaults shipped with the library for devices measured by the project: 1 and *out when the
  * class has one on dev. */
 int clattn__builtin_find(const clattn__device *dev, const clattn__class *cls, clattn__config *out);
+/* Whether a device name holds one of the '|'-separated names in want, a built-in row's device
+ * field (empty: any device). */
+int clattn__name_matches(const char *name, const char *want);
 
 /* ---- traffic model (traffic.c) ---- */
 
