@@ -44,7 +44,12 @@
  * copies (cp.async, 16 bytes each, straight from global to local memory) are in flight while
  * tile t is computed, V is stored as it comes (a row per key) and its B fragments are read
  * transposed by ldmatrix.trans, K's by ldmatrix (cl/mma_half.cl); views not 16-byte aligned
- * copy through registers into the same layout. */
+ * copy through registers into the same layout. STAGES 3 and 4 (the same conditions) keep one stage
+ * of K and one of V in FlashAttention-2's order: V(j) is copied while S(j) = Q K(j)^T is computed,
+ * K(j + 1) while O += P V(j) is, two barriers a tile as STAGE 2, in half its local memory, so key
+ * tiles can be twice as long. STAGE 4 also keeps Q in local memory and reads its A fragments a
+ * k-step at a time by ldmatrix (FlashAttention-2's own choice at d = 128), which frees the Q
+ * registers (RM KT 4 of them) for the longer tiles' scores. */
 
 #if DTYPE != 1 && DTYPE != 2
 #error "forward_mma_half computes fp16 and bf16 storage (DTYPE 1 or 2); fp32 is forward_mma's"
@@ -58,8 +63,11 @@
 #ifndef STAGE
 #define STAGE 1
 #endif
-#if STAGE == 2 && (D % 16 || DV % 16 || !PAD)
-#error "STAGE 2 needs D and DV multiples of 16 and PAD"
+#if STAGE < 1 || STAGE > 4
+#error "STAGE must be 1 (registers), 2 (two stages), 3 or 4 (one stage, staggered)"
+#endif
+#if STAGE >= 2 && (D % 16 || DV % 16 || !PAD)
+#error "STAGES 2-4 need D and DV multiples of 16 and PAD"
 #endif
 
 #ifndef RM
@@ -81,15 +89,15 @@
 #define VT (DVP / 8) /* 8-column tiles of O */
 #define KS ((DP + 8 * PAD) / 2) /* words per key row of K */
 #define VS ((BKV + 8 * PAD) / 2) /* words per column row of V^T */
-#define VR ((DVP + 8) / 2)        /* STAGE 2: words per key row of V */
+#define VR ((DVP + 8) / 2)        /* STAGES 2-4: words per key row of V */
 
-#if STAGE == 2
-/* Keys kv0 .. kv0 + nk - 1 of one tensor (K or V: n 16-value chunks a key, row stride ss), into
- * local rows of rs words (zeros past nk): by cp.async where the views are 16-byte aligned
+#if STAGE >= 2
+/* Rows kv0 .. kv0 + nk - 1 of one tensor (K, V or Q: n 16-value chunks a row, row stride ss), into
+ * rows local rows of rs words (zeros past nk): by cp.async where the views are 16-byte aligned
  * (fast), else through registers. */
 static inline void issue_rows(__local uint *dst0, uint rs, __global const ushort *b, ulong base,
-                              ulong ss, uint n, uint kv0, uint nk, int fast, uint lid) {
-  for (uint i = lid; i < BKV * n; i += WG) {
+                              ulong ss, uint n, uint kv0, uint nk, int fast, uint lid, uint rows) {
+  for (uint i = lid; i < rows * n; i += WG) {
     const uint j = i / n, c = i % n;
     __global const ushort *src = b + base + (ulong)(kv0 + j) * ss + 8 * c;
     __local uint *dst = dst0 + j * rs + 4 * c;
@@ -100,9 +108,11 @@ static inline void issue_rows(__local uint *dst0, uint rs, __global const ushort
     }
   }
 }
-#define ISSUE_TILE(st, kv0, nk)                                                                    \
-  issue_rows(Kw2 + (st) * (BKV * KS), KS, kb, kbase, k_ss, D / 8, kv0, nk, fast, lid),            \
-      issue_rows(Vw2 + (st) * (BKV * VR), VR, vb, vbase, v_ss, DV / 8, kv0, nk, fast, lid)
+#define ISSUE_K(st, kv0, nk)                                                                       \
+  issue_rows(Kw2 + (st) * (BKV * KS), KS, kb, kbase, k_ss, D / 8, kv0, nk, fast, lid, BKV)
+#define ISSUE_V(st, kv0, nk)                                                                       \
+  issue_rows(Vw2 + (st) * (BKV * VR), VR, vb, vbase, v_ss, DV / 8, kv0, nk, fast, lid, BKV)
+#define ISSUE_TILE(st, kv0, nk) ISSUE_K(st, kv0, nk), ISSUE_V(st, kv0, nk)
 #endif
 
 // clang-format off
@@ -116,10 +126,14 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
                uint kv_per_split, ulong o_split, ulong lse_off, ulong lse_split OUT_ARG
                VARIANT_ARGS) {
   // clang-format on
-#if STAGE == 2
-  /* Two stages of K[key][column pair] and V[key][column pair], 16-byte rows. */
-  __local uint Kw2[2 * BKV * KS] __attribute__((aligned(16)));
-  __local uint Vw2[2 * BKV * VR] __attribute__((aligned(16)));
+#if STAGE >= 2
+  /* Two stages (STAGE 2) or one (3, 4) of K[key][column pair] and V[key][column pair], 16-byte
+   * rows; STAGE 4: Q[row][column pair] too. */
+  __local uint Kw2[(STAGE == 2 ? 2 : 1) * BKV * KS] __attribute__((aligned(16)));
+  __local uint Vw2[(STAGE == 2 ? 2 : 1) * BKV * VR] __attribute__((aligned(16)));
+#if STAGE == 4
+  __local uint Qw[BQ * KS] __attribute__((aligned(16)));
+#endif
 #else
   /* Pairs of 16-bit values: K[key][column pair], V^T[column][key pair]. */
   __local uint Kw[BKV * KS];
@@ -167,8 +181,11 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
   /* K and V as their 16-bit words, copied to local memory unchanged. */
   __global const ushort *kb = (__global const ushort *)k, *vb = (__global const ushort *)v;
 
+#if STAGE != 4
   /* Q's A fragments: register r of tile t's k-step kt is row[t][r & 1], columns
-   * 16 kt + 2 tq + 8 (r >> 1) and the next. */
+   * 16 kt + 2 tq + 8 (r >> 1) and the next. (STAGE 4 reads them from local memory instead, a
+   * k-step at a time: FlashAttention-2's d = 128 order, which frees the registers for 64-key
+   * tiles.) */
   uint qa[RM][KT][4];
   UNROLL for (uint t = 0; t < RM; t++) UNROLL for (uint kt = 0; kt < KT; kt++) UNROLL for (uint r = 0; r < 4; r++) {
     const uint rw = row[t][r & 1], c = kt * 16 + 2 * tq + 8 * (r >> 1);
@@ -178,6 +195,7 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
     const float x1 = seen && c + 1 < D ? LDS(qr + c + 1) : 0.0f;
     qa[t][kt][r] = PACK2(x0, x1);
   }
+#endif
 
   uint kv_end = seqlen_kv;
   const long shift = (long)seqlen_kv - (long)seqlen_q;
@@ -220,12 +238,27 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
   float acc[RM][VT][4];
   UNROLL for (uint t = 0; t < RM; t++) UNROLL for (uint vt = 0; vt < VT; vt++) UNROLL for (uint e = 0; e < 4; e++) acc[t][vt][e] = 0.0f;
 
-#if STAGE == 2
+#if STAGE >= 2
   /* 16-byte chunks wherever the views' offsets and strides (and the buffers) allow them. */
   const int fast = ((k_off | k_sb | k_ss | k_sh | v_off | v_sb | v_ss | v_sh) % 8) == 0 &&
                    ((size_t)kb % 16) == 0 && ((size_t)vb % 16) == 0;
+#endif
+#if STAGE == 2
   uint buf = 0;
   if (kv_lo < kv_end) ISSUE_TILE(0, kv_lo, min((uint)BKV, kv_end - kv_lo));
+  CP_COMMIT();
+#elif STAGE >= 3
+  /* FlashAttention-2's order, one stage of each: K(0) now; V(j) while S(j) is computed, K(j + 1)
+   * while P V(j) is. */
+  __local const uint *Kt = Kw2, *Vt = Vw2;
+  if (kv_lo < kv_end) ISSUE_K(0, kv_lo, min((uint)BKV, kv_end - kv_lo));
+#if STAGE == 4
+  {
+    const int fq = ((q_off | q_sb | q_ss | q_sh) % 8) == 0 && ((size_t)q % 16) == 0;
+    issue_rows(Qw, KS, (__global const ushort *)q, qbase, q_ss, D / 8, q0,
+               q0 < seqlen_q ? min((uint)BQ, seqlen_q - q0) : 0u, fq, lid, BQ);
+  }
+#endif
   CP_COMMIT();
 #endif
   for (uint kv0 = kv_lo; kv0 < kv_end; kv0 += BKV) {
@@ -238,6 +271,12 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
     CP_COMMIT();
     CP_WAIT1();
     barrier(CLK_LOCAL_MEM_FENCE);
+#elif STAGE >= 3
+    /* K(j) has landed and every warp is done with V(j - 1): V(j) may come. */
+    CP_WAIT0();
+    barrier(CLK_LOCAL_MEM_FENCE);
+    ISSUE_V(0, kv0, nk);
+    CP_COMMIT();
 #else
     barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is consumed */
     /* K: word (j, c / 2) holds columns c, c + 1 of key j; zero past the keys and D. */
@@ -269,18 +308,28 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
 #if MASK
     act = act && (SKIP_NONE || (kv0 < w_end && kv0 + BKV > w_first));
 #endif
+    /* S = Q K^T: s[t][nt][e] is row[t][e >> 1], key nt * 8 + 2 tq + (e & 1). */
+    float s[RM][NT][4];
     if (act) {
-      /* S = Q K^T: s[t][nt][e] is row[t][e >> 1], key nt * 8 + 2 tq + (e & 1). */
-      float s[RM][NT][4];
       UNROLL for (uint t = 0; t < RM; t++) UNROLL for (uint nt = 0; nt < NT; nt++) UNROLL for (uint e = 0; e < 4; e++) s[t][nt][e] = 0.0f;
-#if STAGE == 2
-      UNROLL for (uint kt = 0; kt < KT; kt++) UNROLL for (uint nt = 0; nt < NT; nt += 2) {
-        uint r[4];
-        frag_rows_x4(Kt, KS, nt * 8, kt, lane, r);
-        UNROLL for (uint t = 0; t < RM; t++) {
-          MMA16(s[t][nt], qa[t][kt], r[0], r[1]);
-          MMA16(s[t][nt + 1], qa[t][kt], r[2], r[3]);
+#if STAGE >= 2
+      UNROLL for (uint kt = 0; kt < KT; kt++) {
+#if STAGE == 4
+        uint qk[RM][4];
+        UNROLL for (uint t = 0; t < RM; t++) frag_a_x4(Qw, KS, warp * (16 * RM) + 16 * t, kt, lane, qk[t]);
+#define QA(t) qk[t]
+#else
+#define QA(t) qa[t][kt]
+#endif
+        UNROLL for (uint nt = 0; nt < NT; nt += 2) {
+          uint r[4];
+          frag_rows_x4(Kt, KS, nt * 8, kt, lane, r);
+          UNROLL for (uint t = 0; t < RM; t++) {
+            MMA16(s[t][nt], QA(t), r[0], r[1]);
+            MMA16(s[t][nt + 1], QA(t), r[2], r[3]);
+          }
         }
+#undef QA
       }
 #else
       UNROLL for (uint kt = 0; kt < KT; kt++) UNROLL for (uint nt = 0; nt < NT; nt++) {
@@ -350,12 +399,22 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
           acc[t][vt][2] *= a1, acc[t][vt][3] *= a1;
         }
       }
+#if STAGE >= 3
+    }
+    /* V(j) has landed and every warp is done with K(j): K(j + 1) may come. (The if (act) block
+     * is split around this barrier, which every work-item reaches.) */
+    CP_WAIT0();
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (kv0 + BKV < kv_end) ISSUE_K(0, kv0 + BKV, min((uint)BKV, kv_end - kv0 - BKV));
+    CP_COMMIT();
+    if (act) {
+#endif
       /* O += P V: b0 holds keys 16 kk + 2 tq and the next of column vt * 8 + gq, b1 keys + 8;
        * P's A fragment of k-step kk is tiles 2 kk and 2 kk + 1's packed pairs. */
 #define PA(t, kk)                                                                                  \
   {as_uint(s[t][2 * (kk)][0]), as_uint(s[t][2 * (kk)][1]), as_uint(s[t][2 * (kk) + 1][0]),        \
    as_uint(s[t][2 * (kk) + 1][1])}
-#if STAGE == 2
+#if STAGE >= 2
       UNROLL for (uint kk = 0; kk < KK; kk++) {
         uint pa[RM][4];
         UNROLL for (uint t = 0; t < RM; t++) {
@@ -392,6 +451,9 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
     buf ^= 1;
 #endif
   }
+#if STAGE == 4
+  CP_WAIT0(); /* Q's copies, where the loop had no keys to wait for */
+#endif
 
   /* The row sums meet across the quad; then O = acc / l, two columns per lane and tile. */
   const ulong obase = o_off + split * o_split + QB(o) + h * o_sh;

@@ -139,6 +139,7 @@ static inline void cp16(__local uint *dst, __global const uint *src, int n) {
 }
 #define CP_COMMIT()
 #define CP_WAIT1()
+#define CP_WAIT0()
 #else
 #define LDS_ADDR(p) ((uint)(size_t)(p))
 /* n: copy the 16 bytes at src (16-byte aligned), else write 16 zero bytes (src not read). */
@@ -151,7 +152,29 @@ static inline void cp16(__local uint *dst, __global const uint *src, int n) {
  * (the newest) is still in flight. */
 #define CP_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
 #define CP_WAIT1() asm volatile("cp.async.wait_group 1;" ::: "memory")
+/* Waits until every group is complete. */
+#define CP_WAIT0() asm volatile("cp.async.wait_group 0;" ::: "memory")
 #endif
+
+/* An A fragment (16 rows r0 .. r0 + 15, k-step kc: columns 16 kc ..) of a row-major local matrix
+ * m of 16-bit pairs, row stride ms words: cl/forward_mma_half.cl's Q in local memory (STAGE 4).
+ * r[0] rows r0 .. + 7 and r[1] rows r0 + 8 .. of columns 16 kc .. + 7; r[2], r[3] the next 8. */
+static inline void frag_a_x4(__local const uint *m, uint ms, uint r0, uint kc, uint lane,
+                             uint *r) {
+#ifdef MMA_EMULATE
+  const uint gq = lane / 4, tq = lane % 4;
+  const __local uint *a = m + (r0 + gq) * ms + kc * 8 + tq, *b = a + 8 * ms;
+  r[0] = a[0], r[1] = b[0], r[2] = a[4], r[3] = b[4];
+#else
+  /* Lane l names row l % 8 of matrix l / 8: (rows 0-7, columns 0-7), (rows 8-15, 0-7), ... */
+  const uint i = lane / 8;
+  const __local uint *p = m + (r0 + (i & 1) * 8 + lane % 8) * ms + kc * 8 + (i >> 1) * 4;
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(LDS_ADDR(p))
+               : "memory");
+#endif
+}
 
 /* Two adjacent 8-row tiles' B fragments (rows r0 .. r0 + 15) of a row-major local matrix m of
  * 16-bit pairs, row stride ms words, k-step kc (columns 16 kc ..): S = Q K^T's K, a row per

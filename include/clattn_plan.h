@@ -24,7 +24,9 @@ typedef struct clattn_config {
                                or "forward_mma_half" (the same in CLATTN_F16 and CLATTN_BF16
                                storage only, mma.sync f16/bf16 with fp32 accumulation: block_kv
                                a multiple of 16, stage_kv 1, or 2 for K/V tiles copied in two
-                               stages (head dims multiples of 16, pad 1), rows_per_item 1 or 2
+                               stages (head dims multiples of 16, pad 1), 3 in one stage each
+                               (V copied during S, K during P V), 4 the same with Q in local
+                               memory, rows_per_item 1 or 2
                                m16 tiles of 16 rows a warp (block_q a multiple of 16 of them),
                                vector_width 1), or "decode"
                                (calls over a KV cache, the only kernel of theirs: block_q
@@ -92,8 +94,9 @@ typedef struct clattn_plan_info {
   unsigned threads_per_row;   /* work-items sharing one query row */
   unsigned rows_per_item;     /* forward_tiles: query rows per work-item */
   unsigned vector_width;      /* of the tile loads */
-  unsigned stage_kv;          /* 1: K/V tiles staged in local memory; 2: staged split */
-  unsigned pad;               /* floats of padding per local-memory row */
+  unsigned stage_kv; /* 1: K/V tiles staged in local memory; 2: staged split (forward_mma_half: 2
+                        two stages, 3 one, staggered, 4 with Q in local memory) */
+  unsigned pad;      /* floats of padding per local-memory row */
   size_t work_group_size;
   size_t local_mem_bytes, local_mem_available;
   char origin[16]; /* where the config came from: "override", "tuned" (database entry for this

@@ -165,6 +165,32 @@ Test(tunedb, split_kv) {
   clattn_context_destroy(ctx);
 }
 
+/* forward_mma_half's one-stage orders (stage_kv 3, "next_k"; 4, "q_local") and its 48-key tiles
+ * survive a round trip, with two m16 tiles a warp. */
+Test(tunedb, mma_half_stages) {
+  clattn_context *ctx = context_with_db();
+  clattn__db_entry e[2] = {entry_for(ctx), entry_for(ctx)};
+  for (int i = 0; i < 2; i++) {
+    e[i].cls.dtype = CLATTN_F16, e[i].cls.d = e[i].cls.dv = 128, e[i].cls.causal = i;
+    e[i].cfg.kernel = clattn__family_find("forward_mma_half"), e[i].cfg.stage = 3 + i;
+    e[i].cfg.bq = 64, e[i].cfg.bkv = 48, e[i].cfg.tpr = 1, e[i].cfg.rm = 2, e[i].cfg.pad = 1;
+    e[i].cfg.vec = 1;
+  }
+  save(e, 2);
+  char buf[8192];
+  read_db(buf, sizeof buf);
+  cr_assert(strstr(buf, "\"q_local\"") && strstr(buf, "\"next_k\""), "%s", buf);
+  clattn__db db = {0};
+  size_t skipped;
+  char why[256];
+  cr_assert_eq(clattn__db_load(db_path, &db, &skipped, why, sizeof why), CLATTN_OK, "%s", why);
+  cr_assert_eq(db.count, 2, "%s", why);
+  for (size_t i = 0; i < 2; i++)
+    cr_assert_eq(memcmp(&db.entries[i].cfg, &e[i].cfg, sizeof e[i].cfg), 0, "entry %zu", i);
+  clattn__db_free(&db);
+  clattn_context_destroy(ctx);
+}
+
 /* A JSON string's body as cJSON_Print escapes it, so that the device strings below read back
  * as this device's whatever they hold. */
 static void json_escaped(const char *s, char *out, size_t len) {

@@ -133,6 +133,11 @@ for dt in 1 2; do
   check fmh "${half[@]}" -DDTYPE=$dt -DD=64 -DDV=64 -DBQ=128 -DBKV=64 -DRM=2 -DPAD=1 -DCAUSAL=1 -DSTAGE=2
   check fmh "${half[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=64 -DBKV=32 -DRM=2 -DPAD=1 -DCAUSAL=0 -DSTAGE=2
   check fmh "${half[@]}" -DDTYPE=$dt -DD=59 -DDV=100 -DBQ=32 -DBKV=16 -DRM=2 -DPAD=0 -DCAUSAL=1 -DMASK=1
+  # one stage, staggered (3), and with Q in local memory (4)
+  check fmh "${half[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=64 -DBKV=64 -DRM=1 -DPAD=1 -DCAUSAL=1 -DSTAGE=3
+  check fmh "${half[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=64 -DBKV=48 -DRM=2 -DPAD=1 -DCAUSAL=0 -DSTAGE=4
+  check fmh "${half[@]}" -DDTYPE=$dt -DD=64 -DDV=64 -DBQ=128 -DBKV=64 -DRM=2 -DPAD=1 -DCAUSAL=1 -DSTAGE=4 \
+    -DMASK=1 -DSOFTCAP=1
 done
 # The tensor-core backward in half: bwd_dkdv and bwd_dq, staged blocks as the runtime sets them.
 bhalf=(common.cl mma.cl mma_half.cl backward_mma_half.cl backward_mma_half_dq.cl --)

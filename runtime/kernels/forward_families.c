@@ -285,11 +285,11 @@ int clattn__forward_accept(const clattn__family *f, const clattn_config *in, cla
                            char *why, size_t why_len) {
   int tiles = has_axis(f, CLATTN__AX_RM);
   if (!in->block_q || !in->block_kv || !in->threads_per_row || in->block_q > 4096 ||
-      in->block_kv > 4096 || in->threads_per_row > 1024 || in->stage_kv > 3 || in->pad > 64 ||
+      in->block_kv > 4096 || in->threads_per_row > 1024 || in->stage_kv > 4 || in->pad > 64 ||
       in->rows_per_item > 1024 || in->vector_width > 16) {
     snprintf(why, why_len,
              "config out of range: block_q %u, block_kv %u (1..4096), threads_per_row %u "
-             "(1..1024), stage_kv %u (0..3), pad %u (0..64)",
+             "(1..1024), stage_kv %u (0..4), pad %u (0..64)",
              in->block_q, in->block_kv, in->threads_per_row, in->stage_kv, in->pad);
     return 0;
   }
@@ -301,6 +301,7 @@ int clattn__forward_accept(const clattn__family *f, const clattn_config *in, cla
    * with V) takes them, and 1 for anything else; the fixed-staging families take 2 on tensor
    * cores only. */
   int stage2 = axis_lists(f, CLATTN__AX_STAGE, 2), stage3 = axis_lists(f, CLATTN__AX_STAGE, 3);
+  int stage4 = axis_lists(f, CLATTN__AX_STAGE, 4);
   if (in->stage_kv == 2 && !f->tensor_cores && !stage2) {
     snprintf(why, why_len,
              "stage_kv 2 is forward_mma's (tiles stored split into TF32 parts) and decode's (V "
@@ -308,11 +309,19 @@ int clattn__forward_accept(const clattn__family *f, const clattn_config *in, cla
     return 0;
   }
   if (in->stage_kv == 3 && !stage3) {
-    snprintf(why, why_len, "stage_kv 3 is decode's alone (the next block's K loaded with V)");
+    snprintf(why, why_len,
+             "stage_kv 3 is decode's (the next block's K loaded with V) and forward_mma_half's "
+             "(one stage of K and V, staggered) alone");
+    return 0;
+  }
+  if (in->stage_kv == 4 && !stage4) {
+    snprintf(why, why_len,
+             "stage_kv 4 is forward_mma_half's alone (one stage of K and V, staggered, Q in "
+             "local memory)");
     return 0;
   }
   if (f->fixed.stage) out->stage = f->tensor_cores && in->stage_kv == 2 ? 2 : 1;
-  if (stage2 && out->stage != 2 && out->stage != 3) out->stage = 1;
+  if (stage2 && (out->stage < 2 || out->stage > 4)) out->stage = 1;
   return 1;
 }
 

@@ -8,11 +8,15 @@
 
 /* The kernel's words of 16-bit pairs: K, a row of DP (+ 8 padded) values per key; V^T, a row of
  * BKV (+ 8 padded) values per output column of DVP. Stage 2: two stages of K and of V, a row of
- * D + 8 and DV + 8 values per key. */
+ * D + 8 and DV + 8 values per key; stage 3 one of each; stage 4 also Q, a row of D + 8 values per
+ * query row. */
 size_t clattn__mma_half_local(const clattn__device *dev, const clattn__class *k,
                               const clattn__config *c) {
   size_t dp = (k->d + 15) / 16 * 16, dvp = (k->dv + 7) / 8 * 8, pad = c->pad ? 8 : 0;
-  if (c->stage == 2) return 2 * (size_t)c->bkv * (dp + 8 + dvp + 8) * 2;
+  size_t kv = (size_t)c->bkv * (dp + 8 + dvp + 8) * 2;
+  if (c->stage == 2) return 2 * kv;
+  if (c->stage == 3) return kv;
+  if (c->stage == 4) return kv + (size_t)c->bq * (dp + 8) * 2;
   return ((size_t)c->bkv * (dp + pad) + dvp * (c->bkv + pad)) * 2;
 }
 
@@ -25,10 +29,11 @@ int clattn__mma_half_check(const clattn__family *f, const clattn__device *dev,
     snprintf(why, why_len, "%s BKV=%u: must be a multiple of 16 (P V's k-step)", f->name, c->bkv);
     return 0;
   }
-  if ((c->stage != 1 && c->stage != 2) || (c->vec && c->vec != 1)) {
+  if (c->stage < 1 || c->stage > 4 || (c->vec && c->vec != 1)) {
     snprintf(why, why_len,
              "%s stage_kv %u, vector width %u: its tiles are staged through registers (stage_kv "
-             "1) or copied in two stages (2), vector width 1",
+             "1), copied in two stages (2) or in one, staggered (3; 4 with Q in local memory), "
+             "vector width 1",
              f->name, c->stage, c->vec);
     return 0;
   }
@@ -40,11 +45,11 @@ int clattn__mma_half_check(const clattn__family *f, const clattn__device *dev,
              f->name, c->bq, rm);
     return 0;
   }
-  if (c->stage == 2 && (k->d % 16 || k->dv % 16 || !c->pad)) {
+  if (c->stage >= 2 && (k->d % 16 || k->dv % 16 || !c->pad)) {
     snprintf(why, why_len,
-             "%s stage_kv 2 at head dims %u, %u%s: its copies and ldmatrix take rows of whole "
+             "%s stage_kv %u at head dims %u, %u%s: its copies and ldmatrix take rows of whole "
              "16-value chunks (head dims multiples of 16) in padded rows",
-             f->name, k->d, k->dv, c->pad ? "" : ", unpadded");
+             f->name, c->stage, k->d, k->dv, c->pad ? "" : ", unpadded");
     return 0;
   }
   return clattn__forward_check(f, dev, k, c, why, why_len);
@@ -64,7 +69,8 @@ static unsigned steps(unsigned x, unsigned want) {
  * allow them: 1.5-3.2x stage 1 on an H100 (docs/BENCHMARKS.md). There, up to d = 128, four
  * warps of two m16 tiles (128 rows) with 64-key tiles at d <= 64 and 32 at d = 128 (local
  * memory holds two stages of each): 1.06-1.41x four warps of one tile on an H100 ("Stop 32").
- * Larger head dims keep one tile a warp (two would double registers already spilling). Stage 1:
+ * Larger head dims keep one tile a warp (two would double registers already spilling). Stages 3
+ * and 4 (one stage each, 64-key tiles) after them until measured. Stage 1:
  * four warps of one tile and 64-key tiles, padded; fewer keys per tile at large head dims.
  * Emulated (tests on PoCL), ranked after everything, as forward_mma: it runs there only as an
  * override. */
@@ -74,6 +80,8 @@ unsigned clattn__mma_half_cost(const clattn__family *f, const clattn__device *de
   unsigned s = 10 * steps(c->bq / rm, 64) + (c->pad ? 0 : 5) + (rm == (two ? 2u : 1u) ? 0 : 3);
   if (c->stage == 2)
     s += 10 * steps(c->bkv, k->d > 64 ? 32 : 64);
+  else if (c->stage >= 3) /* FlashAttention-2's order: not yet timed on hardware, after stage 2 */
+    s += 10 * steps(c->bkv, 64) + 50;
   else
     s += 10 * steps(c->bkv, k->d > 128 ? 32 : 64) + 100;
   return (dev->mma_emulated ? 3000 : 0) + s;
@@ -85,8 +93,8 @@ void clattn__mma_half_defines(const clattn__family *f, const clattn__device *dev
   snprintf(
       out, len,
       "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DRM=%u -DPAD=%u -DSTAGE=%u -DCAUSAL=%u%s",
-      k->d, k->dv, c->bq, c->bkv, c->rm > 1 ? c->rm : 1u, c->pad ? 1u : 0u, c->stage == 2 ? 2u : 1u,
-      k->causal,
+      k->d, k->dv, c->bq, c->bkv, c->rm > 1 ? c->rm : 1u, c->pad ? 1u : 0u,
+      c->stage ? c->stage : 1u, k->causal,
       dev->mma_emulated ? " -DMMA_EMULATE=1 -DSCRATCH=" CLATTN__STR(CLATTN__MMA_SCRATCH) : "");
 }
 
@@ -98,5 +106,9 @@ void clattn__mma_half_reason(const clattn__family *f, const clattn__device *dev,
            "%.1f KiB local memory, %u warps of %u rows, %u-key tiles%s",
            f->name, clattn__mma_half_local(dev, k, c) / 1024.0, dev->local_mem / 1024.0,
            c->bq / (16 * (c->rm > 1 ? c->rm : 1)), 16 * (c->rm > 1 ? c->rm : 1), c->bkv,
-           c->stage == 2 ? " in two stages (cp.async, ldmatrix)" : "");
+           c->stage == 2   ? " in two stages (cp.async, ldmatrix)"
+           : c->stage == 3 ? " in one stage, V copied during S, K during P V (cp.async, ldmatrix)"
+           : c->stage == 4 ? " in one stage, V copied during S, K during P V, Q in local memory "
+                             "(cp.async, ldmatrix)"
+                           : "");
 }

@@ -168,7 +168,7 @@ static int parse_entry(const cJSON *e, clattn__db_entry *out, char *why, size_t 
   unsigned stage = 0;
   if (!get_str(cfg, "kernel", kernel, sizeof kernel) || !kernel[0] ||
       !get_uint(cfg, "block_q", 1024, &u[5]) || !is_pow2_in(u[5], 1, 1024) ||
-      !get_uint(cfg, "block_kv", 1024, &u[6]) || !is_pow2_in(u[6], 1, 1024) ||
+      !get_uint(cfg, "block_kv", 1024, &u[6]) || !u[6] || /* 48: forward_mma_half's */
       !get_uint(cfg, "threads_per_row", 1024, &u[7]) || !is_pow2_in(u[7], 1, 1024) ||
       !get_bool(cfg, "stage_kv", &stage) || !get_uint(cfg, "pad", 1, &u[8])) {
     snprintf(why, why_len, "an entry's config has a missing or bad field");
@@ -193,6 +193,14 @@ static int parse_entry(const cJSON *e, clattn__db_entry *out, char *why, size_t 
     }
     if (next) pub.stage_kv = 3;
   }
+  if (cJSON_GetObjectItemCaseSensitive(cfg, "q_local")) { /* forward_mma_half: stage_kv 4 */
+    unsigned ql;
+    if (!get_bool(cfg, "q_local", &ql)) {
+      snprintf(why, why_len, "an entry's config has a bad q_local");
+      return 0;
+    }
+    if (ql) pub.stage_kv = 4;
+  }
   if (cJSON_GetObjectItemCaseSensitive(cfg, "rows_per_item")) {
     if (!get_uint(cfg, "rows_per_item", 1024, &u[9]) || !is_pow2_in(u[9], 1, 1024)) {
       snprintf(why, why_len, "an entry's config has a bad rows_per_item");
@@ -210,6 +218,11 @@ static int parse_entry(const cJSON *e, clattn__db_entry *out, char *why, size_t 
   char bad[200];
   if (!clattn__config_from_public(&pub, &out->cfg, bad, sizeof bad)) {
     snprintf(why, why_len, "an entry's config: %s", bad);
+    return 0;
+  }
+  if (pub.stage_kv == 4 && out->cfg.stage != 4) {
+    snprintf(why, why_len, "an entry's config has q_local on kernel %s, which cannot take it",
+             kernel);
     return 0;
   }
   if (pub.stage_kv == 3 && out->cfg.stage != 3) {

@@ -48,6 +48,7 @@ static cJSON *entry_json(const clattn__db_entry *e) {
   cJSON_AddBoolToObject(g, "stage_kv", pub.stage_kv);
   if (pub.stage_kv == 2) cJSON_AddBoolToObject(g, "split_kv", 1);
   if (pub.stage_kv == 3) cJSON_AddBoolToObject(g, "next_k", 1);
+  if (pub.stage_kv == 4) cJSON_AddBoolToObject(g, "q_local", 1);
   cJSON_AddNumberToObject(g, "pad", pub.pad);
   cJSON_AddNumberToObject(g, "rows_per_item", pub.rows_per_item);
   cJSON_AddNumberToObject(g, "vector_width", pub.vector_width);
