@@ -25,7 +25,10 @@
  * converts back: (m + log2 l) ln 2.
  *
  * PAD appends 8 16-bit values (4 words) to each local row: a row is then an odd multiple of 4
- * words, so the 8 rows x 4 words of one fragment read fall in 32 distinct banks.
+ * words, so the 8 rows x 4 words of one fragment read fall in 32 distinct banks. STAGES 2-4
+ * without PAD swizzle the rows' 16-byte chunks instead (SWZ, cl/mma_half.cl's swz_at; head dims
+ * multiples of 64), which saves the pad's 6% of local memory: 64-key tiles of K and V and Q's
+ * 64 rows then fit 48 KiB exactly at d = 128.
  *
  * Masks (the tile's end, causal, a window) are applied only on the tiles where some key is hidden
  * from some row of the warp; the others skip the per-score tests.
@@ -66,8 +69,11 @@
 #if STAGE < 1 || STAGE > 4
 #error "STAGE must be 1 (registers), 2 (two stages), 3 or 4 (one stage, staggered)"
 #endif
-#if STAGE >= 2 && (D % 16 || DV % 16 || !PAD)
-#error "STAGES 2-4 need D and DV multiples of 16 and PAD"
+#if STAGE >= 2 && (D % 16 || DV % 16 || (!PAD && (D % 64 || DV % 64)))
+#error "STAGES 2-4 need D and DV multiples of 16, and of 64 unpadded (PAD 0: swizzled, SWZ)"
+#endif
+#if SWZ && (STAGE < 2 || PAD)
+#error "SWZ (cl/mma_half.cl) is the unpadded layout of STAGES 2-4"
 #endif
 
 #ifndef RM
@@ -89,7 +95,7 @@
 #define VT (DVP / 8) /* 8-column tiles of O */
 #define KS ((DP + 8 * PAD) / 2) /* words per key row of K */
 #define VS ((BKV + 8 * PAD) / 2) /* words per column row of V^T */
-#define VR ((DVP + 8) / 2)        /* STAGES 2-4: words per key row of V */
+#define VR ((DVP + 8 * PAD) / 2)  /* STAGES 2-4: words per key row of V */
 
 #if STAGE >= 2
 /* Rows kv0 .. kv0 + nk - 1 of one tensor (K, V or Q: n 16-value chunks a row, row stride ss), into
@@ -100,7 +106,7 @@ static inline void issue_rows(__local uint *dst0, uint rs, __global const ushort
   for (uint i = lid; i < rows * n; i += WG) {
     const uint j = i / n, c = i % n;
     __global const ushort *src = b + base + (ulong)(kv0 + j) * ss + 8 * c;
-    __local uint *dst = dst0 + j * rs + 4 * c;
+    __local uint *dst = dst0 + swz_at(j, rs, 4 * c); /* a whole chunk moves */
     if (fast) {
       cp16(dst, (__global const uint *)(j < nk ? src : b), j < nk);
     } else {

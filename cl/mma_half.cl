@@ -122,10 +122,27 @@ static inline uint pack2(float lo, float hi) {
 
 /* A B-fragment register whose two k elements lie in one column of a local row-major matrix m of
  * 16-bit values (row stride ms): rows r and r + 1 of column c, r's in the low half. (Where they
- * lie in one row, the register is one aligned 32-bit word of m.) The emulation's reads of
- * frag_cols_x4 below, and the odd last tile of cl/backward_mma_half.cl's column products. */
+ * lie in one row, the register is one aligned 32-bit word of m.) The odd last tile of
+ * cl/backward_mma_half.cl's column products (frag_cols_x4's emulation has its own, half_pair,
+ * which knows the swizzle). */
 static inline uint pair_t(__local const ushort *m, uint ms, uint r, uint c) {
   return m[r * ms + c] | (uint)m[(r + 1) * ms + c] << 16;
+}
+
+/* SWZ 1 (cl/forward_mma_half.cl's unpadded stages; the host defines it): rows are stored
+ * unpadded, each 16-byte chunk c of row r at chunk c ^ (r % 8), so that the 8 rows of one
+ * ldmatrix matrix (the same logical chunk of 8 consecutive rows) fall in 8 distinct groups of 4
+ * banks, as FlashAttention-2's swizzled layouts do; rows need at least 8 chunks (64 values).
+ * swz_at: the word index of word w of row r, rows of ms words. */
+#ifndef SWZ
+#define SWZ 0
+#endif
+static inline uint swz_at(uint r, uint ms, uint w) {
+#if SWZ
+  return r * ms + (((w >> 2) ^ (r & 7u)) << 2) + (w & 3u);
+#else
+  return r * ms + w;
+#endif
 }
 
 /* STAGE 2 of cl/forward_mma_half.cl and cl/backward_mma_half.cl's staging: tiles copied to local memory without passing through
@@ -162,13 +179,13 @@ static inline void cp16(__local uint *dst, __global const uint *src, int n) {
 static inline void frag_a_x4(__local const uint *m, uint ms, uint r0, uint kc, uint lane,
                              uint *r) {
 #ifdef MMA_EMULATE
-  const uint gq = lane / 4, tq = lane % 4;
-  const __local uint *a = m + (r0 + gq) * ms + kc * 8 + tq, *b = a + 8 * ms;
-  r[0] = a[0], r[1] = b[0], r[2] = a[4], r[3] = b[4];
+  const uint gq = lane / 4, tq = lane % 4, w = kc * 8 + tq;
+  r[0] = m[swz_at(r0 + gq, ms, w)], r[1] = m[swz_at(r0 + gq + 8, ms, w)];
+  r[2] = m[swz_at(r0 + gq, ms, w + 4)], r[3] = m[swz_at(r0 + gq + 8, ms, w + 4)];
 #else
   /* Lane l names row l % 8 of matrix l / 8: (rows 0-7, columns 0-7), (rows 8-15, 0-7), ... */
   const uint i = lane / 8;
-  const __local uint *p = m + (r0 + (i & 1) * 8 + lane % 8) * ms + kc * 8 + (i >> 1) * 4;
+  const __local uint *p = m + swz_at(r0 + (i & 1) * 8 + lane % 8, ms, kc * 8 + (i >> 1) * 4);
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(LDS_ADDR(p))
@@ -182,19 +199,28 @@ static inline void frag_a_x4(__local const uint *m, uint ms, uint r0, uint kc, u
 static inline void frag_rows_x4(__local const uint *m, uint ms, uint r0, uint kc, uint lane,
                                 uint *r) {
 #ifdef MMA_EMULATE
-  const uint gq = lane / 4, tq = lane % 4;
-  const __local uint *a = m + (r0 + gq) * ms + kc * 8 + tq, *b = a + 8 * ms;
-  r[0] = a[0], r[1] = a[4], r[2] = b[0], r[3] = b[4];
+  const uint gq = lane / 4, tq = lane % 4, w = kc * 8 + tq;
+  r[0] = m[swz_at(r0 + gq, ms, w)], r[1] = m[swz_at(r0 + gq, ms, w + 4)];
+  r[2] = m[swz_at(r0 + gq + 8, ms, w)], r[3] = m[swz_at(r0 + gq + 8, ms, w + 4)];
 #else
   /* Lane l names row l % 8 of matrix l / 8: matrices (tile 0, b0), (tile 0, b1), (tile 1, ...). */
   const uint i = lane / 8;
-  const __local uint *p = m + (r0 + (i >> 1) * 8 + lane % 8) * ms + kc * 8 + (i & 1) * 4;
+  const __local uint *p = m + swz_at(r0 + (i >> 1) * 8 + lane % 8, ms, kc * 8 + (i & 1) * 4);
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(LDS_ADDR(p))
                : "memory");
 #endif
 }
+
+#ifdef MMA_EMULATE
+/* Value c of rows r and r + 1 of a local matrix of 16-bit pairs (rows of ms words, swz_at's
+ * layout), r's in the low half: frag_cols_x4's emulated reads. */
+static inline uint half_pair(__local const uint *m, uint ms, uint r, uint c) {
+  const uint lo = m[swz_at(r, ms, c / 2)], hi = m[swz_at(r + 1, ms, c / 2)];
+  return c & 1 ? (lo >> 16) | (hi & 0xffff0000u) : (lo & 0xffffu) | hi << 16;
+}
+#endif
 
 /* Two adjacent 8-column tiles' B fragments of P V (columns c0 .. c0 + 15, c0 a multiple of 8)
  * for keys k0 .. k0 + 15 of V stored row-major (a row per key, row stride ms words). r[0], r[1]:
@@ -203,15 +229,14 @@ static inline void frag_cols_x4(__local const uint *m, uint ms, uint k0, uint c0
                                 uint *r) {
 #ifdef MMA_EMULATE
   const uint gq = lane / 4, tq = lane % 4;
-  __local const ushort *h = (__local const ushort *)m;
-  r[0] = pair_t(h, 2 * ms, k0 + 2 * tq, c0 + gq);
-  r[1] = pair_t(h, 2 * ms, k0 + 8 + 2 * tq, c0 + gq);
-  r[2] = pair_t(h, 2 * ms, k0 + 2 * tq, c0 + 8 + gq);
-  r[3] = pair_t(h, 2 * ms, k0 + 8 + 2 * tq, c0 + 8 + gq);
+  r[0] = half_pair(m, ms, k0 + 2 * tq, c0 + gq);
+  r[1] = half_pair(m, ms, k0 + 8 + 2 * tq, c0 + gq);
+  r[2] = half_pair(m, ms, k0 + 2 * tq, c0 + 8 + gq);
+  r[3] = half_pair(m, ms, k0 + 8 + 2 * tq, c0 + 8 + gq);
 #else
   /* Transposed: matrix l / 8's row l % 8 is key k0 + 8 (i & 1) + l % 8 at column c0 + 8 (i >> 1). */
   const uint i = lane / 8;
-  const __local uint *p = m + (k0 + (i & 1) * 8 + lane % 8) * ms + (c0 + (i >> 1) * 8) / 2;
+  const __local uint *p = m + swz_at(k0 + (i & 1) * 8 + lane % 8, ms, (c0 + (i >> 1) * 8) / 2);
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(LDS_ADDR(p))

@@ -159,3 +159,24 @@ Test(forward_mma_half, stage4_f16_window_softcap) {
 Test(forward_mma_half, stage4_f16_empty_kv) {
   run_tiles(F16, 2, 2, 0, 7, 0, 32, 0, 0, BSHD, 0, LSE, 32, 32, 1, 4, 1);
 }
+
+/* Unpadded rows in stages 2-4 are swizzled (16-byte chunks XORed with the row, head dims multiples
+ * of 64): two stages at d = 128 causal with a partial tile, Q in local memory at d = 64 with GQA
+ * and unaligned views; a head dim that is not a multiple of 64 is refused by name. */
+Test(forward_mma_half, swizzled_stage2_f16_d128_causal) {
+  run_tiles(F16, 1, 2, 0, 113, 203, 128, 0, C, BSHD, 0, LSE, 64, 32, 0, 2, 2);
+}
+Test(forward_mma_half, swizzled_stage4_bf16_gqa_unaligned) {
+  run_tiles(BF16, 2, 4, 2, 70, 141, 64, 0, C, BHSD, 5, LSE, 64, 64, 0, 4, 2);
+}
+Test(forward_mma_half, swizzled_head_dim_not_of_64_rejected) {
+  clattn_context *ctx = test_context(NULL);
+  clattn_problem p = {1, 1, 0, 64, 64, 96, 0, F16, 0.0f, 0, CLATTN_ALGO_FUSED};
+  clattn_config c = {.kernel = "forward_mma_half", .threads_per_row = 1, .rows_per_item = 1};
+  c.block_q = 64, c.block_kv = 64, c.stage_kv = 4, c.pad = 0;
+  cr_assert_eq(clattn_config_check(ctx, &p, &c), CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(ctx), "swizzled"), "%s", clattn_last_error(ctx));
+  c.pad = 1;
+  cr_assert_eq(clattn_config_check(ctx, &p, &c), CLATTN_OK, "%s", clattn_last_error(ctx));
+  clattn_context_destroy(ctx);
+}

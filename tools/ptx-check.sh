@@ -138,6 +138,8 @@ for dt in 1 2; do
   check fmh "${half[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=64 -DBKV=48 -DRM=2 -DPAD=1 -DCAUSAL=0 -DSTAGE=4
   check fmh "${half[@]}" -DDTYPE=$dt -DD=64 -DDV=64 -DBQ=128 -DBKV=64 -DRM=2 -DPAD=1 -DCAUSAL=1 -DSTAGE=4 \
     -DMASK=1 -DSOFTCAP=1
+  # unpadded, swizzled (SWZ): 64-key tiles and Q in exactly 48 KiB at d = 128
+  check fmh "${half[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=64 -DBKV=64 -DRM=2 -DPAD=0 -DSWZ=1 -DCAUSAL=1 -DSTAGE=4
 done
 # The tensor-core backward in half: bwd_dkdv and bwd_dq, staged blocks as the runtime sets them.
 bhalf=(common.cl mma.cl mma_half.cl backward_mma_half.cl backward_mma_half_dq.cl --)

@@ -8,15 +8,15 @@
 
 /* The kernel's words of 16-bit pairs: K, a row of DP (+ 8 padded) values per key; V^T, a row of
  * BKV (+ 8 padded) values per output column of DVP. Stage 2: two stages of K and of V, a row of
- * D + 8 and DV + 8 values per key; stage 3 one of each; stage 4 also Q, a row of D + 8 values per
- * query row. */
+ * D (+ 8) and DV (+ 8) values per key (unpadded: swizzled); stage 3 one of each; stage 4 also Q,
+ * a row of D (+ 8) values per query row. */
 size_t clattn__mma_half_local(const clattn__device *dev, const clattn__class *k,
                               const clattn__config *c) {
   size_t dp = (k->d + 15) / 16 * 16, dvp = (k->dv + 7) / 8 * 8, pad = c->pad ? 8 : 0;
-  size_t kv = (size_t)c->bkv * (dp + 8 + dvp + 8) * 2;
+  size_t kv = (size_t)c->bkv * (dp + pad + dvp + pad) * 2;
   if (c->stage == 2) return 2 * kv;
   if (c->stage == 3) return kv;
-  if (c->stage == 4) return kv + (size_t)c->bq * (dp + 8) * 2;
+  if (c->stage == 4) return kv + (size_t)c->bq * (dp + pad) * 2;
   return ((size_t)c->bkv * (dp + pad) + dvp * (c->bkv + pad)) * 2;
 }
 
@@ -45,10 +45,11 @@ int clattn__mma_half_check(const clattn__family *f, const clattn__device *dev,
              f->name, c->bq, rm);
     return 0;
   }
-  if (c->stage >= 2 && (k->d % 16 || k->dv % 16 || !c->pad)) {
+  if (c->stage >= 2 && (k->d % 16 || k->dv % 16 || (!c->pad && (k->d % 64 || k->dv % 64)))) {
     snprintf(why, why_len,
              "%s stage_kv %u at head dims %u, %u%s: its copies and ldmatrix take rows of whole "
-             "16-value chunks (head dims multiples of 16) in padded rows",
+             "16-value chunks (head dims multiples of 16), and unpadded rows are swizzled in "
+             "groups of 8 chunks (multiples of 64)",
              f->name, c->stage, k->d, k->dv, c->pad ? "" : ", unpadded");
     return 0;
   }
@@ -92,9 +93,9 @@ void clattn__mma_half_defines(const clattn__family *f, const clattn__device *dev
                               size_t len) {
   snprintf(
       out, len,
-      "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DRM=%u -DPAD=%u -DSTAGE=%u -DCAUSAL=%u%s",
+      "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DRM=%u -DPAD=%u -DSTAGE=%u -DCAUSAL=%u%s%s",
       k->d, k->dv, c->bq, c->bkv, c->rm > 1 ? c->rm : 1u, c->pad ? 1u : 0u,
-      c->stage ? c->stage : 1u, k->causal,
+      c->stage ? c->stage : 1u, k->causal, c->stage >= 2 && !c->pad ? " -DSWZ=1" : "",
       dev->mma_emulated ? " -DMMA_EMULATE=1 -DSCRATCH=" CLATTN__STR(CLATTN__MMA_SCRATCH) : "");
 }
 
