@@ -292,11 +292,13 @@ Test(tiling, mma_half_first_on_tensor_cores_in_half_only) {
       clattn__class h = {dims[i], dims[i], 0, 4096, CLATTN__FORWARD, halves[t]};
       cr_assert_eq(clattn__configs_ranked(&d, &h, &first, 1), 1);
       cr_assert_eq(first.kernel, id, "d = %u, dtype %d: %u ranks first", dims[i], t, first.kernel);
-      /* Two stages where head dims are multiples of 16 (32-key tiles past d = 64, 16 at d = 256,
-       * where two stages of 32 keys exceed 48 KiB), with four warps of two m16 tiles up to
-       * d = 128 and of one at d = 256; d = 1 one stage of 64 keys, four warps of one tile. */
-      const unsigned want_bkv[] = {64, 64, 32, 16}, want_rm[] = {1, 2, 2, 1};
-      cr_assert_eq(first.stage, dims[i] % 16 ? 1u : 2u, "d = %u", dims[i]);
+      /* Up to d = 128, one stage in FlashAttention-2's order (stage 3: 128-key tiles to d = 64,
+       * 32 past it) with four warps of two m16 tiles; at d = 256 two stages of 16 keys (two
+       * stages of 32 exceed 48 KiB) and one tile a warp; d = 1 staged through registers, 64 keys,
+       * four warps of one tile. */
+      const unsigned want_bkv[] = {64, 128, 32, 16}, want_rm[] = {1, 2, 2, 1};
+      const unsigned want_stage[] = {1, 3, 3, 2};
+      cr_assert_eq(first.stage, want_stage[i], "d = %u", dims[i]);
       cr_assert_eq(first.rm, want_rm[i], "d = %u", dims[i]);
       cr_assert_eq(first.bq, 64 * want_rm[i], "d = %u", dims[i]);
       cr_assert_eq(first.bkv, want_bkv[i], "d = %u: %u keys", dims[i], first.bkv);

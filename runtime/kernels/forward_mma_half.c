@@ -66,23 +66,24 @@ static unsigned steps(unsigned x, unsigned want) {
 
 /* On tensor cores, below every portable family's GPU cost (forward_rows' start at 100): this
  * is the family for half storage there, so a half class plans it before any measurement (the
- * built-in defaults are fp32 rows). Two stages (cp.async, ldmatrix) first where the head dims
- * allow them: 1.5-3.2x stage 1 on an H100 (docs/BENCHMARKS.md). There, up to d = 128, four
- * warps of two m16 tiles (128 rows) with 64-key tiles at d <= 64 and 32 at d = 128 (local
- * memory holds two stages of each): 1.06-1.41x four warps of one tile on an H100 ("Stop 32").
- * Larger head dims keep one tile a warp (two would double registers already spilling). Stages 3
- * and 4 (one stage each, 64-key tiles) after them until measured. Stage 1:
- * four warps of one tile and 64-key tiles, padded; fewer keys per tile at large head dims.
- * Emulated (tests on PoCL), ranked after everything, as forward_mma: it runs there only as an
- * override. */
+ * built-in defaults are fp32 rows). Up to d = 128, one stage of K and V in FlashAttention-2's
+ * order (stage 3) with four warps of two m16 tiles (128 rows) and 128-key tiles at d <= 64, 32
+ * above: on an H100 1.04-1.14x two stages of the same rows, whose 128/64 and 128/32 were 1.06-
+ * 1.41x four warps of one tile ("Stop 35", "Stop 32"); two stages next, then Q in local memory
+ * (stage 4, within 3% of two stages). Larger head dims keep one tile a warp in two stages (two
+ * tiles would double registers already spilling; stage 3 not timed there). Stage 1 (1.5-3.2x
+ * slower than two stages): four warps of one tile and 64-key tiles, padded; fewer keys per
+ * tile at large head dims. Emulated (tests on PoCL), ranked after everything, as forward_mma:
+ * it runs there only as an override. */
 unsigned clattn__mma_half_cost(const clattn__family *f, const clattn__device *dev,
                                const clattn__class *k, const clattn__config *c) {
-  unsigned rm = c->rm > 1 ? c->rm : 1, two = c->stage == 2 && k->d <= 128 && k->dv <= 128;
+  unsigned rm = c->rm > 1 ? c->rm : 1, small = k->d <= 128 && k->dv <= 128;
+  unsigned two = c->stage >= 2 && small; /* two m16 tiles a warp */
   unsigned s = 10 * steps(c->bq / rm, 64) + (c->pad ? 0 : 5) + (rm == (two ? 2u : 1u) ? 0 : 3);
-  if (c->stage == 2)
-    s += 10 * steps(c->bkv, k->d > 64 ? 32 : 64);
-  else if (c->stage >= 3) /* FlashAttention-2's order: not yet timed on hardware, after stage 2 */
-    s += 10 * steps(c->bkv, 64) + 50;
+  if (c->stage == 3 && small)
+    s += 10 * steps(c->bkv, k->d > 64 ? 32 : 128);
+  else if (c->stage >= 2)
+    s += 10 * steps(c->bkv, k->d > 64 ? 32 : 64) + (c->stage == 2 ? 2 : small ? 4 : 50);
   else
     s += 10 * steps(c->bkv, k->d > 128 ? 32 : 64) + 100;
   return (dev->mma_emulated ? 3000 : 0) + s;

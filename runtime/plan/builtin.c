@@ -138,12 +138,14 @@ static const builtin table[] = {
      1,
      4096,
      {"backward_mma", 128, 128, 1, 1, 0, 1, 1}},
-    /* Half storage on the H100 and H200 (driver 580.159.04). Forward: forward_mma_half in two
-     * stages (cp.async, ldmatrix) with two m16 tiles a warp (rows_per_item 2), 128 rows (four
-     * warps) by 64 keys at d = 64 and by 32 at d = 128: the fastest of seven tiles at d = 64 and
-     * four at d = 128 timed on an H100 (sm_90 as the H200, the same 48 KiB of local memory) at
-     * commit d43d244, 1.06-1.41x the one-tile 64/64 and 64/32 of the heuristic ("Stop 32",
-     * docs/BENCHMARKS.md); fp16 timed, bf16 the same kernels. Not yet timed on the H200 itself.
+    /* Half storage on the H100 and H200 (driver 580.159.04). Forward: forward_mma_half with one
+     * stage of K and V in FlashAttention-2's order (stage_kv 3: V copied during S, K during P V),
+     * two m16 tiles a warp (rows_per_item 2), 128 rows (four warps) by 128 keys at d = 64 and by
+     * 32 at d = 128: on an H100 at 59a84f1 ("Stop 35", docs/BENCHMARKS.md), 1.04-1.08x the two
+     * stages of 128/64 at d = 64 and 1.09-1.14x those of 128/32 at d = 128 (254 registers and
+     * no spills where two stages spilled 56-64 bytes), the fastest of six tiles per head dim;
+     * before them two stages were the fastest of seven tiles at d = 64 and four at d = 128
+     * ("Stop 32"). fp16 timed, bf16 the same kernels. Not yet timed on the H200 itself.
      * (The rows before them read stage and pad in each other's places: one stage, not two.)
      * Backward:
      * backward_mma_half 128/128 at d = 64 (tuned, 9c39a91: 12x and 10x backward_rows, the
@@ -152,14 +154,14 @@ static const builtin table[] = {
      * `tools/gpu-half.sh time-bmma`). "Half storage on the H200, third slice",
      * docs/BENCHMARKS.md. */
     // clang-format off
-    {"NVIDIA CUDA", "H100|H200", GPU, FWD, F16, 64, 64, 0, 4096, {"forward_mma_half", 128, 64, 1, 2, 1, 2, 1}},
-    {"NVIDIA CUDA", "H100|H200", GPU, FWD, F16, 64, 64, 1, 4096, {"forward_mma_half", 128, 64, 1, 2, 1, 2, 1}},
-    {"NVIDIA CUDA", "H100|H200", GPU, FWD, F16, 128, 128, 0, 4096, {"forward_mma_half", 128, 32, 1, 2, 1, 2, 1}},
-    {"NVIDIA CUDA", "H100|H200", GPU, FWD, F16, 128, 128, 1, 4096, {"forward_mma_half", 128, 32, 1, 2, 1, 2, 1}},
-    {"NVIDIA CUDA", "H100|H200", GPU, FWD, BF16, 64, 64, 0, 4096, {"forward_mma_half", 128, 64, 1, 2, 1, 2, 1}},
-    {"NVIDIA CUDA", "H100|H200", GPU, FWD, BF16, 64, 64, 1, 4096, {"forward_mma_half", 128, 64, 1, 2, 1, 2, 1}},
-    {"NVIDIA CUDA", "H100|H200", GPU, FWD, BF16, 128, 128, 0, 4096, {"forward_mma_half", 128, 32, 1, 2, 1, 2, 1}},
-    {"NVIDIA CUDA", "H100|H200", GPU, FWD, BF16, 128, 128, 1, 4096, {"forward_mma_half", 128, 32, 1, 2, 1, 2, 1}},
+    {"NVIDIA CUDA", "H100|H200", GPU, FWD, F16, 64, 64, 0, 4096, {"forward_mma_half", 128, 128, 1, 3, 1, 2, 1}},
+    {"NVIDIA CUDA", "H100|H200", GPU, FWD, F16, 64, 64, 1, 4096, {"forward_mma_half", 128, 128, 1, 3, 1, 2, 1}},
+    {"NVIDIA CUDA", "H100|H200", GPU, FWD, F16, 128, 128, 0, 4096, {"forward_mma_half", 128, 32, 1, 3, 1, 2, 1}},
+    {"NVIDIA CUDA", "H100|H200", GPU, FWD, F16, 128, 128, 1, 4096, {"forward_mma_half", 128, 32, 1, 3, 1, 2, 1}},
+    {"NVIDIA CUDA", "H100|H200", GPU, FWD, BF16, 64, 64, 0, 4096, {"forward_mma_half", 128, 128, 1, 3, 1, 2, 1}},
+    {"NVIDIA CUDA", "H100|H200", GPU, FWD, BF16, 64, 64, 1, 4096, {"forward_mma_half", 128, 128, 1, 3, 1, 2, 1}},
+    {"NVIDIA CUDA", "H100|H200", GPU, FWD, BF16, 128, 128, 0, 4096, {"forward_mma_half", 128, 32, 1, 3, 1, 2, 1}},
+    {"NVIDIA CUDA", "H100|H200", GPU, FWD, BF16, 128, 128, 1, 4096, {"forward_mma_half", 128, 32, 1, 3, 1, 2, 1}},
     {"NVIDIA CUDA", "H200", GPU, BWD, F16, 64, 64, 0, 4096, {"backward_mma_half", 128, 128, 1, 1, 0, 1, 1}},
     {"NVIDIA CUDA", "H200", GPU, BWD, F16, 64, 64, 1, 4096, {"backward_mma_half", 128, 128, 1, 1, 0, 1, 1}},
     {"NVIDIA CUDA", "H200", GPU, BWD, F16, 128, 128, 0, 4096, {"backward_mma_half", 128, 128, 1, 1, 0, 1, 1}},
