@@ -158,6 +158,10 @@ Test(kvcache, mma_f16) {
                .mma_bkv = 32, .mma_stage = 2});
   run(&(kcase){F16, F16, 6, 4, 4, 2, 100, 96, 64, 0, 40, .flags = C | W, .left = 30,
                .softcap = 30.0f, .alibi = 1, .mma = "decode_mma"});
+  /* Pages of 16 (a step's keys share one table read) with pages out of the pool, and a window
+   * whose first key is not a step's (those steps read the table per key) */
+  run(&(kcase){F16, F16, 3, 8, 2, 1, 150, 64, 0, 16, 40, 0, 1, .flags = C | W, .left = 37,
+               .mma = "decode_mma"});
 }
 Test(kvcache, mma_bf16) {
   run(&(kcase){BF16, BF16, 6, 16, 4, 1, 80, 64, 0, 8, 24, 1, .alibi = 1, .mma = "decode_mma"});
