@@ -102,23 +102,32 @@ Test(forward_mma_half, rm2_stage2_bf16_gqa_unaligned_q_longer) {
 Test(forward_mma_half, rm2_stage1_f16_d59_len17) {
   run_tiles(F16, 2, 3, 0, 17, 17, 59, 0, 0, BSHD, 0, LSE, 32, 32, 0, 1, 2);
 }
-Test(forward_mma_half, rm2_stage2_f16_window_softcap) {
+static void run_window_softcap(unsigned bq, unsigned bkv, unsigned stage) {
   clattn_problem p = {1, 2, 0, 77, 93, 64, 0, F16, 0.0f, CLATTN_WINDOW, CLATTN_ALGO_FUSED};
   p.window_left = 20, p.window_right = 5, p.softcap = 3.0f;
   clattn_config c = {.kernel = "forward_mma_half", .threads_per_row = 1, .rows_per_item = 2};
-  c.block_q = 64, c.block_kv = 16, c.stage_kv = 2, c.pad = 1;
+  c.block_q = bq, c.block_kv = bkv, c.stage_kv = stage, c.pad = 1;
   test_forward_shape(&p, BSHD, 0, LSE, &c);
 }
-Test(forward_mma_half, rm2_bad_block_q_rejected) {
+Test(forward_mma_half, rm2_stage2_f16_window_softcap) {
+  run_window_softcap(64, 16, 2);
+}
+/* Config bad (at head dim d) is refused with a message naming `word`; config good is taken. */
+static void expect_refused(size_t d, const clattn_config *bad, const char *word,
+                           const clattn_config *good) {
   clattn_context *ctx = test_context(NULL);
-  clattn_problem p = {1, 1, 0, 64, 64, 64, 0, F16, 0.0f, 0, CLATTN_ALGO_FUSED};
+  clattn_problem p = {1, 1, 0, 64, 64, d, 0, F16, 0.0f, 0, CLATTN_ALGO_FUSED};
+  cr_assert_eq(clattn_config_check(ctx, &p, bad), CLATTN_ERR_INVALID_ARGUMENT);
+  cr_assert(strstr(clattn_last_error(ctx), word), "%s", clattn_last_error(ctx));
+  cr_assert_eq(clattn_config_check(ctx, &p, good), CLATTN_OK, "%s", clattn_last_error(ctx));
+  clattn_context_destroy(ctx);
+}
+Test(forward_mma_half, rm2_bad_block_q_rejected) {
   clattn_config c = {.kernel = "forward_mma_half", .threads_per_row = 1, .rows_per_item = 2};
   c.block_q = 16, c.block_kv = 16, c.stage_kv = 1, c.pad = 1;
-  cr_assert_eq(clattn_config_check(ctx, &p, &c), CLATTN_ERR_INVALID_ARGUMENT);
-  cr_assert(strstr(clattn_last_error(ctx), "rows_per_item"), "%s", clattn_last_error(ctx));
-  c.block_q = 32;
-  cr_assert_eq(clattn_config_check(ctx, &p, &c), CLATTN_OK, "%s", clattn_last_error(ctx));
-  clattn_context_destroy(ctx);
+  clattn_config ok = c;
+  ok.block_q = 32;
+  expect_refused(64, &c, "rows_per_item", &ok);
 }
 
 /* A negative scale (legal: finite is the rule): the maxima's -inf substitution and the masks
@@ -147,11 +156,7 @@ Test(forward_mma_half, stage4_f16_gqa_dv_smaller_bhsd_bkv48) {
   run_tiles(F16, 2, 4, 2, 45, 161, 64, 32, 0, BHSD, 8, LSE, 64, 48, 1, 4, 2);
 }
 Test(forward_mma_half, stage4_f16_window_softcap) {
-  clattn_problem p = {1, 2, 0, 77, 93, 64, 0, F16, 0.0f, CLATTN_WINDOW, CLATTN_ALGO_FUSED};
-  p.window_left = 20, p.window_right = 5, p.softcap = 3.0f;
-  clattn_config c = {.kernel = "forward_mma_half", .threads_per_row = 1, .rows_per_item = 2};
-  c.block_q = 32, c.block_kv = 32, c.stage_kv = 4, c.pad = 1;
-  test_forward_shape(&p, BSHD, 0, LSE, &c);
+  run_window_softcap(32, 32, 4);
 }
 
 /* Unpadded rows in stages 2-4 are swizzled (16-byte chunks XORed with the row, head dims multiples
@@ -164,13 +169,9 @@ Test(forward_mma_half, swizzled_stage4_bf16_gqa_unaligned) {
   run_tiles(BF16, 2, 4, 2, 70, 141, 64, 0, C, BHSD, 5, LSE, 64, 64, 0, 4, 2);
 }
 Test(forward_mma_half, swizzled_head_dim_not_of_64_rejected) {
-  clattn_context *ctx = test_context(NULL);
-  clattn_problem p = {1, 1, 0, 64, 64, 96, 0, F16, 0.0f, 0, CLATTN_ALGO_FUSED};
   clattn_config c = {.kernel = "forward_mma_half", .threads_per_row = 1, .rows_per_item = 1};
   c.block_q = 64, c.block_kv = 64, c.stage_kv = 4, c.pad = 0;
-  cr_assert_eq(clattn_config_check(ctx, &p, &c), CLATTN_ERR_INVALID_ARGUMENT);
-  cr_assert(strstr(clattn_last_error(ctx), "swizzled"), "%s", clattn_last_error(ctx));
-  c.pad = 1;
-  cr_assert_eq(clattn_config_check(ctx, &p, &c), CLATTN_OK, "%s", clattn_last_error(ctx));
-  clattn_context_destroy(ctx);
+  clattn_config ok = c;
+  ok.pad = 1;
+  expect_refused(96, &c, "swizzled", &ok);
 }

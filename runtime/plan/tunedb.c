@@ -83,6 +83,12 @@ static int get_bool(const cJSON *o, const char *key, unsigned *dst) {
   return 1;
 }
 
+/* The stagings beyond 1 as a file names them, each an optional flag: split_kv 2 (forward_mma's
+ * split tiles, forward_mma_half's two stages, decode's V with K), next_k 3 (decode's next K with
+ * V, forward_mma_half's one stage in FlashAttention-2's order), q_local 4 (that order with Q in
+ * local memory). */
+static const char *const stage_flags[] = {"split_kv", "next_k", "q_local"};
+
 static int is_pow2_in(unsigned long long v, unsigned long long lo, unsigned long long hi) {
   return v >= lo && v <= hi && (v & (v - 1)) == 0;
 }
@@ -177,29 +183,15 @@ static int parse_entry(const cJSON *e, clattn__db_entry *out, char *why, size_t 
   snprintf(pub.kernel, sizeof pub.kernel, "%s", kernel);
   pub.block_q = (unsigned)u[5], pub.block_kv = (unsigned)u[6], pub.threads_per_row = (unsigned)u[7];
   pub.stage_kv = stage, pub.pad = (unsigned)u[8], pub.rows_per_item = 1, pub.vector_width = 1;
-  if (cJSON_GetObjectItemCaseSensitive(cfg, "split_kv")) { /* forward_mma: stage_kv 2 */
-    unsigned split;
-    if (!get_bool(cfg, "split_kv", &split)) {
-      snprintf(why, why_len, "an entry's config has a bad split_kv");
+  /* The stagings beyond 1, each an optional flag of the file (stage_flags). */
+  for (unsigned i = 0; i < 3; i++) {
+    unsigned on;
+    if (!cJSON_GetObjectItemCaseSensitive(cfg, stage_flags[i])) continue;
+    if (!get_bool(cfg, stage_flags[i], &on)) {
+      snprintf(why, why_len, "an entry's config has a bad %s", stage_flags[i]);
       return 0;
     }
-    if (split) pub.stage_kv = 2;
-  }
-  if (cJSON_GetObjectItemCaseSensitive(cfg, "next_k")) { /* decode: stage_kv 3 */
-    unsigned next;
-    if (!get_bool(cfg, "next_k", &next)) {
-      snprintf(why, why_len, "an entry's config has a bad next_k");
-      return 0;
-    }
-    if (next) pub.stage_kv = 3;
-  }
-  if (cJSON_GetObjectItemCaseSensitive(cfg, "q_local")) { /* forward_mma_half: stage_kv 4 */
-    unsigned ql;
-    if (!get_bool(cfg, "q_local", &ql)) {
-      snprintf(why, why_len, "an entry's config has a bad q_local");
-      return 0;
-    }
-    if (ql) pub.stage_kv = 4;
+    if (on) pub.stage_kv = 2 + i;
   }
   if (cJSON_GetObjectItemCaseSensitive(cfg, "rows_per_item")) {
     if (!get_uint(cfg, "rows_per_item", 1024, &u[9]) || !is_pow2_in(u[9], 1, 1024)) {
@@ -220,19 +212,9 @@ static int parse_entry(const cJSON *e, clattn__db_entry *out, char *why, size_t 
     snprintf(why, why_len, "an entry's config: %s", bad);
     return 0;
   }
-  if (pub.stage_kv == 4 && out->cfg.stage != 4) {
-    snprintf(why, why_len, "an entry's config has q_local on kernel %s, which cannot take it",
-             kernel);
-    return 0;
-  }
-  if (pub.stage_kv == 3 && out->cfg.stage != 3) {
-    snprintf(why, why_len, "an entry's config has next_k on kernel %s, which cannot take it",
-             kernel);
-    return 0;
-  }
-  if (pub.stage_kv == 2 && out->cfg.stage != 2) {
-    snprintf(why, why_len, "an entry's config has split_kv on kernel %s, which cannot split",
-             kernel);
+  if (pub.stage_kv >= 2 && out->cfg.stage != pub.stage_kv) {
+    snprintf(why, why_len, "an entry's config has %s on kernel %s, which cannot %s",
+             stage_flags[pub.stage_kv - 2], kernel, pub.stage_kv == 2 ? "split" : "take it");
     return 0;
   }
   if (clattn__family_of(&out->cfg)->pass != out->cls.pass) {
