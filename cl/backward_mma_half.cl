@@ -50,11 +50,7 @@
 #if NBUF != 1 && NBUF != 2
 #error "NBUF (stages of the staged blocks) must be 1 or 2"
 #endif
-#ifdef MMA_EMULATE
-#define CP_WAIT0()
-#else
-#define CP_WAIT0() asm volatile("cp.async.wait_all;" ::: "memory") /* every copy issued */
-#endif
+/* CP_WAIT0 (every copy issued, awaited) is cl/mma_half.cl's. */
 
 /* One element of a block's S^T and dP^T (bwd_dkdv) or S and dP (bwd_dq): P = exp2 of the score
  * in the log2 domain (after the softcap and ALiBi, al_) less the row's log2 LSE l_, in place of

@@ -24,7 +24,8 @@ typedef struct clattn_config {
                                or "forward_mma_half" (the same in CLATTN_F16 and CLATTN_BF16
                                storage only, mma.sync f16/bf16 with fp32 accumulation: block_kv
                                a multiple of 16, stage_kv 1, or 2 for K/V tiles copied in two
-                               stages (head dims multiples of 16, pad 1), 3 in one stage each
+                               stages (head dims multiples of 16; pad 1, or 0 for rows swizzled
+                               instead, head dims multiples of 64), 3 in one stage each
                                (V copied during S, K during P V), 4 the same with Q in local
                                memory, rows_per_item 1 or 2
                                m16 tiles of 16 rows a warp (block_q a multiple of 16 of them),

@@ -400,18 +400,20 @@ Test(tunedb, half_classes_keep_their_dtype) {
 }
 
 /* A file's config is read as the API reads one, and refused where the API would refuse it: an
- * empty kernel name (which once read as forward_rows) and split_kv on a backward kernel (which
- * cannot split). Each such entry is skipped, the others kept. */
+ * empty kernel name (which once read as forward_rows), split_kv on a backward kernel (which
+ * cannot split) and two stagings at once. Each such entry is skipped, the others kept. */
 Test(tunedb, unnamed_or_unsplittable_kernels_are_skipped) {
   clattn_context *ctx = context_with_db();
   clattn__db_entry e[2] = {entry_for(ctx), backward_entry_for(ctx)};
   save(e, 2);
   char buf[16384], edited[17000], why[256];
   read_db(buf, sizeof buf);
-  const char *edits[2][3] = {
+  const char *edits[3][3] = {
       {"\"forward_rows\"", "\"\"", "bad field"},
-      {"\"backward_rows\"", "\"backward_rows\", \"split_kv\": true", "cannot split"}};
-  for (int i = 0; i < 2; i++) {
+      {"\"backward_rows\"", "\"backward_rows\", \"split_kv\": true", "cannot split"},
+      {"\"forward_rows\"", "\"forward_rows\", \"next_k\": true, \"q_local\": true",
+       "exclude each other"}};
+  for (int i = 0; i < 3; i++) {
     const char *at = strstr(buf, edits[i][0]);
     cr_assert_not_null(at, "%s not in the file", edits[i][0]);
     snprintf(edited, sizeof edited, "%.*s%s%s", (int)(at - buf), buf, edits[i][1],

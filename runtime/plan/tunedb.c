@@ -191,6 +191,11 @@ static int parse_entry(const cJSON *e, clattn__db_entry *out, char *why, size_t 
       snprintf(why, why_len, "an entry's config has a bad %s", stage_flags[i]);
       return 0;
     }
+    if (on && pub.stage_kv >= 2) {
+      snprintf(why, why_len, "an entry's config has %s and %s, which exclude each other",
+               stage_flags[pub.stage_kv - 2], stage_flags[i]);
+      return 0;
+    }
     if (on) pub.stage_kv = 2 + i;
   }
   if (cJSON_GetObjectItemCaseSensitive(cfg, "rows_per_item")) {
