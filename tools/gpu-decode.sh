@@ -22,8 +22,12 @@
 # host: where a call's host microseconds go: `clattn bench` at batch 8, 32k keys, split (two
 #   launches) and not ($CLATTN_SPLITS=1), under tools/host_shim.c (each OpenCL call's count and
 #   time; decode_host.txt).
+# paged-ab: the packed kernels against a baseline's (gpu-pack.sh's BASE_KERNELS, .gpu/basecl,
+#   through CLATTN_KERNEL_DIR) at batch 8, 32k keys, one row, fp16: paged 16, paged 64 and
+#   contiguous, in turns, two rounds (decode_paged_ab.txt), then three paged checks.
 # DECODE_SHAPES and TORCH_ARGS narrow the time step to a few shapes (one device call).
-# Usage: tools/gpu-decode.sh DIR [check] [time] [bench] [sweep] [splits] [host] (DIR from tools/gpu-pack.sh).
+# Usage: tools/gpu-decode.sh DIR [check] [time] [bench] [sweep] [splits] [host] [paged-ab] (DIR
+# from tools/gpu-pack.sh).
 # Writes to $OUT.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -143,4 +147,22 @@ if [[ " $steps " == *" host "* ]]; then
       --kv-cache contiguous --dtype f16 --heads 32 --heads-kv 8 --head-dim 128 --seqlen 32768 \
       --batch 8 --warmup 5 --repeat 200 2>&1 | grep -E 'host_shim|ranges?$'
   done | tee "$out/decode_host.txt"
+fi
+if [[ " $steps " == *" paged-ab "* ]]; then
+  for r in 1 2; do for side in new base; do
+    for kv in "paged --page-size 16" "paged --page-size 64" contiguous; do
+      kd=()
+      [ $side = base ] && kd=(env CLATTN_KERNEL_DIR="$dir/basecl")
+      x=$(timeout 40 "${kd[@]}" "$cl" run --kv-cache $kv --dtype f16 --batch 8 --heads 32 \
+        --heads-kv 8 --head-dim 128 --seqlen-q 1 --context 32768 --no-check --warmup 5 \
+        --repeat 30 2>&1 | grep -oE '[0-9]+ key ranges?|median [0-9.]+ ms|[0-9]+% of a stream' |
+        tr '\n' ' ')
+      echo "r$r $side $kv | $x"
+    done
+  done; done | tee "$out/decode_paged_ab.txt"
+  for a in "--page-size 16" "--page-size 64 --kv-layout hnd" "--page-size 16 --cache-dtype i8"; do
+    echo "check paged $a: $(timeout 40 "$cl" run --kv-cache paged $a --dtype f16 --batch 3 \
+      --heads 32 --heads-kv 8 --head-dim 128 --seqlen-q 1 --context 2000 2>&1 | grep check)"
+  done | tee -a "$out/decode_paged_ab.txt"
+  echo "base kernels: $(cat "$dir/basecl/commit" 2>/dev/null)" >>"$out/decode_paged_ab.txt"
 fi
