@@ -38,15 +38,18 @@ run_one() {
   [ -f "tests/fuzz/$t.dict" ] && dict=(-dict="tests/fuzz/$t.dict")
   # -timeout: no input of these checks needs a second. The largest seed sets -max_len (a
   # program-cache entry must fit whole).
+  # (Its status goes to a file, never to errexit: a failing target once ended this script
+  # silently, through `wait -n` below, before its report.)
+  local rc=0
   "$build/tests/fuzz/fuzz_$t" "$corpus" "${dict[@]}" -max_total_time="$seconds" \
     -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
-    -artifact_prefix="$artifacts/$t-" >"$log" 2>&1
-  echo $? >"$work/$t.rc"
+    -artifact_prefix="$artifacts/$t-" >"$log" 2>&1 || rc=$?
+  echo $rc >"$work/$t.rc"
 }
 for t in "${targets[@]}"; do
   cp -r "tests/fuzz/corpus/$t" "$work/corpus-$t"
   echo "fuzz: $t for ${seconds} s from $(ls "$work/corpus-$t" | wc -l) seeds" >&2
-  while [ "$(jobs -rp | wc -l)" -ge "$slots" ]; do wait -n; done
+  while [ "$(jobs -rp | wc -l)" -ge "$slots" ]; do wait -n || true; done
   run_one "$t" &
 done
 wait

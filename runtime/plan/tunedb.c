@@ -174,7 +174,8 @@ static int parse_entry(const cJSON *e, clattn__db_entry *out, char *why, size_t 
   unsigned stage = 0;
   if (!get_str(cfg, "kernel", kernel, sizeof kernel) || !kernel[0] ||
       !get_uint(cfg, "block_q", 1024, &u[5]) || !is_pow2_in(u[5], 1, 1024) ||
-      !get_uint(cfg, "block_kv", 1024, &u[6]) || !u[6] || /* 48: forward_mma_half's */
+      !get_uint(cfg, "block_kv", 1024, &u[6]) || /* a power of two, or forward_mma_half's 48 */
+      !(is_pow2_in(u[6], 1, 1024) || (u[6] && u[6] % 16 == 0)) ||
       !get_uint(cfg, "threads_per_row", 1024, &u[7]) || !is_pow2_in(u[7], 1, 1024) ||
       !get_bool(cfg, "stage_kv", &stage) || !get_uint(cfg, "pad", 1, &u[8])) {
     snprintf(why, why_len, "an entry's config has a missing or bad field");
