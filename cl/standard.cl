@@ -175,7 +175,7 @@ __kernel void empty_rows(__global stor_t *o, const ulong o_off, const ulong o_sb
  * after P in the same workspace) into dS = P (dP - D) (with SOFTCAP times 1 - t^2, t recovered
  * from P and the row's LSE as (log P + LSE) / cap: where P underflows to 0, dS is 0 anyway);
  * bwd_rowdot computes D = rowsum(dO o O) per
- * row of the strided views. base counts work-groups, as clattn__std_launch passes it: launches
+ * row of the strided views (below). base counts work-groups, as clattn__std_launch passes it: launches
  * after the first start base * 64 elements in. */
 __kernel void bwd_probs(__global float *s, __global const float *lse, const uint seqlen_q,
                         const uint seqlen_kv, const ulong row_base, const ulong n,
@@ -250,22 +250,34 @@ __kernel void bwd_dscores(__global float *ws, const ulong ds_off, __global const
   ws[ds_off + g] = ws[g] * (ws[ds_off + g] - drow[row_base + g / seqlen_kv]) * dt;
 }
 
-__kernel void bwd_rowdot(__global const stor_t *o, const ulong o_off, const ulong o_sb,
-                         const ulong o_ss, const ulong o_sh, __global const stor_t *d_o,
-                         const ulong g_off, const ulong g_sb, const ulong g_ss, const ulong g_sh,
-                         __global float *drow, const uint heads_q, const uint seqlen_q,
-                         const uint dv, const ulong n, const ulong base) {
-  const ulong r = base * get_local_size(0) + get_global_id(0);
-  if (r >= n) return;
-  const uint i = (uint)(r % seqlen_q);
-  const ulong bh = r / seqlen_q;
-  const uint h = (uint)(bh % heads_q);
-  const ulong b = bh / heads_q;
-  const ulong ob = o_off + b * o_sb + (ulong)i * o_ss + h * o_sh;
-  const ulong gb = g_off + b * g_sb + (ulong)i * g_ss + h * g_sh;
+/* bwd_rowdot: 32 work-items a row, each reading every 32nd column, so that a warp's loads of a
+ * row are contiguous (one work-item a row read 16-bit columns a row apart per load: 0.30 ms
+ * where the bytes take 0.05 on an H100, docs/BENCHMARKS.md); two rows a work-group of 64, the
+ * partial sums met by a fixed tree in local memory (the same D every run). */
+__kernel __attribute__((reqd_work_group_size(64, 1, 1))) void
+bwd_rowdot(__global const stor_t *o, const ulong o_off, const ulong o_sb, const ulong o_ss,
+           const ulong o_sh, __global const stor_t *d_o, const ulong g_off, const ulong g_sb,
+           const ulong g_ss, const ulong g_sh, __global float *drow, const uint heads_q,
+           const uint seqlen_q, const uint dv, const ulong n, const ulong base) {
+  __local float part[64];
+  const uint lid = get_local_id(0), lane = lid % 32;
+  const ulong r = (base + get_group_id(0)) * 2 + lid / 32;
   float acc = 0.0f;
-  for (uint c = 0; c < dv; c++) acc = fma(LDS(o + ob + c), LDS(d_o + gb + c), acc);
-  drow[r] = acc;
+  if (r < n) {
+    const uint i = (uint)(r % seqlen_q);
+    const ulong bh = r / seqlen_q;
+    const uint h = (uint)(bh % heads_q);
+    const ulong b = bh / heads_q;
+    const ulong ob = o_off + b * o_sb + (ulong)i * o_ss + h * o_sh;
+    const ulong gb = g_off + b * g_sb + (ulong)i * g_ss + h * g_sh;
+    for (uint c = lane; c < dv; c += 32) acc = fma(LDS(o + ob + c), LDS(d_o + gb + c), acc);
+  }
+  part[lid] = acc;
+  for (uint w = 16; w > 0; w >>= 1) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lane < w) part[lid] += part[lid + w];
+  }
+  if (lane == 0 && r < n) drow[r] = part[lid];
 }
 
 /* With SINKS: each row's sum of P dP over its keys, the chunk's P matrices and its dP ds_off
