@@ -110,21 +110,3 @@ static inline int kv_where(ulong b, uint key PAGE_ARGS, ulong *slot, uint *tok) 
   return 1;
 #endif
 }
-
-/* Where key `key` of one of cl/decode_mma.cl's 16-key steps lives (kv_where): from the step's
- * one block-table entry pg0 where `whole` (PAGED: pages of 16 keys or more, and a step that
- * starts at a multiple of 16, so all of its keys share a page), else by its own entry. Six
- * dependent table reads a lane a step were what a paged cache paid over a contiguous one, 18-27%
- * at batch 8 with 32k keys on an H100 (docs/BENCHMARKS.md, stop 35). */
-static inline int step_where(ulong b, uint key, int whole, int pg0 PAGE_ARGS, ulong *slot,
-                             uint *tok) {
-#if PAGED
-  if (whole) {
-    const int ok = pg0 >= 0 && (uint)pg0 < num_pages;
-    *tok = key & ((1u << page_shift) - 1u);
-    *slot = ok ? (ulong)pg0 : 0;
-    return ok;
-  }
-#endif
-  return kv_where(b, key PAGE_PASS, slot, tok);
-}

@@ -44,7 +44,8 @@
  * Parameters (-D): D (a multiple of 32; 64 with KV8), DV (of 16; 32 with KV8), both at most 128;
  * BQ; BKV; STAGE; CAUSAL and the variants of cl/common.cl (MASK, SOFTCAP, ALIBI, SINKS,
  * KVLENS); KVCACHE, PAGED and KV8 (cl/decode_common.cl, which has the arguments, shared with
- * cl/decode.cl). Scores are in the log2 domain; Q is used as stored and S scaled after the mma. */
+ * cl/decode.cl).
+ * Scores are in the log2 domain; Q is used as stored and S scaled after the mma. */
 
 #if KV8 && (D % 64 || DV % 32)
 #error "decode_mma: an int8 cache needs D a multiple of 64 and DV of 32"
@@ -177,22 +178,17 @@ typedef struct {
 #endif
 
 /* The step at kb0 into x, every load issued before any is used; keys at kv_end or past it, and
- * keys of pages outside the pool, read nothing and hold zeros. Paged, one block-table read a step
- * where its keys share a page (step_where, cl/decode_common.cl), not six a lane. */
+ * keys of pages outside the pool, read nothing and hold zeros. */
 static inline void load_step(__global const kv_t *k, __global const kv_t *v, ulong b, uint kb0,
                              uint kv_end, ulong kbase, ulong vbase, ulong k_sb, ulong k_ss,
                              ulong v_sb, ulong v_ss, int kal, int val, uint gq,
                              uint tq PAGE_ARGS SCALE_PARAMS, step_t *x) {
-  int whole = 0, pg0 = -1;
-#if PAGED /* the key ranges start at multiples of the block: only a window's may not */
-  if ((whole = page_shift >= 4 && (kb0 & 15u) == 0 && kb0 < kv_end)) pg0 = block_table[b * max_pages + (kb0 >> page_shift)];
-#endif
   UNROLL
   for (uint t = 0; t < 2; t++) {
     const uint key = kb0 + 8 * t + gq;
     ulong slot;
     uint tok;
-    if (key < kv_end && step_where(b, key, whole, pg0 PAGE_PASS, &slot, &tok)) {
+    if (key < kv_end && kv_where(b, key PAGE_PASS, &slot, &tok)) {
       const ulong at = kbase + slot * k_sb + (ulong)tok * k_ss;
       UNROLL
       for (uint i = 0; i < NKC; i++) {
@@ -210,7 +206,7 @@ static inline void load_step(__global const kv_t *k, __global const kv_t *v, ulo
     const uint key = kb0 + 8 * (u / 2) + 2 * tq + u % 2;
     ulong slot;
     uint tok;
-    x->vis[u] = key < kv_end && step_where(b, key, whole, pg0 PAGE_PASS, &slot, &tok);
+    x->vis[u] = key < kv_end && kv_where(b, key PAGE_PASS, &slot, &tok);
     if (x->vis[u]) {
       const ulong at = vbase + slot * v_sb + (ulong)tok * v_ss + gq * NT;
 #if VWL % 4 == 0
