@@ -303,9 +303,21 @@ static inline void mask_keys_rows(uint k0, uint k1, uint nq, long lo, long hi, u
  * rational; forms with fewer special functions and more FMAs were slower still (stop 34,
  * docs/BENCHMARKS.md). Elsewhere native functions' accuracy is the implementation's, so the
  * rational stays. */
+#if CAP_FAST == 2
+/* An experiment (CLATTN_BUILD_OPTIONS=-DCAP_FAST=2, NVIDIA only: inline PTX): the hardware's
+ * tanh.approx.f32, one special-function instruction, FlashAttention's softcap tanh. Its relative
+ * error, up to 2^-11, is a logit error of up to cap * 2^-11: the size of S's own rounding to fp16
+ * at |s| = cap. */
+static inline float cap_tanh(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+#else
 static inline float cap_tanh(float x) {
   return 1.0f - 2.0f * native_recip(native_exp2(x * 2.8853900817779268f) + 1.0f);
 }
+#endif
 #else
 static inline float cap_tanh(float x) {
   const float c = fmin(fmax(x, -9.0f), 9.0f), u = c * c;

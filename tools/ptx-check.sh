@@ -125,6 +125,9 @@ for dt in 1 2; do
   # the softcap's fast tanh (CAP_FAST: half storage on NVIDIA)
   check fmh "${half[@]}" -DDTYPE=$dt -DD=64 -DDV=64 -DBQ=64 -DBKV=64 -DPAD=1 -DCAUSAL=1 \
     -DSOFTCAP=1 -DCAP_FAST=1
+  # the experiment's tanh.approx.f32 (CAP_FAST 2, through CLATTN_BUILD_OPTIONS)
+  check fmh "${half[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=128 -DBKV=32 -DRM=2 -DPAD=1 -DCAUSAL=1 \
+    -DSTAGE=3 -DSOFTCAP=1 -DCAP_FAST=2
   # two stages: cp.async copies, ldmatrix fragments
   check fmh "${half[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=64 -DBKV=32 -DPAD=1 -DCAUSAL=1 -DSTAGE=2
   check fmh "${half[@]}" -DDTYPE=$dt -DD=64 -DDV=64 -DBQ=128 -DBKV=64 -DPAD=1 -DCAUSAL=0 -DSTAGE=2 \
