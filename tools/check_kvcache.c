@@ -72,7 +72,11 @@ static cl_int cache_make(clattn_context *ctx, const check_spec *sp, const check_
     x->table = malloc((B * x->max_pages ? B * x->max_pages : 1) * sizeof(int));
     if (!perm || !x->table) return free(perm), CL_OUT_OF_HOST_MEMORY;
     for (size_t i = 0; i < x->slots; i++) perm[i] = i;
-    for (size_t i = x->slots; i > 1; i--) { /* Fisher-Yates on the test's generator */
+    /* CLATTN_PAGE_ORDER=sequential (an experiment): pages in pool order, to tell what a shuffled
+     * pool's scattered reads cost from what the kernels' table reads do. */
+    const char *order = getenv("CLATTN_PAGE_ORDER");
+    const int shuffle = !(order && !strcmp(order, "sequential"));
+    for (size_t i = x->slots; shuffle && i > 1; i--) { /* Fisher-Yates on the test's generator */
       *rng ^= *rng << 13, *rng ^= *rng >> 7, *rng ^= *rng << 17;
       size_t j = *rng % i, t = perm[i - 1];
       perm[i - 1] = perm[j], perm[j] = t;
