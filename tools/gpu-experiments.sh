@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# On the device machine: the experiments stop 36 prepared and could not run (no device was lent
+# after its first call). Each is a build option or a tool switch, so it needs no rebuild there.
+# split: the fp16 forward + backward at N = 4096 (d = 128, then 64), non-causal, each kernel's
+#   device time by name (tools/host_shim.c's SHIM_KERNEL_TIMES) and its registers and spills
+#   (-cl-nv-verbose), with the backward's staged rows as planned and halved (-DSQ=16 at d = 128,
+#   -DSQ=32 at d = 64: fewer of bwd_dkdv's registers held by S and dP); also times faeb99f's
+#   bwd_rowdot (0.30-0.33 ms a launch before, stop 36's call 1) (kernel_split.txt, regs.txt).
+# page-order: paged 16 at batch 8, 32k keys, one row, fp16, its pages shuffled (as always) and
+#   in pool order (CLATTN_PAGE_ORDER=sequential), in turns: whether paged decode's lag behind a
+#   contiguous cache (72% against 91% of the stream) is the scattered pool's (paged_order.txt).
+# ftz: the fp16 forward and forward + backward at N = 4096 (d = 64, 128, causal both) with and
+#   without -cl-denorms-are-zero (ex2.approx and rcp.approx without the denormal fix-ups, as
+#   FlashAttention's --use_fast_math builds them), in turns, then four checks with it (ftz.txt).
+# cap: the softcap's tanh by ex2 + rcp (CAP_FAST 1, the default) and by tanh.approx.f32
+#   (CAP_FAST 2), checked and timed (tools/gpu-variants.sh cap-impl; cap_impl*.txt).
+# Usage: tools/gpu-experiments.sh DIR [split] [page-order] [ftz] [cap] (DIR from
+# tools/gpu-pack.sh; all four by default, in that order). Writes to $OUT.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/gpu-env.sh" "${1:-.gpu}"
+shift
+steps=${*:-split page-order ftz cap}
+gpu_env_header | tee -a "$out/env.txt"
+bench=(--tokens 16384 --hidden 2048 --seqlen 4096 --columns fused --warmup 3 --repeat 10 --dtype f16)
+if [[ " $steps " == *" split "* ]]; then
+  for spec in "128 " "128 -DSQ=16" "64 " "64 -DSQ=32"; do
+    d=${spec%% *} o=${spec#* }
+    echo "== d=$d options: ${o:-none}"
+    CLATTN_BUILD_LOG=1 CLATTN_BUILD_OPTIONS="-cl-nv-verbose $o" SHIM_KERNEL_TIMES=1 \
+      LD_PRELOAD="$dir/libclattn_host_shim.so" timeout 35 "$cl" bench "${bench[@]}" \
+      --head-dim $d --causal off --backward >"$out/b.tmp" 2>&1
+    grep -E "kernel |configs|^ +[0-9]" "$out/b.tmp"
+    { echo "== d=$d $o"; grep -E "registers|spill|Function prop" "$out/b.tmp"; } >>"$out/regs.txt"
+  done >"$out/kernel_split.txt"
+  rm -f "$out/b.tmp"
+fi
+if [[ " $steps " == *" page-order "* ]]; then
+  for o in shuffled sequential shuffled sequential; do
+    echo "paged 16 $o: $(CLATTN_PAGE_ORDER=$o timeout 20 "$cl" run --kv-cache paged --page-size 16 \
+      --dtype f16 --batch 8 --heads 32 --heads-kv 8 --head-dim 128 --seqlen-q 1 --context 32768 \
+      --no-check --warmup 5 --repeat 30 2>&1 | grep -oE 'median [0-9.]+ ms|[0-9]+% of a stream' |
+      tr '\n' ' ')"
+  done >"$out/paged_order.txt"
+fi
+if [[ " $steps " == *" ftz "* ]]; then
+  for o in none -cl-denorms-are-zero none -cl-denorms-are-zero; do
+    for p in "" --backward; do
+      echo "== options: $o $p"
+      CLATTN_BUILD_OPTIONS="${o/none/}" timeout 30 "$cl" bench "${bench[@]}" --head-dim 64,128 \
+        --causal both $p 2>&1 | grep -E "^ +[0-9]"
+    done
+  done >"$out/ftz.txt" 2>&1
+  for a in "--dtype f16 --causal" "--dtype bf16 --softcap 30" "--dtype f16 --backward" \
+    "--dtype f32 --causal"; do
+    echo "check ftz $a: $(CLATTN_BUILD_OPTIONS=-cl-denorms-are-zero timeout 30 "$cl" run $a \
+      --batch 2 --heads 4 --heads-kv 2 --seqlen-q 777 --seqlen-kv 1030 --head-dim 128 --lse 2>&1 |
+      grep -E 'check|clattn:' | tr '\n' ' ')"
+  done >>"$out/ftz.txt"
+fi
+if [[ " $steps " == *" cap "* ]]; then
+  CAP_IMPLS="1 2" CAP_DTYPES=f16 ROUNDS=${ROUNDS:-1} timeout 150 bash "$here/gpu-variants.sh" \
+    "$dir" cap-impl >/dev/null 2>&1
+fi
