@@ -250,34 +250,40 @@ __kernel void bwd_dscores(__global float *ws, const ulong ds_off, __global const
   ws[ds_off + g] = ws[g] * (ws[ds_off + g] - drow[row_base + g / seqlen_kv]) * dt;
 }
 
-/* bwd_rowdot: 32 work-items a row, each reading every 32nd column, so that a warp's loads of a
- * row are contiguous (one work-item a row read 16-bit columns a row apart per load: 0.30 ms
- * where the bytes take 0.05 on an H100, docs/BENCHMARKS.md); two rows a work-group of 64, the
- * partial sums met by a fixed tree in local memory (the same D every run). */
+/* bwd_rowdot: 32 work-items a row load 32 columns of O and dO at a time into local memory, so a
+ * warp's loads of a row are contiguous (one work-item a row read 16-bit columns a row apart per
+ * load: 0.30 ms where the bytes take 0.05 on an H100, docs/BENCHMARKS.md), and the row's first
+ * work-item sums them in column order by fma, as before: the same D, which the standard path's
+ * dS = P (dP - D) is sensitive to where P is uniform (tests/test_standard.c's broadcast keys
+ * failed its tolerance with a tree's order). Two rows a work-group of 64. */
 __kernel __attribute__((reqd_work_group_size(64, 1, 1))) void
 bwd_rowdot(__global const stor_t *o, const ulong o_off, const ulong o_sb, const ulong o_ss,
            const ulong o_sh, __global const stor_t *d_o, const ulong g_off, const ulong g_sb,
            const ulong g_ss, const ulong g_sh, __global float *drow, const uint heads_q,
            const uint seqlen_q, const uint dv, const ulong n, const ulong base) {
-  __local float part[64];
+  __local float lo[64], lg[64];
   const uint lid = get_local_id(0), lane = lid % 32;
   const ulong r = (base + get_group_id(0)) * 2 + lid / 32;
-  float acc = 0.0f;
+  ulong ob = 0, gb = 0;
   if (r < n) {
     const uint i = (uint)(r % seqlen_q);
     const ulong bh = r / seqlen_q;
     const uint h = (uint)(bh % heads_q);
     const ulong b = bh / heads_q;
-    const ulong ob = o_off + b * o_sb + (ulong)i * o_ss + h * o_sh;
-    const ulong gb = g_off + b * g_sb + (ulong)i * g_ss + h * g_sh;
-    for (uint c = lane; c < dv; c += 32) acc = fma(LDS(o + ob + c), LDS(d_o + gb + c), acc);
+    ob = o_off + b * o_sb + (ulong)i * o_ss + h * o_sh;
+    gb = g_off + b * g_sb + (ulong)i * g_ss + h * g_sh;
   }
-  part[lid] = acc;
-  for (uint w = 16; w > 0; w >>= 1) {
+  float acc = 0.0f;
+  for (uint c0 = 0; c0 < dv; c0 += 32) { /* uniform over the work-group: barriers inside */
+    const uint c = c0 + lane;
+    const bool in = r < n && c < dv;
+    lo[lid] = in ? LDS(o + ob + c) : 0.0f, lg[lid] = in ? LDS(d_o + gb + c) : 0.0f;
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (lane < w) part[lid] += part[lid + w];
+    if (lane == 0)
+      for (uint k = 0; k < 32 && c0 + k < dv; k++) acc = fma(lo[lid + k], lg[lid + k], acc);
+    barrier(CLK_LOCAL_MEM_FENCE);
   }
-  if (lane == 0 && r < n) drow[r] = part[lid];
+  if (lane == 0 && r < n) drow[r] = acc;
 }
 
 /* With SINKS: each row's sum of P dP over its keys, the chunk's P matrices and its dP ds_off
