@@ -4,7 +4,7 @@
 # split: the fp16 forward + backward at N = 4096 (d = 128, then 64), non-causal, each kernel's
 #   device time by name (tools/host_shim.c's SHIM_KERNEL_TIMES) and its registers and spills
 #   (-cl-nv-verbose), with the backward's staged rows as planned and halved (-DSQ=16 at d = 128,
-#   -DSQ=32 at d = 64: fewer of bwd_dkdv's registers held by S and dP); also times faeb99f's
+#   -DSQ=32 at d = 64: fewer of bwd_dkdv's registers held by S and dP); also times e2375e0's
 #   bwd_rowdot (0.30-0.33 ms a launch before, stop 36's call 1) (kernel_split.txt, regs.txt).
 # page-order: paged 16 at batch 8, 32k keys, one row, fp16, its pages shuffled (as always) and
 #   in pool order (CLATTN_PAGE_ORDER=sequential), in turns: whether paged decode's lag behind a
