@@ -174,9 +174,9 @@ __kernel void empty_rows(__global stor_t *o, const ulong o_off, const ulong o_sb
  * where masked or where the row saw no key (LSE = -inf); bwd_dscores turns dP (ds_off elements
  * after P in the same workspace) into dS = P (dP - D) (with SOFTCAP times 1 - t^2, t recovered
  * from P and the row's LSE as (log P + LSE) / cap: where P underflows to 0, dS is 0 anyway);
- * bwd_rowdot computes D = rowsum(dO o O) per
- * row of the strided views (below). base counts work-groups, as clattn__std_launch passes it: launches
- * after the first start base * 64 elements in. */
+ * bwd_rowdot (below) computes D = rowsum(dO o O) per row of the strided views, two rows a
+ * work-group. base counts work-groups, as clattn__std_launch passes it: launches after the first
+ * start base work-groups in (base * 64 elements here, base * 2 rows in bwd_rowdot). */
 __kernel void bwd_probs(__global float *s, __global const float *lse, const uint seqlen_q,
                         const uint seqlen_kv, const ulong row_base, const ulong n,
                         const ulong base VARIANT_ARGS) {

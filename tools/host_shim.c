@@ -54,6 +54,8 @@ static void report_kernels(void) {
       t[event_kernel[i]] += (b - a) / 1e3, c[event_kernel[i]]++;
     clReleaseEvent(events[i]);
   }
+  if (nevents == MAXEV)
+    fprintf(stderr, "host_shim: kernel times cover the first %d launches only\n", MAXEV);
   for (int k = 0; k < nkernels; k++)
     if (c[k])
       fprintf(stderr, "host_shim: kernel %-22s %7ld launches %12.1f us device (%.2f us each)\n",
