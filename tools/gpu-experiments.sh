@@ -14,8 +14,12 @@
 #   FlashAttention's --use_fast_math builds them), in turns, then four checks with it (ftz.txt).
 # cap: the softcap's tanh by ex2 + rcp (CAP_FAST 1, the default) and by tanh.approx.f32
 #   (CAP_FAST 2), checked and timed (tools/gpu-variants.sh cap-impl; cap_impl*.txt).
-# Usage: tools/gpu-experiments.sh DIR [split] [page-order] [ftz] [cap] (DIR from
-# tools/gpu-pack.sh; all four by default, in that order). Writes to $OUT.
+# paged-bkv: decode at b8/32k, one row, fp16 (and int8 paged 16 and contiguous), contiguous and paged 16 and 64,
+#   with the planned 32-key blocks and with 16 (-DBKV=16, and -DSTAGE=1 for int8, whose plan is
+#   stage 2), in turns, two rounds: at dc4e203 (16-key blocks) paged 16 read 88% of the stream,
+#   since the 32-key blocks 72% (paged_bkv.txt). The key ranges stay multiples of 32.
+# Usage: tools/gpu-experiments.sh DIR [split] [page-order] [ftz] [cap] [paged-bkv] (DIR from
+# tools/gpu-pack.sh; the first four by default, in that order). Writes to $OUT.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/gpu-env.sh" "${1:-.gpu}"
@@ -42,6 +46,22 @@ if [[ " $steps " == *" page-order "* ]]; then
       --no-check --warmup 5 --repeat 30 2>&1 | grep -oE 'median [0-9.]+ ms|[0-9]+% of a stream' |
       tr '\n' ' ')"
   done >"$out/paged_order.txt"
+fi
+if [[ " $steps " == *" paged-bkv "* ]]; then
+  for round in 1 2; do
+    for c in "contiguous f16" "paged 16 f16" "paged 64 f16" "paged 16 i8" "contiguous i8"; do
+      set -- $c
+      kv=(--kv-cache $1) dt=${*: -1}
+      [ "$1" = paged ] && kv+=(--page-size $2)
+      for o in "" "-DBKV=16"; do
+        [ "$dt" = i8 ] && [ -n "$o" ] && o="$o -DSTAGE=1"
+        echo "round $round $c ${o:-planned}: $(CLATTN_BUILD_OPTIONS="$o" timeout 20 "$cl" run \
+          "${kv[@]}" --cache-dtype $dt --dtype f16 --batch 8 --heads 32 --heads-kv 8 \
+          --head-dim 128 --seqlen-q 1 --context 32768 --no-check --warmup 5 --repeat 30 2>&1 |
+          grep -oE 'median [0-9.]+ ms|[0-9]+% of a stream|clattn:.*' | tr '\n' ' ')"
+      done
+    done
+  done >"$out/paged_bkv.txt"
 fi
 if [[ " $steps " == *" ftz "* ]]; then
   for o in none -cl-denorms-are-zero none -cl-denorms-are-zero; do
