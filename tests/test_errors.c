@@ -161,8 +161,10 @@ Test(errors, size_overflow) {
   f.tk.stride_seq = SIZE_MAX / 8;
   expect_failure(&f, CLATTN_ERR_INVALID_ARGUMENT, "overflow");
   f.tk = clattn_bshd(f.k, 16, 4, 8);
-  f.p.batch = SIZE_MAX / 2;
-  expect_failure(&f, CLATTN_ERR_INVALID_ARGUMENT, "overflow");
+  f.p.batch = SIZE_MAX / 2; /* past the batch limit (tests/test_errors_limits.c) */
+  expect_failure(&f, CLATTN_ERR_UNSUPPORTED, "below 2^31");
+  f.p.batch = ((size_t)1 << 31) - 1; /* within it, but not within K's buffer */
+  expect_failure(&f, CLATTN_ERR_INVALID_ARGUMENT, "CL_MEM_SIZE");
   f.p.batch = 1;
   f.p.seqlen_q = (size_t)1 << 40;
   expect_failure(&f, CLATTN_ERR_UNSUPPORTED, "below 2^31");

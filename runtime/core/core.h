@@ -124,13 +124,16 @@ typedef struct clattn__region {
   size_t lo, hi;
 } clattn__region;
 /* validate.c's checks for the cache's (kvcache.c): every element of a [n0][n1][n2][dim] view
- * (an output: also not overlapping itself), or of an array of n 4-byte elements (NULL: absent,
- * fine), inside its buffer, with the byte range it spans; and whether two ranges overlap. */
+ * (an output: also not overlapping itself, nor CL_MEM_READ_ONLY; an input not CL_MEM_WRITE_ONLY),
+ * or of an array of n 4-byte elements (NULL: absent, fine; access: CLATTN__READS, CLATTN__WRITES
+ * or 0, as the call uses it), inside its buffer, with the byte range it spans; and whether two
+ * ranges overlap. */
+enum { CLATTN__READS = 1, CLATTN__WRITES = 2 };
 clattn_status clattn__view_region(clattn_context *ctx, const char *name, const clattn_tensor *t,
                                   size_t n0, size_t n1, size_t n2, size_t dim, size_t elem,
                                   int output, clattn__region *r);
 clattn_status clattn__array_region(clattn_context *ctx, const char *name, cl_mem m, size_t n,
-                                   clattn__region *r);
+                                   int access, clattn__region *r);
 int clattn__regions_overlap(const clattn__region *a, const clattn__region *b);
 
 /* A forward call over args->kv_cache (kvcache.c): args' k, v and seqlens_kv absent, no

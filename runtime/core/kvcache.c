@@ -97,14 +97,17 @@ clattn_status clattn__check_kv_cache(clattn_context *ctx, clattn__shape *s,
       __builtin_mul_overflow(s->batch, c->max_pages, &table))
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "kv_cache: its size overflows");
   clattn__region r[R_COUNT];
+  int sc_access = written ? CLATTN__WRITES : CLATTN__READS;
   if ((st = clattn__view_region(ctx, names[R_K], &c->k, slots, per, hkv, s->d, elem, written,
                                 &r[R_K])) ||
       (st = clattn__view_region(ctx, names[R_V], &c->v, slots, per, hkv, s->dv, elem, written,
                                 &r[R_V])) ||
-      (st = clattn__array_region(ctx, names[R_KS], c->k_scale, scales, &r[R_KS])) ||
-      (st = clattn__array_region(ctx, names[R_VS], c->v_scale, scales, &r[R_VS])) ||
-      (st = clattn__array_region(ctx, names[R_TABLE], c->block_table, table, &r[R_TABLE])) ||
-      (st = clattn__array_region(ctx, names[R_LENS], c->seqlens, s->batch, &r[R_LENS])))
+      (st = clattn__array_region(ctx, names[R_KS], c->k_scale, scales, sc_access, &r[R_KS])) ||
+      (st = clattn__array_region(ctx, names[R_VS], c->v_scale, scales, sc_access, &r[R_VS])) ||
+      (st = clattn__array_region(ctx, names[R_TABLE], c->block_table, table, CLATTN__READS,
+                                 &r[R_TABLE])) ||
+      (st = clattn__array_region(ctx, names[R_LENS], c->seqlens, s->batch, CLATTN__READS,
+                                 &r[R_LENS])))
     return st;
   /* Written, k, v and the scales are outputs: none may overlap another member; K and V may
    * interleave in one buffer (FlashInfer's [page][2][token][head][dim]) without sharing an
@@ -161,7 +164,7 @@ clattn_status clattn__check_cache_forward(clattn_context *ctx, clattn__shape *s,
   size_t nq = s->empty ? 0 : s->seqlen_q;
   if ((st = clattn__view_region(ctx, "o", &a->o, s->batch, nq, s->heads_q, s->dv, s->elem, 1,
                                 &ro)) ||
-      (st = clattn__array_region(ctx, "lse", nq ? a->lse : NULL, s->lse_rows, &rl)))
+      (st = clattn__array_region(ctx, "lse", nq ? a->lse : NULL, s->lse_rows, 0, &rl)))
     return st;
   for (int i = 0; i < R_COUNT; i++)
     if (clattn__regions_overlap(&ro, &r[i]) || clattn__regions_overlap(&rl, &r[i]))

@@ -3,11 +3,13 @@
  * no two elements of an output may share an address (inputs may: a broadcast is legitimate). */
 #include "core.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 
 /* The kernels index rows with 32-bit unsigned integers and add a tile size to them. */
 #define MAX_SEQLEN ((size_t)1 << 31)
+#define MAX_WORK ((size_t)1 << 48) /* rows of a call: launches' grids never overflow */
 /* Head dims of the fused kernels (their tiles live in local memory and registers) and of the
  * standard path (GEMMs). */
 #define MAX_STANDARD_DIM 16384
@@ -108,8 +110,17 @@ clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_probl
                         MAX_STANDARD_DIM);
   s->algo = p->algorithm == CLATTN_ALGO_STANDARD || !fused_fits ? CLATTN_ALGO_STANDARD
                                                                 : CLATTN_ALGO_FUSED;
-  if (!isfinite(p->scale))
-    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "scale is not finite");
+  /* The kernels take scale and softcap in log2 units (x log2 e) as floats: each must stay
+   * finite there, or a zero score becomes inf x 0 = NaN. */
+  if (!isfinite(p->scale) || fabs((double)p->scale) * M_LOG2E > FLT_MAX)
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                        "scale %g: must be finite and at most %g in magnitude (scale x log2 e is "
+                        "an fp32 kernel argument)",
+                        (double)p->scale, FLT_MAX / M_LOG2E);
+  if ((double)p->softcap * M_LOG2E > FLT_MAX)
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                        "softcap %g: at most %g (softcap x log2 e is an fp32 kernel argument)",
+                        (double)p->softcap, FLT_MAX / M_LOG2E);
   s->scale = p->scale != 0.0f ? p->scale : (float)(1.0 / sqrt((double)s->d));
   /* The kernels scale q.k by scale / softcap in fp32: a cap that small would overflow the sums
    * into inf - inf = NaN, where every score is +-softcap anyway. */
@@ -122,11 +133,20 @@ clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_probl
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
                         "heads_q (%zu) is not a multiple of heads_kv (%zu)", s->heads_q,
                         s->heads_kv);
-  if (s->seqlen_q >= MAX_SEQLEN || s->seqlen_kv >= MAX_SEQLEN || s->heads_q > UINT32_MAX)
+  if (s->seqlen_q >= MAX_SEQLEN || s->seqlen_kv >= MAX_SEQLEN || s->heads_q > UINT32_MAX ||
+      s->batch >= MAX_SEQLEN)
     return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
-                        "seqlen_q %zu, seqlen_kv %zu, heads_q %zu: sequence lengths must be below "
-                        "2^31 and heads below 2^32",
-                        s->seqlen_q, s->seqlen_kv, s->heads_q);
+                        "batch %zu, seqlen_q %zu, seqlen_kv %zu, heads_q %zu: the batch and the "
+                        "sequence lengths must be below 2^31 and heads below 2^32",
+                        s->batch, s->seqlen_q, s->seqlen_kv, s->heads_q);
+  /* Every launch's work-groups number at most batch x heads x the longer sequence (CLATTN_VARLEN:
+   * its maxima), and a varlen batch is bounded by nothing else but cu_seqlens' buffers. */
+  size_t longest = s->seqlen_q > s->seqlen_kv ? s->seqlen_q : s->seqlen_kv, work;
+  if (__builtin_mul_overflow(s->batch, s->heads_q, &work) ||
+      __builtin_mul_overflow(work, longest ? longest : 1, &work) || work > MAX_WORK)
+    return clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
+                        "batch %zu x heads_q %zu x sequence length %zu exceeds 2^48 rows", s->batch,
+                        s->heads_q, longest);
   s->empty = s->batch == 0 || s->heads_q == 0 || s->seqlen_q == 0;
   mask_of(p, s);
   s->alibi = s->sinks = s->d_sinks = s->seqlens_kv = s->cu_q = s->cu_kv = NULL;
@@ -159,12 +179,21 @@ static int mul_add(size_t *acc, size_t n, size_t stride) {
 
 typedef clattn__region region;
 
+/* How a call uses a buffer (core.h's CLATTN__READS, CLATTN__WRITES) is checked against the
+ * flags it was made with: a kernel that writes a CL_MEM_READ_ONLY buffer or reads a
+ * CL_MEM_WRITE_ONLY one is undefined behaviour in OpenCL. 0: a member checked again only for its
+ * byte range. */
+#define READS CLATTN__READS
+#define WRITES CLATTN__WRITES
+
 static clattn_status check_buffer(clattn_context *ctx, const char *name, cl_mem buf, size_t bytes,
-                                  region *out) {
+                                  int access, region *out) {
   size_t size = 0, origin = 0;
   cl_context owner = NULL;
   cl_mem parent = NULL;
+  cl_mem_flags flags = 0;
   cl_int err = clGetMemObjectInfo(buf, CL_MEM_SIZE, sizeof size, &size, NULL);
+  if (err == CL_SUCCESS) err = clGetMemObjectInfo(buf, CL_MEM_FLAGS, sizeof flags, &flags, NULL);
   if (err == CL_SUCCESS) err = clGetMemObjectInfo(buf, CL_MEM_CONTEXT, sizeof owner, &owner, NULL);
   if (err == CL_SUCCESS)
     err = clGetMemObjectInfo(buf, CL_MEM_ASSOCIATED_MEMOBJECT, sizeof parent, &parent, NULL);
@@ -180,6 +209,12 @@ static clattn_status check_buffer(clattn_context *ctx, const char *name, cl_mem 
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
                         "%s: the view needs %zu bytes but the buffer has %zu (CL_MEM_SIZE)", name,
                         bytes, size);
+  if ((access & WRITES) && (flags & CL_MEM_READ_ONLY))
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                        "%s: the call writes it, but its buffer is CL_MEM_READ_ONLY", name);
+  if ((access & READS) && (flags & CL_MEM_WRITE_ONLY))
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                        "%s: the call reads it, but its buffer is CL_MEM_WRITE_ONLY", name);
   out->root = parent ? parent : buf;
   out->lo += origin;
   out->hi += origin;
@@ -188,9 +223,9 @@ static clattn_status check_buffer(clattn_context *ctx, const char *name, cl_mem 
 
 /* Checks that every element of a [n0][n1][n2][dim] view lies in its buffer; *r gets the byte
  * range it spans (empty when the view is). */
-static clattn_status check_view(clattn_context *ctx, const char *name, const clattn_tensor *t,
-                                size_t n0, size_t n1, size_t n2, size_t dim, size_t elem,
-                                region *r) {
+static clattn_status check_view_as(clattn_context *ctx, const char *name, const clattn_tensor *t,
+                                   size_t n0, size_t n1, size_t n2, size_t dim, size_t elem,
+                                   int access, region *r) {
   r->root = NULL;
   r->lo = r->hi = 0;
   if (!t) return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "tensor %s is NULL", name);
@@ -204,7 +239,14 @@ static clattn_status check_view(clattn_context *ctx, const char *name, const cla
                         "%s: offset and strides overflow the address range", name);
   r->lo = t->offset * elem;
   r->hi = bytes;
-  return check_buffer(ctx, name, t->buffer, bytes, r);
+  return check_buffer(ctx, name, t->buffer, bytes, access, r);
+}
+
+/* An input's view, read by the call. */
+static clattn_status check_view(clattn_context *ctx, const char *name, const clattn_tensor *t,
+                                size_t n0, size_t n1, size_t n2, size_t dim, size_t elem,
+                                region *r) {
+  return check_view_as(ctx, name, t, n0, n1, n2, dim, elem, READS, r);
 }
 
 /* Whether two distinct elements of a [n0][n1][n2][dim] view (its extents checked, so no sum
@@ -236,7 +278,7 @@ static int overlaps_itself(const clattn_tensor *t, size_t n0, size_t n1, size_t 
 static clattn_status check_output_view(clattn_context *ctx, const char *name,
                                        const clattn_tensor *t, size_t n0, size_t n1, size_t n2,
                                        size_t dim, size_t elem, region *r) {
-  clattn_status st = check_view(ctx, name, t, n0, n1, n2, dim, elem, r);
+  clattn_status st = check_view_as(ctx, name, t, n0, n1, n2, dim, elem, WRITES, r);
   if (st == CLATTN_OK && r->root && overlaps_itself(t, n0, n1, n2, dim))
     st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
                       "%s: two of its elements share an address (strides batch %zu, seq %zu, "
@@ -267,7 +309,7 @@ clattn_status clattn__check_forward_tensors(clattn_context *ctx, const clattn__s
       return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "lse: size overflows");
     rl.lo = 0;
     rl.hi = n;
-    if ((st = check_buffer(ctx, "lse", lse, n, &rl))) return st;
+    if ((st = check_buffer(ctx, "lse", lse, n, WRITES, &rl))) return st;
   }
   const region *inputs[] = {&rq, &rk, &rv, &rl};
   const char *names[] = {"q", "k", "v", "lse"};
@@ -291,8 +333,8 @@ clattn_status clattn__check_backward_tensors(clattn_context *ctx, const clattn__
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
                         "lse is NULL: the backward pass needs the forward's log-sum-exp, fp32 "
                         "[batch][heads_q][seqlen_q]");
-  clattn_status st = clattn__check_forward_tensors(ctx, s, q, k, v, o, s->empty ? NULL : lse);
-  if (st != CLATTN_OK) return st;
+  /* o and lse are read here, not written: no clattn__check_forward_tensors. */
+  clattn_status st;
   region rq, rk, rv, ro, rg, rl = {0}, rdq, rdk, rdv;
   size_t nq = s->empty ? 0 : s->vq, nkv = s->vkv, b = s->vb;
   size_t heads = s->heads_q ? s->heads_kv : 0;
@@ -307,7 +349,7 @@ clattn_status clattn__check_backward_tensors(clattn_context *ctx, const clattn__
     return st;
   if (lse && !s->empty) {
     rl.hi = s->lse_rows * sizeof(float);
-    if ((st = check_buffer(ctx, "lse", lse, rl.hi, &rl))) return st;
+    if ((st = check_buffer(ctx, "lse", lse, rl.hi, READS, &rl))) return st;
   }
   const region *outs[] = {&rdq, &rdk, &rdv}, *all[] = {&rq, &rk, &rv, &ro, &rg, &rl};
   const char *out_names[] = {"dq", "dk", "dv"}, *names[] = {"q", "k", "v", "o", "d_o", "lse"};
@@ -326,12 +368,12 @@ clattn_status clattn__check_backward_tensors(clattn_context *ctx, const clattn__
 
 /* An fp32 array of n elements (a variant's slopes, sinks or sink gradient) in its buffer. */
 static clattn_status check_array(clattn_context *ctx, const char *name, cl_mem m, size_t n,
-                                 region *r) {
+                                 int access, region *r) {
   r->root = NULL, r->lo = r->hi = 0;
   if (!m) return CLATTN_OK;
   if (__builtin_mul_overflow(n, sizeof(float), &r->hi))
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "%s: size overflows", name);
-  return check_buffer(ctx, name, m, r->hi, r);
+  return check_buffer(ctx, name, m, r->hi, access, r);
 }
 
 clattn_status clattn__check_variant_args(clattn_context *ctx, clattn__shape *s,
@@ -360,12 +402,12 @@ clattn_status clattn__check_variant_args(clattn_context *ctx, clattn__shape *s,
   region ra, rs, rd, rl, rcq, rck;
   clattn_status st;
   size_t cu_n = s->batch + 1; /* int32, as floats are: 4 bytes */
-  if ((st = check_array(ctx, "alibi_slopes", a->alibi_slopes, s->alibi_mod, &ra)) ||
-      (st = check_array(ctx, "sinks", a->sinks, s->heads_q, &rs)) ||
-      (st = check_array(ctx, "d_sinks", d_sinks, s->heads_q, &rd)) ||
-      (st = check_array(ctx, "seqlens_kv", a->seqlens_kv, s->batch, &rl)) ||
-      (st = check_array(ctx, "cu_seqlens_q", a->cu_seqlens_q, cu_n, &rcq)) ||
-      (st = check_array(ctx, "cu_seqlens_kv", a->cu_seqlens_kv, cu_n, &rck)))
+  if ((st = check_array(ctx, "alibi_slopes", a->alibi_slopes, s->alibi_mod, READS, &ra)) ||
+      (st = check_array(ctx, "sinks", a->sinks, s->heads_q, READS, &rs)) ||
+      (st = check_array(ctx, "d_sinks", d_sinks, s->heads_q, WRITES, &rd)) ||
+      (st = check_array(ctx, "seqlens_kv", a->seqlens_kv, s->batch, READS, &rl)) ||
+      (st = check_array(ctx, "cu_seqlens_q", a->cu_seqlens_q, cu_n, READS, &rcq)) ||
+      (st = check_array(ctx, "cu_seqlens_kv", a->cu_seqlens_kv, cu_n, READS, &rck)))
     return st;
   if (!a->alibi_slopes && !a->sinks && !a->seqlens_kv && !s->varlen) return CLATTN_OK;
   /* The call's tensors (checked before): the variants' inputs must not overlap an output, and
@@ -374,19 +416,20 @@ clattn_status clattn__check_variant_args(clattn_context *ctx, clattn__shape *s,
   size_t hq = s->heads_q, hkv = s->heads_kv, e = s->elem;
   /* The backward writes dk and dv (zeros) even without queries, as check_backward_tensors has
    * it: their whole views. */
-  size_t nkv_out = backward ? s->vkv : nkv;
+  size_t nkv_out = backward ? s->vkv : nkv, hkv_out = hq ? hkv : 0;
   region t[9] = {{0}};
   const char *names[9] = {"o", "lse", "dq", "dk", "dv", "q", "k", "v", "d_o"};
   int outputs = backward ? 5 : 2; /* o and lse are outputs of the forward only */
-  if ((st = check_view(ctx, "o", &a->o, b, nq, hq, s->dv, e, &t[0])) ||
-      (st = check_array(ctx, "lse", nq ? a->lse : NULL, s->lse_rows, &t[1])) ||
-      (backward && ((st = check_view(ctx, "dq", &a->dq, b, nq, hq, s->d, e, &t[2])) ||
-                    (st = check_view(ctx, "dk", &a->dk, b, nkv_out, hkv, s->d, e, &t[3])) ||
-                    (st = check_view(ctx, "dv", &a->dv, b, nkv_out, hkv, s->dv, e, &t[4])) ||
-                    (st = check_view(ctx, "d_o", &a->d_o, b, nq, hq, s->dv, e, &t[8])))) ||
-      (st = check_view(ctx, "q", &a->q, b, nq, hq, s->d, e, &t[5])) ||
-      (st = check_view(ctx, "k", &a->k, b, nkv, hkv, s->d, e, &t[6])) ||
-      (st = check_view(ctx, "v", &a->v, b, nkv, hkv, s->dv, e, &t[7])))
+  if ((st = check_view_as(ctx, "o", &a->o, b, nq, hq, s->dv, e, 0, &t[0])) ||
+      (st = check_array(ctx, "lse", nq ? a->lse : NULL, s->lse_rows, 0, &t[1])) ||
+      (backward &&
+       ((st = check_view_as(ctx, "dq", &a->dq, b, nq, hq, s->d, e, 0, &t[2])) ||
+        (st = check_view_as(ctx, "dk", &a->dk, b, nkv_out, hkv_out, s->d, e, 0, &t[3])) ||
+        (st = check_view_as(ctx, "dv", &a->dv, b, nkv_out, hkv_out, s->dv, e, 0, &t[4])) ||
+        (st = check_view_as(ctx, "d_o", &a->d_o, b, nq, hq, s->dv, e, 0, &t[8])))) ||
+      (st = check_view_as(ctx, "q", &a->q, b, nq, hq, s->d, e, 0, &t[5])) ||
+      (st = check_view_as(ctx, "k", &a->k, b, nkv, hkv, s->d, e, 0, &t[6])) ||
+      (st = check_view_as(ctx, "v", &a->v, b, nkv, hkv, s->dv, e, 0, &t[7])))
     return st;
   for (int i = 0; i < 9; i++) {
     if (i < outputs && overlap(&ra, &t[i]))
@@ -441,8 +484,8 @@ clattn_status clattn__view_region(clattn_context *ctx, const char *name, const c
 }
 
 clattn_status clattn__array_region(clattn_context *ctx, const char *name, cl_mem m, size_t n,
-                                   clattn__region *r) {
-  return check_array(ctx, name, m, n, r);
+                                   int access, clattn__region *r) {
+  return check_array(ctx, name, m, n, access, r);
 }
 
 int clattn__regions_overlap(const clattn__region *a, const clattn__region *b) {
