@@ -18,6 +18,7 @@
 #   with the planned 32-key blocks and with 16 (-DBKV=16, and -DSTAGE=1 for int8, whose plan is
 #   stage 2), in turns, two rounds: at dc4e203 (16-key blocks) paged 16 read 88% of the stream,
 #   since the 32-key blocks 72% (paged_bkv.txt). The key ranges stay multiples of 32.
+# SPLIT_SPECS: split's runs, "D OPTIONS" joined by |; ROUNDS_BKV: paged-bkv's rounds (2).
 # Usage: tools/gpu-experiments.sh DIR [split] [page-order] [ftz] [cap] [paged-bkv] (DIR from
 # tools/gpu-pack.sh; the first four by default, in that order). Writes to $OUT.
 set -uo pipefail
@@ -28,7 +29,8 @@ steps=${*:-split page-order ftz cap}
 gpu_env_header | tee -a "$out/env.txt"
 bench=(--tokens 16384 --hidden 2048 --seqlen 4096 --columns fused --warmup 3 --repeat 10 --dtype f16)
 if [[ " $steps " == *" split "* ]]; then
-  for spec in "128 " "128 -DSQ=16" "64 " "64 -DSQ=32"; do
+  IFS='|' read -r -a specs <<<"${SPLIT_SPECS:-128 |128 -DSQ=16|64 |64 -DSQ=32}"
+  for spec in "${specs[@]}"; do
     d=${spec%% *} o=${spec#* }
     echo "== d=$d options: ${o:-none}"
     CLATTN_BUILD_LOG=1 CLATTN_BUILD_OPTIONS="-cl-nv-verbose $o" SHIM_KERNEL_TIMES=1 \
@@ -48,7 +50,7 @@ if [[ " $steps " == *" page-order "* ]]; then
   done >"$out/paged_order.txt"
 fi
 if [[ " $steps " == *" paged-bkv "* ]]; then
-  for round in 1 2; do
+  for round in $(seq "${ROUNDS_BKV:-2}"); do
     for c in "contiguous f16" "paged 16 f16" "paged 64 f16" "paged 16 i8" "contiguous i8"; do
       set -- $c
       kv=(--kv-cache $1) dt=${*: -1}
