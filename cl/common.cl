@@ -295,19 +295,19 @@ static inline void mask_keys_rows(uint k0, uint k1, uint nq, long lo, long hi, u
 #define CAP_FAST 0
 #endif
 #if CAP_FAST
-/* The host sets CAP_FAST for half storage on NVIDIA (runtime/kernels/registry.c), where
- * native_exp2 and native_recip are ex2.approx and rcp.approx: tanh x = 1 - 2 / (e^2x + 1) in two
- * special-function instructions. Its absolute error, a few 1e-7 (the rational's relative error
- * is 2.6e-7), is what a logit cap t carries; the half kernels' P is rounded to 2^-11 after it.
- * A capped half forward cost 1.13-1.18x plain on an H100 this way against 1.74-1.78x with the
- * rational; forms with fewer special functions and more FMAs were slower still (stop 34,
+/* The host sets CAP_FAST 2 for half storage on NVIDIA (runtime/kernels/registry_configs.c).
+ * CAP_FAST 1 (an alternative, through CLATTN_BUILD_OPTIONS=-DCAP_FAST=1): native_exp2 and
+ * native_recip, which are ex2.approx and rcp.approx there, tanh x = 1 - 2 / (e^2x + 1) in two
+ * special-function instructions, absolute error a few 1e-7; a capped half forward cost
+ * 1.13-1.20x plain on an H100 this way against 1.74-1.78x with the rational (stops 34 and 37,
  * docs/BENCHMARKS.md). Elsewhere native functions' accuracy is the implementation's, so the
  * rational stays. */
 #if CAP_FAST == 2
-/* An experiment (CLATTN_BUILD_OPTIONS=-DCAP_FAST=2, NVIDIA only: inline PTX): the hardware's
- * tanh.approx.f32, one special-function instruction, FlashAttention's softcap tanh. Its relative
- * error, up to 2^-11, is a logit error of up to cap * 2^-11: the size of S's own rounding to fp16
- * at |s| = cap. */
+/* NVIDIA only (inline PTX): the hardware's tanh.approx.f32, one special-function instruction,
+ * FlashAttention's softcap tanh: 1.05-1.08x plain on an H100 (stop 37). Its relative error, up
+ * to 2^-11, is a logit error of up to cap * 2^-11: the size of S's own rounding to fp16 at
+ * |s| = cap, and the half rule's checks held; fp32 storage's failed it, so it keeps the
+ * rational. */
 static inline float cap_tanh(float x) {
   float y;
   asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));

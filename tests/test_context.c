@@ -92,7 +92,7 @@ Test(context, softcap_fast_tanh_only_for_half_on_nvidia) {
   char opts[1024];
   ctx->device.tensor_cores = 1, ctx->device.mma_emulated = 0;
   clattn__config_options(&ctx->device, &cls, &c, opts, sizeof opts);
-  cr_expect(strstr(opts, "-DCAP_FAST=1"), "%s", opts);
+  cr_expect(strstr(opts, "-DCAP_FAST=2"), "%s", opts);
   cls.dtype = CLATTN_F32;
   clattn__config_options(&ctx->device, &cls, &c, opts, sizeof opts);
   cr_expect(!strstr(opts, "CAP_FAST"), "fp32: %s", opts);
@@ -110,6 +110,27 @@ Test(context, softcap_fast_tanh_only_for_half_on_nvidia) {
   p.flags = CLATTN_CAUSAL, p.softcap = 5.0f, p.dtype = CLATTN_F16;
   test_forward_shape(&p, 0, 0, 1, NULL);
   unsetenv("CLATTN_BUILD_OPTIONS");
+}
+
+/* forward_mma_half flushes fp32 denormals on NVIDIA (-cl-denorms-are-zero: faster, within the
+ * half rule there); emulated, and in the backward's kernels, denormals stay. */
+Test(context, denormals_flushed_only_by_the_half_forward_on_nvidia) {
+  clattn_context *ctx = test_context(NULL);
+  clattn__device saved = ctx->device;
+  clattn__class cls = {64, 64, 0, clattn__seqlen_bucket(64), 0, CLATTN_F16, 0, 0};
+  clattn__config c = {64, 64, 1, 1, 1, (unsigned)clattn__family_find("forward_mma_half"), 1, 1};
+  char opts[1024];
+  ctx->device.tensor_cores = 1, ctx->device.mma_emulated = 0;
+  clattn__config_options(&ctx->device, &cls, &c, opts, sizeof opts);
+  cr_expect(strstr(opts, "-cl-denorms-are-zero"), "forward_mma_half: %s", opts);
+  c.kernel = (unsigned)clattn__family_find("backward_mma_half");
+  clattn__config_options(&ctx->device, &cls, &c, opts, sizeof opts);
+  cr_expect(!strstr(opts, "denorms"), "backward_mma_half: %s", opts);
+  c.kernel = (unsigned)clattn__family_find("forward_mma_half"), ctx->device.mma_emulated = 1;
+  clattn__config_options(&ctx->device, &cls, &c, opts, sizeof opts);
+  cr_expect(!strstr(opts, "denorms"), "emulated: %s", opts);
+  ctx->device = saved;
+  clattn_context_destroy(ctx);
 }
 
 /* Builds a new program on ctx with stderr in a file; returns what was printed (caller frees). */

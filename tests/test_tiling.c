@@ -426,21 +426,25 @@ Test(tiling, decode_cost_picks_the_h200_fastest) {
  * cache and two (each step's loads during the previous step's math) for int8: the fastest an
  * H100 measured, forced at batch 64 (fp16 0.709 ms against 0.764 with 16-key blocks; int8 0.602
  * against 0.735 at stage 1) and through the planner at batch 8, 32k keys (fp16 0.475 against
- * 0.487; int8 0.348 against 0.397); docs/BENCHMARKS.md. */
+ * 0.487; int8 0.348 against 0.397). A paged fp16 cache takes 16-key blocks (0.382 ms against
+ * 0.479 at batch 8, 32k keys, pages of 16), a paged int8 one keeps 32 in two stages (0.270
+ * against 0.314); docs/BENCHMARKS.md, stop 37. */
 Test(tiling, decode_mma_cost_picks_the_h100_fastest) {
   clattn__device d = gpu(48);
   d.tensor_cores = 1;
-  for (int kv8 = 0; kv8 < 2; kv8++) {
-    const clattn__class k = decode_class(kv8);
-    clattn__config out[4096];
-    const size_t n = clattn__configs_ranked(&d, &k, out, 4096);
-    cr_assert_gt(n, 0);
-    char got[160];
-    clattn__config_describe(&out[0], got, sizeof got);
-    cr_expect(out[0].kernel == clattn__family_find("decode_mma") && out[0].bkv == 32 &&
-                  out[0].stage == (kv8 ? 2u : 1u),
-              "%s: %s", kv8 ? "int8" : "fp16", got);
-  }
+  for (int paged = 0; paged < 2; paged++)
+    for (int kv8 = 0; kv8 < 2; kv8++) {
+      clattn__class k = decode_class(kv8);
+      if (paged) k.variants |= CLATTN__VAR_PAGED;
+      clattn__config out[4096];
+      const size_t n = clattn__configs_ranked(&d, &k, out, 4096);
+      cr_assert_gt(n, 0);
+      char got[160];
+      clattn__config_describe(&out[0], got, sizeof got);
+      cr_expect(out[0].kernel == clattn__family_find("decode_mma") &&
+                    out[0].bkv == (paged && !kv8 ? 16u : 32u) && out[0].stage == (kv8 ? 2u : 1u),
+                "%s %s: %s", paged ? "paged" : "contiguous", kv8 ? "int8" : "fp16", got);
+    }
 }
 
 /* decode_mma's rule on a 132-unit GPU (an H100's count): one wave of 8 work-groups per unit and

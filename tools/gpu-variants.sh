@@ -14,10 +14,11 @@
 # clattn's seqlens_kv and varlen calls beside PyTorch's SDPA with the equivalent key-padding mask
 # and its nested jagged (varlen) path, in the same call (padded.txt).
 # cap-impl: the softcap's tanh several ways (cl/common.cl's CAP_FAST through CLATTN_BUILD_OPTIONS:
-# 0 the rational, 1 from native exp2 and reciprocal, the default of half storage on NVIDIA;
+# 0 the rational, 1 from native exp2 and reciprocal, 2 tanh.approx.f32, the default of half
+# storage on NVIDIA;
 # CAP_IMPLS picks them ("0 1"; an experiment's value too); CAP_DTYPES the timed ones), each
 # checked (fp32, fp16, bf16, forward and backward) and timed against plain, in turns, ROUNDS
-# rounds (cap_impl.txt). Half storage on NVIDIA gets -DCAP_FAST=1 from the host: the rational
+# rounds (cap_impl.txt). Half storage on NVIDIA gets -DCAP_FAST=2 from the host: the rational
 # column relies on the later -DCAP_FAST=0 winning, as clang-based compilers do (a warning).
 # window-ab: a window of 4096 at N = 32768 against full causal (fp16, d = 128, 16 heads), forward
 # (bench) and forward + backward (run --backward), with the packed kernels and a baseline's

@@ -81,7 +81,13 @@ unsigned clattn__decode_mma_cost(const clattn__family *f, const clattn__device *
    * against 0.764 for 16, int8 stage 2 0.602 against 0.735 for stage 1; through the planner at
    * batch 8 with 32k keys (17 ranges in both calls): fp16 0.475 against 0.487, int8 0.348
    * against 0.397 (docs/BENCHMARKS.md, c0ef1be, 8d23913, 8499235). */
-  s += c->bkv == 32 ? 0 : 4;
+  /* A paged fp16 or bf16 cache takes 16-key blocks: on an H100 at batch 8 with 32k keys, pages
+   * of 16 and 64 read 89-90% of the stream with them against 72-73% with 32 (contiguous 92-93%
+   * with either), where the 32-key blocks' loads wait on twice the block-table reads a step
+   * (docs/BENCHMARKS.md, stop 37). int8 keeps 32 in two stages (16-key blocks, one stage: 57%
+   * against 66%). */
+  int paged16 = (k->variants & CLATTN__VAR_PAGED) && !(k->variants & CLATTN__VAR_KV8);
+  s += (c->bkv == 32) == !paged16 ? 0 : 4;
   s += (c->stage == 2) == !(k->variants & CLATTN__VAR_KV8) ? 5 : 0;
   (void)dev;
   if (!(k->variants & CLATTN__VAR_KVCACHE)) s += 100000;

@@ -108,13 +108,16 @@ void clattn__config_options(const clattn__device *dev, const clattn__class *cls,
              cls->variants & CLATTN__VAR_KVCACHE ? " -DKVCACHE=1" : "",
              cls->variants & CLATTN__VAR_PAGED ? " -DPAGED=1" : "",
              cls->variants & CLATTN__VAR_KV8 ? " -DKV8=1" : "");
-  /* The softcap's tanh from ex2.approx and rcp.approx for half storage on NVIDIA (cl/common.cl's
-   * CAP_FAST): accurate to a few 1e-7 there, and 1.13-1.18x plain against the rational's 1.75x
-   * (docs/BENCHMARKS.md, stop 34). */
+  /* The softcap's tanh by tanh.approx.f32 for half storage on NVIDIA (cl/common.cl's CAP_FAST
+   * 2): one MUFU operation a score where ex2.approx and rcp.approx (CAP_FAST 1) took two. On an
+   * H100 the fp16 softcap cost 1.05-1.08x plain against 1.13-1.20x, and the half rule's checks
+   * held (docs/BENCHMARKS.md, stop 37); its error, up to cap x 2^-11 in a logit, is fp16's own
+   * rounding of S at |s| = cap. fp32 storage keeps the accurate tanh (CAP_FAST 2 failed its rule).
+   */
   at = strlen(out);
   if (at < len && (cls->variants & CLATTN__VAR_SOFTCAP) && cls->dtype != CLATTN_F32 &&
       dev->tensor_cores && !dev->mma_emulated)
-    snprintf(out + at, len - at, " -DCAP_FAST=1");
+    snprintf(out + at, len - at, " -DCAP_FAST=2");
   /* Extra options for experiments ($CLATTN_BUILD_OPTIONS, e.g. -cl-nv-verbose) are part of the
    * options, hence of every cache key. */
   const char *extra = dev->build_options; /* read once, when the context was made */
