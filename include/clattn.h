@@ -240,7 +240,8 @@ CLATTN_API const char *clattn_last_error(const clattn_context *ctx);
  * Errors: INVALID_ARGUMENT (NULL pointer, zero head_dim, heads_q not a multiple of heads_kv, a
  * view outside its buffer, overlapping output, size overflow, an unknown algorithm, a scale or
  * softcap whose product with log2 e overflows fp32, an output in a CL_MEM_READ_ONLY buffer or an
- * input in a CL_MEM_WRITE_ONLY one: the backward reads o and lse, the forward writes them),
+ * input in a CL_MEM_WRITE_ONLY one: the backward reads o and lse, the forward writes them, and
+ * the standard algorithm's GEMMs read their outputs too, so there none may be CL_MEM_WRITE_ONLY),
  * UNSUPPORTED (a batch or sequence length of 2^31 or more, batch x heads_q x the longer sequence
  * above 2^48; head_dim > 256 with CLATTN_ALGO_FUSED; the standard algorithm on an
  * out-of-order queue or, in CLATTN_F32 storage, with element indices of 2^31 and above, which

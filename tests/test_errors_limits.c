@@ -46,6 +46,16 @@ static fixture make(void) {
     *m[i] = test_buffer(f.ctx, ELEMS, fill[i]);
     *t[i] = clattn_bshd(*m[i], N, H, D);
   }
+  /* K, V and dO vary, so that dQ depends on O and LSE (with uniform ones it is 0 whatever). */
+  static float ramp[3][ELEMS];
+  cl_mem varied[3] = {f.k, f.v, f.d_o};
+  cl_command_queue queue = clattn_context_queue(f.ctx);
+  for (int t = 0; t < 3; t++) {
+    for (int i = 0; i < ELEMS; i++) ramp[t][i] = (float)sin(0.37 * i + t);
+    cr_assert_eq(
+        clEnqueueWriteBuffer(queue, varied[t], CL_TRUE, 0, sizeof ramp[t], ramp[t], 0, NULL, NULL),
+        CL_SUCCESS);
+  }
   f.lse = f.a.lse = test_buffer(f.ctx, B * H * N, 7.0f);
   return f;
 }
@@ -146,6 +156,16 @@ Test(errors_limits, buffer_flags_against_use_rejected) {
   expect(&f, 1, CLATTN_ERR_INVALID_ARGUMENT, "d_o: the call reads it");
   f.a = good, f.a.sinks = wo;
   expect(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "sinks: the call reads it");
+  f.a = good, f.a.o = clattn_bshd(wo, N, H, D); /* the backward reads O and LSE */
+  expect(&f, 1, CLATTN_ERR_INVALID_ARGUMENT, "o: the call reads it");
+  f.a = good, f.a.lse = wo;
+  expect(&f, 1, CLATTN_ERR_INVALID_ARGUMENT, "lse: the call reads it");
+  /* The standard path's GEMMs read their C: its outputs must be readable too. */
+  f.a = good, f.a.o = clattn_bshd(wo, N, H, D), f.p.algorithm = CLATTN_ALGO_STANDARD;
+  expect(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "o: the call reads it");
+  f.a = good, f.a.dq = clattn_bshd(wo, N, H, D);
+  expect(&f, 1, CLATTN_ERR_INVALID_ARGUMENT, "dq: the call reads it");
+  f.p.algorithm = CLATTN_ALGO_AUTO;
   /* Allowed: the forward writes O into a write-only buffer; the backward reads O and LSE from
    * read-only ones (copied there by the host, which the flags allow). */
   f.a = good, f.a.o = clattn_bshd(wo, N, H, D);
@@ -160,9 +180,19 @@ Test(errors_limits, buffer_flags_against_use_rejected) {
   f.a = good, f.a.o = clattn_bshd(ro, N, H, D), f.a.lse = ro_lse;
   cr_assert_eq(clattn_backward_ex(f.ctx, &f.p, &f.a, 0, NULL, NULL), CLATTN_OK, "%s",
                clattn_last_error(f.ctx));
-  /* Uniform K: dQ = scale dS K, and each row of dS sums to 0 (up to rounding). */
-  const float dq0 = first_of(f.ctx, f.dq);
-  cr_assert(fabsf(dq0) < 1e-5f, "dQ from read-only O and LSE: %g", (double)dq0);
+  /* The same gradients as from the read-write originals. */
+  static float dq_ro[ELEMS], dq_rw[ELEMS];
+  cr_assert_eq(clEnqueueReadBuffer(queue, f.dq, CL_TRUE, 0, sizeof dq_ro, dq_ro, 0, NULL, NULL),
+               CL_SUCCESS);
+  f.a = good;
+  cr_assert_eq(clEnqueueCopyBuffer(queue, wo, f.o, 0, 0, ELEMS * sizeof(float), 0, NULL, NULL),
+               CL_SUCCESS);
+  cr_assert_eq(clattn_backward_ex(f.ctx, &f.p, &f.a, 0, NULL, NULL), CLATTN_OK, "%s",
+               clattn_last_error(f.ctx));
+  cr_assert_eq(clEnqueueReadBuffer(queue, f.dq, CL_TRUE, 0, sizeof dq_rw, dq_rw, 0, NULL, NULL),
+               CL_SUCCESS);
+  cr_assert(!memcmp(dq_ro, dq_rw, sizeof dq_ro), "dQ from read-only O and LSE differs");
+  cr_assert(dq_rw[1] != 0.0f && isfinite(dq_rw[1]), "dQ[1] = %g", (double)dq_rw[1]);
   clReleaseMemObject(ro), clReleaseMemObject(wo), clReleaseMemObject(ro_lse);
   done_with(&f);
 }

@@ -138,6 +138,32 @@ Test(kvcache_errors, call_members_rejected) {
   done_with(&f);
 }
 
+/* The cache's buffers' flags against the call's use: clattn_kv_append writes K and V (not
+ * CL_MEM_READ_ONLY), the forward reads them and the block table (not CL_MEM_WRITE_ONLY). */
+Test(kvcache_errors, buffer_flags_rejected) {
+  fixture f = make();
+  cl_context cl = clattn_context_cl_context(f.ctx);
+  const size_t bytes = PAGES * PS * HKV * D * sizeof(float);
+  cl_int e1, e2;
+  cl_mem ro = clCreateBuffer(cl, CL_MEM_READ_ONLY, bytes, NULL, &e1);
+  cl_mem wo = clCreateBuffer(cl, CL_MEM_WRITE_ONLY, bytes, NULL, &e2);
+  cr_assert(e1 == CL_SUCCESS && e2 == CL_SUCCESS);
+  const clattn_kv_cache good = f.c;
+  f.c.k = clattn_bshd(ro, PS, HKV, D);
+  expect_refused(&f, 1, CLATTN_ERR_INVALID_ARGUMENT, "kv_cache.k: the call writes it");
+  f.c = good, f.c.v = clattn_bshd(wo, PS, HKV, D);
+  expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "kv_cache.v: the call reads it");
+  f.c = good, f.c.block_table = wo;
+  expect_refused(&f, 0, CLATTN_ERR_INVALID_ARGUMENT, "kv_cache.block_table: the call reads it");
+  f.c = good, f.c.v = clattn_bshd(wo, PS, HKV, D); /* append only writes V */
+  cr_assert_eq(clattn_kv_append(f.ctx, &f.p, &f.c,
+                                &(clattn_tensor){f.kn, 0, NQ * HKV * D, HKV * D, D},
+                                &(clattn_tensor){f.vn, 0, NQ * HKV * D, HKV * D, D}, 0, NULL, NULL),
+               CLATTN_OK, "%s", clattn_last_error(f.ctx));
+  clReleaseMemObject(ro), clReleaseMemObject(wo);
+  done_with(&f);
+}
+
 Test(kvcache_errors, append_overlaps_rejected) {
   fixture f = make();
   cr_assert_eq(clattn_kv_append(f.ctx, &f.p, NULL, &f.c.k, &f.c.v, 0, NULL, NULL),

@@ -12,8 +12,8 @@
 # ftz: the fp16 forward and forward + backward at N = 4096 (d = 64, 128, causal both) with and
 #   without -cl-denorms-are-zero (ex2.approx and rcp.approx without the denormal fix-ups, as
 #   FlashAttention's --use_fast_math builds them), in turns, then four checks with it (ftz.txt).
-# cap: the softcap's tanh by ex2 + rcp (CAP_FAST 1, the default) and by tanh.approx.f32
-#   (CAP_FAST 2), checked and timed (tools/gpu-variants.sh cap-impl; cap_impl*.txt).
+# cap: the softcap's tanh by ex2 + rcp (CAP_FAST 1) and by tanh.approx.f32 (CAP_FAST 2, the
+#   default since stop 37), checked and timed (tools/gpu-variants.sh cap-impl; cap_impl*.txt).
 # paged-bkv: decode at b8/32k, one row, fp16 (and int8 paged 16 and contiguous), contiguous and paged 16 and 64,
 #   with the planned 32-key blocks and with 16 (-DBKV=16, and -DSTAGE=1 for int8, whose plan is
 #   stage 2), in turns, two rounds: at dc4e203 (16-key blocks) paged 16 read 88% of the stream,

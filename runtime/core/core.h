@@ -166,8 +166,8 @@ clattn_status clattn__check_forward_tensors(clattn_context *ctx, const clattn__s
                                             const clattn_tensor *v, const clattn_tensor *o,
                                             cl_mem lse);
 
-/* The backward call's tensors: the forward checks (LSE required), d_o like o, dq like q, dk and
- * dv like k and v, the outputs overlapping no input and no other output. */
+/* The backward call's tensors: q, k, v, o, d_o and lse (required) as inputs, dq like q, dk and
+ * dv like k and v as outputs, overlapping no input and no other output. */
 clattn_status clattn__check_backward_tensors(clattn_context *ctx, const clattn__shape *s,
                                              const clattn_tensor *q, const clattn_tensor *k,
                                              const clattn_tensor *v, const clattn_tensor *o,

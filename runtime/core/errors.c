@@ -265,3 +265,13 @@ void clattn__errors_release(clattn_context *ctx) {
     free(d);
   }
 }
+
+/* A storage type's name in messages, and its define for the kernels (cl/common.cl's DTYPE;
+ * fp32, the default, adds nothing). */
+const char *clattn__dtype_name(clattn_dtype dtype) {
+  return dtype == CLATTN_F16 ? "CLATTN_F16" : dtype == CLATTN_BF16 ? "CLATTN_BF16" : "CLATTN_F32";
+}
+
+const char *clattn__dtype_define(clattn_dtype dtype) {
+  return dtype == CLATTN_F16 ? " -DDTYPE=1" : dtype == CLATTN_BF16 ? " -DDTYPE=2" : "";
+}

@@ -139,8 +139,8 @@ clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_probl
                         "batch %zu, seqlen_q %zu, seqlen_kv %zu, heads_q %zu: the batch and the "
                         "sequence lengths must be below 2^31 and heads below 2^32",
                         s->batch, s->seqlen_q, s->seqlen_kv, s->heads_q);
-  /* Every launch's work-groups number at most batch x heads x the longer sequence (CLATTN_VARLEN:
-   * its maxima), and a varlen batch is bounded by nothing else but cu_seqlens' buffers. */
+  /* Every grid is at most batch x heads x the longer sequence; a varlen batch has no other bound.
+   */
   size_t longest = s->seqlen_q > s->seqlen_kv ? s->seqlen_q : s->seqlen_kv, work;
   if (__builtin_mul_overflow(s->batch, s->heads_q, &work) ||
       __builtin_mul_overflow(work, longest ? longest : 1, &work) || work > MAX_WORK)
@@ -179,10 +179,9 @@ static int mul_add(size_t *acc, size_t n, size_t stride) {
 
 typedef clattn__region region;
 
-/* How a call uses a buffer (core.h's CLATTN__READS, CLATTN__WRITES) is checked against the
- * flags it was made with: a kernel that writes a CL_MEM_READ_ONLY buffer or reads a
- * CL_MEM_WRITE_ONLY one is undefined behaviour in OpenCL. 0: a member checked again only for its
- * byte range. */
+/* access (CLATTN__READS | CLATTN__WRITES, or 0: a member checked again for its range alone)
+ * against the buffer's flags: OpenCL leaves writing a READ_ONLY or reading a WRITE_ONLY undefined.
+ */
 #define READS CLATTN__READS
 #define WRITES CLATTN__WRITES
 
@@ -274,11 +273,12 @@ static int overlaps_itself(const clattn_tensor *t, size_t n0, size_t n1, size_t 
   return clash;
 }
 
-/* check_view for an output, which must also not overlap itself. */
+/* check_view for an output, which must also not overlap itself; access: WRITES, and READS too
+ * where the call reads it back (out_access). */
 static clattn_status check_output_view(clattn_context *ctx, const char *name,
                                        const clattn_tensor *t, size_t n0, size_t n1, size_t n2,
-                                       size_t dim, size_t elem, region *r) {
-  clattn_status st = check_view_as(ctx, name, t, n0, n1, n2, dim, elem, WRITES, r);
+                                       size_t dim, size_t elem, int access, region *r) {
+  clattn_status st = check_view_as(ctx, name, t, n0, n1, n2, dim, elem, access, r);
   if (st == CLATTN_OK && r->root && overlaps_itself(t, n0, n1, n2, dim))
     st = clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
                       "%s: two of its elements share an address (strides batch %zu, seq %zu, "
@@ -291,6 +291,12 @@ static int overlap(const region *a, const region *b) {
   return a->root && a->root == b->root && a->lo < b->hi && b->lo < a->hi;
 }
 
+/* The fused kernels only write their outputs; the standard path's CLBlast GEMMs also read C (its
+ * padded copies; beta = 1 for a GQA group's later heads), so there they must be readable. */
+static int out_access(const clattn__shape *s) {
+  return s->algo == CLATTN_ALGO_STANDARD ? WRITES | READS : WRITES;
+}
+
 clattn_status clattn__check_forward_tensors(clattn_context *ctx, const clattn__shape *s,
                                             const clattn_tensor *q, const clattn_tensor *k,
                                             const clattn_tensor *v, const clattn_tensor *o,
@@ -301,7 +307,8 @@ clattn_status clattn__check_forward_tensors(clattn_context *ctx, const clattn__s
   if ((st = check_view(ctx, "q", q, s->vb, nq, s->heads_q, s->d, s->elem, &rq)) ||
       (st = check_view(ctx, "k", k, s->vb, nkv, s->heads_kv, s->d, s->elem, &rk)) ||
       (st = check_view(ctx, "v", v, s->vb, nkv, s->heads_kv, s->dv, s->elem, &rv)) ||
-      (st = check_output_view(ctx, "o", o, s->vb, nq, s->heads_q, s->dv, s->elem, &ro)))
+      (st = check_output_view(ctx, "o", o, s->vb, nq, s->heads_q, s->dv, s->elem, out_access(s),
+                              &ro)))
     return st;
   if (lse && !s->empty) {
     size_t n;
@@ -343,12 +350,14 @@ clattn_status clattn__check_backward_tensors(clattn_context *ctx, const clattn__
       (st = check_view(ctx, "v", v, b, nkv, heads, s->dv, s->elem, &rv)) ||
       (st = check_view(ctx, "o", o, b, nq, s->heads_q, s->dv, s->elem, &ro)) ||
       (st = check_view(ctx, "d_o", d_o, b, nq, s->heads_q, s->dv, s->elem, &rg)) ||
-      (st = check_output_view(ctx, "dq", dq, b, nq, s->heads_q, s->d, s->elem, &rdq)) ||
-      (st = check_output_view(ctx, "dk", dk, b, nkv, heads, s->d, s->elem, &rdk)) ||
-      (st = check_output_view(ctx, "dv", dv, b, nkv, heads, s->dv, s->elem, &rdv)))
+      (st = check_output_view(ctx, "dq", dq, b, nq, s->heads_q, s->d, s->elem, out_access(s),
+                              &rdq)) ||
+      (st = check_output_view(ctx, "dk", dk, b, nkv, heads, s->d, s->elem, out_access(s), &rdk)) ||
+      (st = check_output_view(ctx, "dv", dv, b, nkv, heads, s->dv, s->elem, out_access(s), &rdv)))
     return st;
   if (lse && !s->empty) {
-    rl.hi = s->lse_rows * sizeof(float);
+    if (__builtin_mul_overflow(s->lse_rows, sizeof(float), &rl.hi))
+      return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "lse: size overflows");
     if ((st = check_buffer(ctx, "lse", lse, rl.hi, READS, &rl))) return st;
   }
   const region *outs[] = {&rdq, &rdk, &rdv}, *all[] = {&rq, &rk, &rv, &ro, &rg, &rl};
@@ -419,7 +428,8 @@ clattn_status clattn__check_variant_args(clattn_context *ctx, clattn__shape *s,
   size_t nkv_out = backward ? s->vkv : nkv, hkv_out = hq ? hkv : 0;
   region t[9] = {{0}};
   const char *names[9] = {"o", "lse", "dq", "dk", "dv", "q", "k", "v", "d_o"};
-  int outputs = backward ? 5 : 2; /* o and lse are outputs of the forward only */
+  /* Outputs: o and lse in the forward; dq, dk and dv in the backward, which reads o and lse. */
+  const int out_lo = backward ? 2 : 0, out_hi = backward ? 5 : 2;
   if ((st = check_view_as(ctx, "o", &a->o, b, nq, hq, s->dv, e, 0, &t[0])) ||
       (st = check_array(ctx, "lse", nq ? a->lse : NULL, s->lse_rows, 0, &t[1])) ||
       (backward &&
@@ -432,13 +442,14 @@ clattn_status clattn__check_variant_args(clattn_context *ctx, clattn__shape *s,
       (st = check_view_as(ctx, "v", &a->v, b, nkv, hkv, s->dv, e, 0, &t[7])))
     return st;
   for (int i = 0; i < 9; i++) {
-    if (i < outputs && overlap(&ra, &t[i]))
+    const int out = i >= out_lo && i < out_hi;
+    if (out && overlap(&ra, &t[i]))
       return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "alibi_slopes overlaps %s", names[i]);
-    if (i < outputs && overlap(&rs, &t[i]))
+    if (out && overlap(&rs, &t[i]))
       return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "sinks overlaps %s", names[i]);
-    if (i < outputs && overlap(&rl, &t[i]))
+    if (out && overlap(&rl, &t[i]))
       return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "seqlens_kv overlaps %s", names[i]);
-    if (i < outputs && (overlap(&rcq, &t[i]) || overlap(&rck, &t[i])))
+    if (out && (overlap(&rcq, &t[i]) || overlap(&rck, &t[i])))
       return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "cu_seqlens_%s overlaps %s",
                           overlap(&rcq, &t[i]) ? "q" : "kv", names[i]);
     if (overlap(&rd, &t[i]))
@@ -467,19 +478,11 @@ clattn_tensor clattn_bhsd(cl_mem buf, size_t seqlen, size_t heads, size_t dim) {
   return t;
 }
 
-const char *clattn__dtype_define(clattn_dtype dtype) {
-  return dtype == CLATTN_F16 ? " -DDTYPE=1" : dtype == CLATTN_BF16 ? " -DDTYPE=2" : "";
-}
-
-const char *clattn__dtype_name(clattn_dtype dtype) {
-  return dtype == CLATTN_F16 ? "CLATTN_F16" : dtype == CLATTN_BF16 ? "CLATTN_BF16" : "CLATTN_F32";
-}
-
 /* The checks above for core/kvcache.c. */
 clattn_status clattn__view_region(clattn_context *ctx, const char *name, const clattn_tensor *t,
                                   size_t n0, size_t n1, size_t n2, size_t dim, size_t elem,
                                   int output, clattn__region *r) {
-  return output ? check_output_view(ctx, name, t, n0, n1, n2, dim, elem, r)
+  return output ? check_output_view(ctx, name, t, n0, n1, n2, dim, elem, WRITES, r)
                 : check_view(ctx, name, t, n0, n1, n2, dim, elem, r);
 }
 
