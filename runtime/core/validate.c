@@ -139,8 +139,7 @@ clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_probl
                         "batch %zu, seqlen_q %zu, seqlen_kv %zu, heads_q %zu: the batch and the "
                         "sequence lengths must be below 2^31 and heads below 2^32",
                         s->batch, s->seqlen_q, s->seqlen_kv, s->heads_q);
-  /* Every grid is at most batch x heads x the longer sequence; a varlen batch has no other bound.
-   */
+  /* Every grid is at most batch x heads x the longer sequence (a varlen batch: no other bound). */
   size_t longest = s->seqlen_q > s->seqlen_kv ? s->seqlen_q : s->seqlen_kv, work;
   if (__builtin_mul_overflow(s->batch, s->heads_q, &work) ||
       __builtin_mul_overflow(work, longest ? longest : 1, &work) || work > MAX_WORK)
@@ -180,8 +179,7 @@ static int mul_add(size_t *acc, size_t n, size_t stride) {
 typedef clattn__region region;
 
 /* access (CLATTN__READS | CLATTN__WRITES, or 0: a member checked again for its range alone)
- * against the buffer's flags: OpenCL leaves writing a READ_ONLY or reading a WRITE_ONLY undefined.
- */
+ * against the buffer's flags: OpenCL leaves writing READ_ONLY or reading WRITE_ONLY undefined. */
 #define READS CLATTN__READS
 #define WRITES CLATTN__WRITES
 
