@@ -36,7 +36,8 @@
  * Parameters (-D): D, DV head dims; BQ query rows per work-group (16 RM per warp); RM; BKV keys per
  * tile (a multiple of 16, P V's k-step); PAD (0 or 1); CAUSAL (bottom-right aligned; key blocks
  * no row of the work-group sees are skipped); REVERSE (causal blocks longest first, 1 by
- * default); the variants MASK (key blocks outside the work-group's rows' ranges skipped, and a
+ * default); LAZY (rescale only when a row's maximum rose by more than 2^LAZY, 8 by default; 0:
+ * at every rise); the variants MASK (key blocks outside the work-group's rows' ranges skipped, and a
  * warp's own likewise), SOFTCAP (cl/common.cl; S's fp32 scale is then scale / cap), ALIBI and SINKS. The arguments are cl/forward.cl's, the split ranges and o_f32 included (cl/common.cl's
  * OUT_ARG, STO: a split call's partial O in fp32, for the merge). With MMA_EMULATE
  * (CLATTN_MMA_EMULATE=1) the MMAs and shuffles are emulated, so this runs on PoCL for tests.
@@ -62,6 +63,9 @@
 #endif
 #ifndef REVERSE
 #define REVERSE 1
+#endif
+#ifndef LAZY
+#define LAZY 8 /* log2 of how far a row's maximum may rise before the rescale; 0: at every rise */
 #endif
 #ifndef STAGE
 #define STAGE 1
@@ -383,10 +387,25 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
         }
         const float mn0 = fmax(m[t][0], quad_max(mx0 SCR_ARGS));
         const float mn1 = fmax(m[t][1], quad_max(mx1 SCR_ARGS));
-        /* A row that has seen no key yet (mn = -inf) subtracts 0, not -inf (FlashAttention-2's
-         * rule): its scores are -inf, so P and the rescale are exp2(-inf) = 0, and never NaN. */
-        const float mu0 = mn0 == -INFINITY ? 0.0f : mn0, mu1 = mn1 == -INFINITY ? 0.0f : mn1;
-        const float a0 = exp2(m[t][0] - mu0), a1 = exp2(m[t][1] - mu1);
+        /* The rescale by a new maximum only when some row of the warp rose by more than LAZY
+         * (log2 units): otherwise every row keeps its old m, P up to 2^LAZY, and the exp2s and
+         * acc's multiplications are skipped for the tile (FlashAttention-4's lazy rescale).
+         * Exact: O = acc / l and LSE = m + log2 l take the same m as acc and l. */
+#if LAZY
+        const int grow = warp_any(mn0 > m[t][0] + LAZY || mn1 > m[t][1] + LAZY SCR_ARGS);
+#else
+        const int grow = 1;
+#endif
+        float a0 = 1.0f, a1 = 1.0f;
+        if (grow) {
+          /* A row that has seen no key yet (mn = -inf) subtracts 0, not -inf (FlashAttention-2's
+           * rule): its scores are -inf, so P and the rescale are exp2(-inf) = 0, never NaN. */
+          a0 = exp2(m[t][0] - (mn0 == -INFINITY ? 0.0f : mn0));
+          a1 = exp2(m[t][1] - (mn1 == -INFINITY ? 0.0f : mn1));
+          m[t][0] = mn0, m[t][1] = mn1;
+        }
+        const float mu0 = m[t][0] == -INFINITY ? 0.0f : m[t][0];
+        const float mu1 = m[t][1] == -INFINITY ? 0.0f : m[t][1];
         float sum0 = 0.0f, sum1 = 0.0f;
         /* P in the storage type, as P V's A fragments: k-step kk takes 8-key tiles 2 kk (a[0],
          * a[1]) and 2 kk + 1 (a[2], a[3]), each C fragment's (c0, c1) and (c2, c3) a register.
@@ -399,10 +418,11 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
           s[t][nt][1] = as_float(PACK2(p2, p3));
         }
         l[t][0] = l[t][0] * a0 + sum0, l[t][1] = l[t][1] * a1 + sum1;
-        m[t][0] = mn0, m[t][1] = mn1;
-        UNROLL for (uint vt = 0; vt < VT; vt++) {
-          acc[t][vt][0] *= a0, acc[t][vt][1] *= a0;
-          acc[t][vt][2] *= a1, acc[t][vt][3] *= a1;
+        if (grow) {
+          UNROLL for (uint vt = 0; vt < VT; vt++) {
+            acc[t][vt][0] *= a0, acc[t][vt][1] *= a0;
+            acc[t][vt][2] *= a1, acc[t][vt][3] *= a1;
+          }
         }
       }
 #if STAGE >= 3

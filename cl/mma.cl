@@ -116,6 +116,25 @@ static inline float quad_max(float v SCR) {
   return fmax(v, shfl_xor(v, 2 SCR_ARGS));
 }
 
+/* Whether p holds in some lane of the warp, the same answer in every lane (a warp-uniform
+ * branch): vote.sync, or a butterfly of the emulation's shuffles. */
+#ifdef MMA_EMULATE
+static inline int warp_any(int p SCR) {
+  float v = p ? 1.0f : 0.0f;
+  for (uint s = 16; s; s /= 2) v = fmax(v, shfl_xor(v, s SCR_ARGS));
+  return v > 0.0f;
+}
+#else
+static inline int warp_any(int p) {
+  int r;
+  asm volatile("{\n\t.reg .pred a, b;\n\tsetp.ne.s32 a, %1, 0;\n\t"
+               "vote.sync.any.pred b, a, 0xffffffff;\n\tselp.s32 %0, 1, 0, b;\n\t}"
+               : "=r"(r)
+               : "r"(p));
+  return r;
+}
+#endif
+
 static inline float quad_sum(float v SCR) {
   v += shfl_xor(v, 1 SCR_ARGS);
   return v + shfl_xor(v, 2 SCR_ARGS);
