@@ -10,7 +10,7 @@
  * One warp owns BQ (up to 16; fewer where a GPU's plan tightens the tile to its rows) packed
  * rows of one (batch entry, KV head) and one key split: packed row p is query row p / group of
  * query head kvh * group + p % group, as in cl/decode.cl. It walks its keys in blocks of BKV
- * (16 or 32), 16 at a time, every load of a block issued before its first step (STAGE 1), or
+ * (16, 32 or 64), 16 at a time, every load of a block issued before its first step (STAGE 1), or
  * each step's loads issued before the previous step's math (STAGE 2, BKV 32: two steps'
  * registers rotating):
  *   S = Q K^T as two n8 tiles of keys and D / 16 k-steps. Lane (gq, tq) loads keys gq and 8 + gq

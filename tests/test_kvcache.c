@@ -174,6 +174,10 @@ Test(kvcache, mma_i8) {
                .softcap = 20.0f, .sinks = 1, .mma = "decode_mma"});
   run(&(kcase){F16, I8, 3, 8, 2, 1, 77, 64, 0, 0, 30, .flags = C, .mma = "decode_mma", .mma_bq = 4,
                .mma_bkv = 32, .mma_stage = 2});
+  /* Blocks of 64 keys (four steps' loads at once: an int8 step has half fp16's bytes), paged
+   * with the last block partial */
+  run(&(kcase){F16, I8, 3, 8, 2, 1, 150, 128, 0, 16, 41, .mma = "decode_mma", .mma_bq = 4,
+               .mma_bkv = 64});
   /* Scores spread wide (scale 1: standard deviation 8 at d = 64) over 900 keys, V's scales about
    * 0.025: most P far below the row's largest, P' = P s_v / vmax rounded in fp16. (Random data
    * puts the mass on the largest few P, so it cannot show P' underflowing where many small P

@@ -193,6 +193,9 @@ for dt in 1 2; do
     -DKVCACHE=1 -DKVLENS=1
   check dmma "${dmma[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=8 -DBKV=32 -DSTAGE=2 -DCAUSAL=0 \
     -DKVCACHE=1 -DKVLENS=1 -DKV8=1
+  # int8 in 64-key blocks (four steps' loads at once, fp16's 32-key bytes)
+  check dmma "${dmma[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=8 -DBKV=64 -DCAUSAL=0 -DKVCACHE=1 \
+    -DKVLENS=1 -DKV8=1
 done
 # The wgmma probe (tools/probe_wgmma.cl, issue 19): Hopper's wgmma needs PTX .target sm_90a,
 # which clang here cannot emit, so its PTX is retargeted by hand; sm_90 must refuse it.
