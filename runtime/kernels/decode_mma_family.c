@@ -42,8 +42,8 @@ int clattn__decode_mma_check(const clattn__family *f, const clattn__device *dev,
              f->name, k->d, k->dv);
     return 0;
   }
-  if (!c->bq || c->bq > 16 || (c->bq & (c->bq - 1)) || (c->bkv != 16 && c->bkv != 32 && c->bkv != 64) ||
-      c->tpr != 1) {
+  if (!c->bq || c->bq > 16 || (c->bq & (c->bq - 1)) ||
+      (c->bkv != 16 && c->bkv != 32 && c->bkv != 64) || c->tpr != 1) {
     snprintf(why, why_len,
              "%s BQ=%u BKV=%u TPR=%u: BQ a power of two up to 16 (one m16 fragment), BKV 16, "
              "32 or 64, TPR 1",
