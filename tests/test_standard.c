@@ -373,3 +373,65 @@ Test(standard, launches_in_pieces_cover_every_element) {
   check_views(ctx, p, CLATTN_ALGO_STANDARD, l);
   clattn_context_destroy(ctx);
 }
+
+/* The backward with no queries or no keys at a head dim past the fused kernels' (the standard
+ * path): dk and dv (no queries) or dq (no keys) become zeros through their strided views (GQA,
+ * a padded head stride, an offset) and the rest of their buffers stays NaN; the sinks' gradient
+ * is 0 (a sum over rows of no keys). */
+static void wide_empty_backward(size_t nq, size_t nkv) {
+  clattn_context *ctx = test_context(NULL);
+  enum { B = 2, HQ = 4, HKV = 2, DIM = 300, PAD = 5, OFF = 3 };
+  clattn_problem p = {B, HQ, HKV, nq, nkv, DIM, 0, CLATTN_F32, 0.0f, 0, CLATTN_ALGO_STANDARD};
+  size_t n[8] = {nq, nkv, nkv, nq, nq, nq, nkv, nkv}, h[8] = {HQ, HKV, HKV, HQ, HQ, HQ, HKV, HKV};
+  cl_mem m[8];
+  clattn_tensor t[8];
+  size_t elems[8];
+  for (int i = 0; i < 8; i++) { /* q k v o d_o dq dk dv: bshd, heads DIM + PAD apart */
+    size_t rows = n[i] ? n[i] : 1, sh = DIM + PAD, ss = h[i] * sh, sb = rows * ss;
+    elems[i] = OFF + B * sb;
+    m[i] = test_buffer(ctx, elems[i], i < 5 ? 0.5f : NAN);
+    t[i] = (clattn_tensor){m[i], OFF, sb, ss, sh};
+  }
+  cl_mem lse = test_buffer(ctx, B * HQ * (nq ? nq : 1), 0.0f), sinks = test_buffer(ctx, HQ, 0.3f),
+         d_sinks = test_buffer(ctx, HQ, NAN);
+  clattn_args a = {.q = t[0],
+                   .k = t[1],
+                   .v = t[2],
+                   .o = t[3],
+                   .lse = lse,
+                   .d_o = t[4],
+                   .dq = t[5],
+                   .dk = t[6],
+                   .dv = t[7],
+                   .sinks = sinks,
+                   .d_sinks = d_sinks};
+  cr_assert_eq(clattn_backward_ex(ctx, &p, &a, 0, NULL, NULL), CLATTN_OK, "%s",
+               clattn_last_error(ctx));
+  for (int i = 5; i < 8; i++) {
+    float *x = malloc(elems[i] * sizeof *x);
+    cr_assert_not_null(x);
+    read_back(ctx, m[i], x, elems[i]);
+    for (size_t e = 0; e < elems[i]; e++) {
+      /* every (entry, row, head) of the buffer is the view's; its PAD columns are not */
+      int inside = e >= OFF && n[i] && (e - OFF) % t[i].stride_head < DIM;
+      if (inside)
+        cr_assert_eq(x[e], 0.0f, "gradient %d element %zu: %g, not 0", i - 5, e, x[e]);
+      else
+        cr_assert(isnan(x[e]), "gradient %d element %zu outside its view written: %g", i - 5, e,
+                  x[e]);
+    }
+    free(x);
+  }
+  float ds[HQ];
+  read_back(ctx, d_sinks, ds, HQ);
+  for (int i = 0; i < HQ; i++) cr_assert_eq(ds[i], 0.0f, "d_sinks[%d] = %g", i, ds[i]);
+  for (int i = 0; i < 8; i++) clReleaseMemObject(m[i]);
+  clReleaseMemObject(lse), clReleaseMemObject(sinks), clReleaseMemObject(d_sinks);
+  clattn_context_destroy(ctx);
+}
+Test(standard, wide_backward_without_queries_zeros_dk_dv) {
+  wide_empty_backward(0, 7);
+}
+Test(standard, wide_backward_without_keys_zeros_dq) {
+  wide_empty_backward(5, 0);
+}

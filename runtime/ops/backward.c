@@ -24,8 +24,8 @@ static clattn_status backward_call(clattn_context *ctx, const clattn_problem *pr
   pthread_mutex_lock(&ctx->lock);
   clattn__shape s;
   clattn_status st = clattn__shape_from_problem(ctx, problem, &s);
-  if (st == CLATTN_OK && (s.d > CLATTN__MAX_FUSED_DIM || s.dv > CLATTN__MAX_FUSED_DIM) &&
-      (s.algo != CLATTN_ALGO_STANDARD || !s.seqlen_q || !s.seqlen_kv))
+  const int wide = s.d > CLATTN__MAX_FUSED_DIM || s.dv > CLATTN__MAX_FUSED_DIM;
+  if (st == CLATTN_OK && wide && s.algo != CLATTN_ALGO_STANDARD)
     st = clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
                       "backward: head dims %zu/%zu; the fused kernels support at most %d (the "
                       "standard algorithm goes further)",
@@ -49,7 +49,10 @@ static clattn_status backward_call(clattn_context *ctx, const clattn_problem *pr
    * queries or no keys there is nothing to multiply, and the fused kernels write the zeros. */
   int standard =
       st == CLATTN_OK && !nothing && s.algo == CLATTN_ALGO_STANDARD && s.seqlen_q && s.seqlen_kv;
-  if (st == CLATTN_OK && !nothing && !standard) {
+  /* No queries or no keys at head dims past the fused kernels': zeros, written as the standard
+   * forward writes an empty call's O (cl/standard.cl's empty_rows). */
+  int empty_wide = st == CLATTN_OK && !nothing && !standard && wide;
+  if (st == CLATTN_OK && !nothing && !standard && !empty_wide) {
     clattn__class cls = clattn__class_of(&s, CLATTN__BACKWARD);
     st = clattn__plan_get(ctx, &cls, &p);
   }
@@ -59,6 +62,8 @@ static clattn_status backward_call(clattn_context *ctx, const clattn_problem *pr
   }
   if (st == CLATTN_OK && standard)
     st = clattn__standard_backward(ctx, &s, q, k, v, o, d_o, lse, dq, dk, dv);
+  else if (st == CLATTN_OK && empty_wide)
+    st = clattn__standard_backward_empty(ctx, &s, dq, dk, dv);
   else if (st == CLATTN_OK && !nothing) {
     if (s.batch && s.heads_q && s.seqlen_q && s.lse_rows) st = clattn__bwd_rowsum(ctx, &s, o, d_o);
     if (st == CLATTN_OK)

@@ -155,33 +155,57 @@ clattn_status clattn__std_workspace(clattn_context *ctx, size_t bytes) {
   return CLATTN_OK;
 }
 
-/* seqlen_kv = 0: no scores to compute; O = 0 and LSE = -inf (or the sink). */
-static clattn_status empty_keys(clattn_context *ctx, const clattn__shape *s, const clattn_tensor *o,
-                                cl_mem lse) {
+/* Zeros through a view t of batch x rows x heads x cols elements (cl/standard.cl's empty_rows),
+ * and, where lse is not NULL, LSE = -inf (or the sink) for its batch x heads x rows rows. */
+static clattn_status zero_rows(clattn_context *ctx, const clattn__shape *s, const clattn_tensor *t,
+                               size_t heads, size_t rows, size_t cols, cl_mem lse) {
   cl_kernel k;
-  char options[80]; /* O in the problem's storage; of the variants only the sinks count */
+  char options[80]; /* t in the problem's storage; of the variants only the sinks count */
+  int sinks = lse && s->sinks;
   snprintf(options, sizeof options, "-D WG=1 -D CPI=0 -D CAUSAL=0%s%s",
-           clattn__dtype_define(s->dtype), s->sinks ? " -D SINKS=1" : "");
+           clattn__dtype_define(s->dtype), sinks ? " -D SINKS=1" : "");
   clattn_status st = clattn__std_kernel(ctx, "empty_rows", options, &k);
   if (st != CLATTN_OK) return st;
-  cl_ulong view[4] = {o->offset, o->stride_batch, o->stride_seq, o->stride_head};
+  cl_ulong view[4] = {t->offset, t->stride_batch, t->stride_seq, t->stride_head};
   cl_int write_lse = lse != NULL;
-  cl_uint heads = (cl_uint)s->heads_q, nq = (cl_uint)s->seqlen_q, dv = (cl_uint)s->dv;
-  cl_int err = clSetKernelArg(k, 0, sizeof(cl_mem), &o->buffer);
+  cl_mem lse_arg = lse ? lse : t->buffer; /* any valid buffer when unused */
+  cl_uint nh = (cl_uint)heads, nq = (cl_uint)rows, nc = (cl_uint)cols;
+  cl_int err = clSetKernelArg(k, 0, sizeof(cl_mem), &t->buffer);
   for (int i = 0; i < 4; i++)
     if (err == CL_SUCCESS) err = clSetKernelArg(k, 1 + i, sizeof view[i], &view[i]);
-  if (err == CL_SUCCESS) err = clSetKernelArg(k, 5, sizeof(cl_mem), &lse);
+  if (err == CL_SUCCESS) err = clSetKernelArg(k, 5, sizeof(cl_mem), &lse_arg);
   if (err == CL_SUCCESS) err = clSetKernelArg(k, 6, sizeof write_lse, &write_lse);
-  if (err == CL_SUCCESS) err = clSetKernelArg(k, 7, sizeof heads, &heads);
+  if (err == CL_SUCCESS) err = clSetKernelArg(k, 7, sizeof nh, &nh);
   if (err == CL_SUCCESS) err = clSetKernelArg(k, 8, sizeof nq, &nq);
-  if (err == CL_SUCCESS) err = clSetKernelArg(k, 9, sizeof dv, &dv);
+  if (err == CL_SUCCESS) err = clSetKernelArg(k, 9, sizeof nc, &nc);
   clattn__shape sinks_only = {0};
-  sinks_only.sinks = s->sinks, sinks_only.heads_q = s->heads_q;
+  sinks_only.sinks = sinks ? s->sinks : NULL, sinks_only.heads_q = s->heads_q;
   clattn__args va = {k, 11, err, NULL}; /* after base, which clattn__std_launch sets */
   clattn__arg_variants(&va, &sinks_only, 1.0);
   err = va.err;
   if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clSetKernelArg(empty_rows)");
-  return clattn__std_launch(ctx, k, 10, s->batch * s->heads_q * s->seqlen_q * s->dv, 1);
+  return clattn__std_launch(ctx, k, 10, s->batch * heads * rows * cols, 1);
+}
+
+/* seqlen_kv = 0: no scores to compute; O = 0 and LSE = -inf (or the sink). */
+static clattn_status empty_keys(clattn_context *ctx, const clattn__shape *s, const clattn_tensor *o,
+                                cl_mem lse) {
+  return zero_rows(ctx, s, o, s->heads_q, s->seqlen_q, s->dv, lse);
+}
+
+/* The backward of a call with no queries or no keys (head dims above the fused kernels'): the
+ * gradients that have elements are zero, dk and dv (no queries) or dq (no keys). */
+clattn_status clattn__standard_backward_empty(clattn_context *ctx, const clattn__shape *s,
+                                              const clattn_tensor *dq, const clattn_tensor *dk,
+                                              const clattn_tensor *dv) {
+  if (!s->batch || !s->heads_q) return CLATTN_OK;
+  if (s->seqlen_q && !s->seqlen_kv)
+    return zero_rows(ctx, s, dq, s->heads_q, s->seqlen_q, s->d, NULL);
+  if (!s->seqlen_q && s->seqlen_kv) {
+    clattn_status st = zero_rows(ctx, s, dk, s->heads_kv, s->seqlen_kv, s->d, NULL);
+    return st == CLATTN_OK ? zero_rows(ctx, s, dv, s->heads_kv, s->seqlen_kv, s->dv, NULL) : st;
+  }
+  return CLATTN_OK;
 }
 
 /* Work-group and columns per work-item of the softmax for rows of nkv keys. Work-groups stay

@@ -72,7 +72,8 @@ clattn_status clattn__bwd_rowsum(clattn_context *ctx, const clattn__shape *s,
 
 clattn_status clattn__bwd_sinks(clattn_context *ctx, const clattn__shape *s, cl_mem lse) {
   if (!s->d_sinks || !s->heads_q) return CLATTN_OK;
-  if (s->batch == 0 || s->seqlen_q == 0 || s->lse_rows == 0) { /* a sum over no rows */
+  /* A sum over no rows, or over rows of no keys (their sums of P dP are 0). */
+  if (s->batch == 0 || s->seqlen_q == 0 || s->lse_rows == 0 || s->seqlen_kv == 0) {
     cl_float zero = 0.0f;
     cl_int err = clEnqueueFillBuffer(ctx->queue, s->d_sinks, &zero, sizeof zero, 0,
                                      s->heads_q * sizeof zero, 0, NULL, NULL);
