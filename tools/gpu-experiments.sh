@@ -18,8 +18,15 @@
 #   with the planned 32-key blocks and with 16 (-DBKV=16, and -DSTAGE=1 for int8, whose plan is
 #   stage 2), in turns, two rounds: at dc4e203 (16-key blocks) paged 16 read 88% of the stream,
 #   since the 32-key blocks 72% (paged_bkv.txt). The key ranges stay multiples of 32.
+# int8-bkv: the int8 cache at b8/32k, one row, contiguous and paged 16, as planned (32-key
+#   blocks in two stages), in 64-key blocks (-DBKV=64 -DSTAGE=1: four steps' loads at once, the
+#   bytes of fp16's 32-key blocks; c23b6e3) and in 32 in one stage, in turns, ROUNDS_BKV rounds;
+#   the fp16 cache beside them (int8_bkv.txt). On the H200 int8 was 1.16x fp16 (goal 1.8x).
+# splits-b1: batch 1 at 32k and 128k keys, one row, fp16: the plan's key ranges (128 since
+#   0dfe9b9) against CLATTN_SPLITS=64 (the most before) and 96, in turns (splits_b1.txt).
 # SPLIT_SPECS: split's runs, "D OPTIONS" joined by |; ROUNDS_BKV: paged-bkv's rounds (2).
-# Usage: tools/gpu-experiments.sh DIR [split] [page-order] [ftz] [cap] [paged-bkv] (DIR from
+# Usage: tools/gpu-experiments.sh DIR [split] [page-order] [ftz] [cap] [paged-bkv] [int8-bkv]
+# [splits-b1] (DIR from
 # tools/gpu-pack.sh; the first four by default, in that order). Writes to $OUT.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -83,4 +90,37 @@ fi
 if [[ " $steps " == *" cap "* ]]; then
   CAP_IMPLS="1 2" CAP_DTYPES=f16 ROUNDS=${ROUNDS:-1} timeout 150 bash "$here/gpu-variants.sh" \
     "$dir" cap-impl >/dev/null 2>&1
+fi
+# One decode run's median and share of the stream: decode_run ENV... -- clattn run options.
+decode_run() {
+  local envs=()
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done
+  shift
+  env "${envs[@]}" timeout 20 "$cl" run --dtype f16 --heads 32 --heads-kv 8 --head-dim 128 \
+    --seqlen-q 1 --no-check --warmup 5 --repeat 30 "$@" 2>&1 |
+    grep -oE 'median [0-9.]+ ms|[0-9]+% of a stream|clattn:.*' | tr '\n' ' '
+}
+if [[ " $steps " == *" int8-bkv "* ]]; then
+  for round in $(seq "${ROUNDS_BKV:-2}"); do
+    for c in "contiguous" "paged --page-size 16"; do
+      for o in "" "-DBKV=64 -DSTAGE=1" "-DBKV=32 -DSTAGE=1"; do
+        echo "round $round int8 $c ${o:-planned}: $(decode_run CLATTN_BUILD_OPTIONS="$o" -- \
+          --kv-cache $c --cache-dtype i8 --batch 8 --context 32768)"
+      done
+      echo "round $round fp16 $c planned: $(decode_run X=1 -- --kv-cache $c --cache-dtype f16 \
+        --batch 8 --context 32768)"
+    done
+  done >"$out/int8_bkv.txt"
+fi
+if [[ " $steps " == *" splits-b1 "* ]]; then
+  for round in 1 2; do
+    for ctx in 32768 131072; do
+      for n in plan 64 96; do
+        e=X=1
+        [ $n != plan ] && e=CLATTN_SPLITS=$n
+        echo "round $round b1/$ctx ranges $n: $(decode_run $e -- --kv-cache contiguous \
+          --batch 1 --context $ctx)"
+      done
+    done
+  done >"$out/splits_b1.txt"
 fi
