@@ -28,9 +28,13 @@
 #   trip, a quarter of fp16's 32-key blocks.
 # splits-b1: batch 1 at 32k and 128k keys, one row, fp16: the plan's key ranges (128 since
 #   0dfe9b9) against CLATTN_SPLITS=64 (the most before) and 96, in turns (splits_b1.txt).
+# cap-ab: the fp32 softcap's cost against plain (B = 1, H = 16, N = 4096, d = 128, causal and
+#   not), with the packed kernels and with the baseline's (gpu-pack.sh's BASE_KERNELS, .gpu/basecl:
+#   before the rational tanh's division became a refined reciprocal), in turns, two rounds
+#   (cap_ab.txt). The H200 measured 1.12-1.13x in stop 38 (goal 1.05x).
 # SPLIT_SPECS: split's runs, "D OPTIONS" joined by |; ROUNDS_BKV: paged-bkv's rounds (2).
 # Usage: tools/gpu-experiments.sh DIR [split] [page-order] [ftz] [cap] [paged-bkv] [int8-bkv]
-# [splits-b1] (DIR from
+# [splits-b1] [cap-ab] (DIR from
 # tools/gpu-pack.sh; the first four by default, in that order). Writes to $OUT.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -129,4 +133,19 @@ if [[ " $steps " == *" splits-b1 "* ]]; then
       done
     done
   done >"$out/splits_b1.txt"
+fi
+if [[ " $steps " == *" cap-ab "* ]]; then
+  for round in 1 2; do
+    for side in new base; do
+      kd=()
+      [ $side = base ] && kd=(CLATTN_KERNEL_DIR="$dir/basecl")
+      for mask in "" --causal; do
+        for v in "" "--softcap 30"; do
+          echo "round $round $side fp32 ${mask:-full} ${v:-plain}: $(env "${kd[@]}" timeout 30 \
+            "$cl" run --dtype f32 --batch 1 --heads 16 --seqlen 4096 --head-dim 128 $mask $v \
+            --no-check --warmup 3 --repeat 10 2>&1 | grep -oE 'median [0-9.]+ ms|clattn:.*')"
+        done
+      done
+    done
+  done >"$out/cap_ab.txt"
 fi
