@@ -47,8 +47,8 @@ static void resolve_options(clattn_context *ctx, const clattn_options *opt) {
   const char *sp = getenv("CLATTN_SPLITS");
   end = NULL;
   unsigned long splits = sp && sp[0] ? strtoul(sp, &end, 10) : 0;
-  if ((end && *end) || splits > 64) {
-    clattn__warn(ctx, "CLATTN_SPLITS=%s is not a count from 1 to 64; ignored", sp);
+  if ((end && *end) || splits > 128) {
+    clattn__warn(ctx, "CLATTN_SPLITS=%s is not a count from 1 to 128; ignored", sp);
     splits = 0;
   }
   ctx->force_splits = (unsigned)splits;

@@ -61,12 +61,12 @@ Test(split, forced_count_through_the_environment) {
   p.heads_q = 2;
   test_forward_shape(&p, 0, 0, 1, NULL);
   clattn_context_destroy(ctx);
-  setenv("CLATTN_SPLITS", "65", 1);
+  setenv("CLATTN_SPLITS", "129", 1);
   ctx = test_context(NULL);
   cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK, "%s", clattn_last_error(ctx));
-  cr_assert_neq(info.kv_splits, 65);
+  cr_assert_neq(info.kv_splits, 129);
   const char *diag = clattn_context_diagnostics(ctx);
-  cr_assert(diag && strstr(diag, "CLATTN_SPLITS=65"), "%s", diag ? diag : "(none)");
+  cr_assert(diag && strstr(diag, "CLATTN_SPLITS=129"), "%s", diag ? diag : "(none)");
   clattn_context_destroy(ctx);
 }
 
