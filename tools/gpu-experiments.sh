@@ -28,13 +28,17 @@
 #   trip, a quarter of fp16's 32-key blocks.
 # splits-b1: batch 1 at 32k and 128k keys, one row, fp16: the plan's key ranges (128 since
 #   0dfe9b9) against CLATTN_SPLITS=64 (the most before) and 96, in turns (splits_b1.txt).
+# rows4: four query rows a sequence (16 packed rows a tile) at b8/32k, fp16, contiguous: the plan
+#   (32-key blocks, one stage) against each 16 keys' loads during the previous 16's math
+#   (-DSTAGE=2) and 16-key blocks, in turns, two rounds (rows4.txt; 80% of the stream on the
+#   H200 in stop 38, goal 85%).
 # cap-ab: the fp32 softcap's cost against plain (B = 1, H = 16, N = 4096, d = 128, causal and
 #   not), with the packed kernels and with the baseline's (gpu-pack.sh's BASE_KERNELS, .gpu/basecl:
 #   before the rational tanh's division became a refined reciprocal), in turns, two rounds
 #   (cap_ab.txt). The H200 measured 1.12-1.13x in stop 38 (goal 1.05x).
 # SPLIT_SPECS: split's runs, "D OPTIONS" joined by |; ROUNDS_BKV: paged-bkv's rounds (2).
 # Usage: tools/gpu-experiments.sh DIR [split] [page-order] [ftz] [cap] [paged-bkv] [int8-bkv]
-# [splits-b1] [cap-ab] (DIR from
+# [splits-b1] [rows4] [cap-ab] (DIR from
 # tools/gpu-pack.sh; the first four by default, in that order). Writes to $OUT.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -148,4 +152,12 @@ if [[ " $steps " == *" cap-ab "* ]]; then
       done
     done
   done >"$out/cap_ab.txt"
+fi
+if [[ " $steps " == *" rows4 "* ]]; then
+  for round in 1 2; do
+    for o in "" "-DBKV=32 -DSTAGE=2" "-DBKV=16"; do
+      echo "round $round 4 rows ${o:-planned}: $(decode_run CLATTN_BUILD_OPTIONS="$o" -- \
+        --kv-cache contiguous --seqlen-q 4 --batch 8 --context 32768)"
+    done
+  done >"$out/rows4.txt"
 fi
