@@ -147,9 +147,10 @@ Test(forward_mma_half, negative_scale_bf16_stage1) {
 
 /* The lazy rescale (LAZY, 8 by default): with scale 3 a row's maximum rises past 2^8 on some
  * later tiles of 16 keys and not on others, so a warp both rescales and keeps stale maxima (P
- * up to 2^8) within one row, causal rows first seeing no key, in the planned staging. */
+ * up to 2^8) within one row; causal with more queries than keys, so that the first 53 rows see
+ * no key (their maxima stay -inf while their warps keep others'), in the planned staging. */
 Test(forward_mma_half, lazy_rescale_wide_scores_stage3) {
-  clattn_problem p = {1, 2, 0, 77, 203, 64, 0, F16, 3.0f, C, CLATTN_ALGO_FUSED};
+  clattn_problem p = {1, 2, 0, 203, 150, 64, 0, F16, 3.0f, C, CLATTN_ALGO_FUSED};
   clattn_config c = {.kernel = "forward_mma_half", .threads_per_row = 1, .rows_per_item = 2};
   c.block_q = 64, c.block_kv = 16, c.stage_kv = 3, c.pad = 1;
   test_forward_shape(&p, BSHD, 0, LSE, &c);

@@ -264,6 +264,25 @@ Test(kvcache, override_illegal_for_the_cache_rejected) {
   clattn_context_destroy(ctx);
 }
 
+/* decode_mma's 64-key blocks are for int8 caches: forced over an fp16 cache, the call fails as
+ * unsupported, naming the rule. */
+Test(kvcache, block_of_64_keys_over_fp16_cache_rejected) {
+  setenv("CLATTN_MMA_EMULATE", "1", 1);
+  clattn_context *ctx = test_context(NULL);
+  check_spec sp = {{2, 4, 2, 1, 40, 64, 0, F16, 0.0f, 0}};
+  sp.seed = 5;
+  check_kv kv = {F16, 16, 0, 20, 0};
+  clattn_config forced = {"decode_mma", 4, 64, 1, 1, 0, 1, 1};
+  cr_assert_eq(clattn_override_config(ctx, &sp.problem, &forced), CLATTN_OK, "%s",
+               clattn_last_error(ctx));
+  check_result r;
+  double append_err;
+  cr_assert_eq(check_kvcache_run(ctx, &sp, &kv, &r, &append_err), CLATTN_ERR_UNSUPPORTED, "%s",
+               clattn_last_error(ctx));
+  cr_assert(strstr(clattn_last_error(ctx), "int8 caches only"), "%s", clattn_last_error(ctx));
+  clattn_context_destroy(ctx);
+}
+
 /* The GPU's planning rules, on the test device made to look like a GPU of 132 compute units:
  * a GQA group of 4 heads' one row takes 4-row tiles (tight_rows: the family's entry has more);
  * 4 x 36 (batch, KV head) tiles fill the 132 units but not 4 work-groups on each, so the keys

@@ -374,20 +374,21 @@ Test(standard, launches_in_pieces_cover_every_element) {
   clattn_context_destroy(ctx);
 }
 
-/* The backward with no queries or no keys at a head dim past the fused kernels' (the standard
- * path): dk and dv (no queries) or dq (no keys) become zeros through their strided views (GQA,
- * a padded head stride, an offset) and the rest of their buffers stays NaN; the sinks' gradient
+/* The backward with no queries or no keys at head dims past the fused kernels' (the standard
+ * path; V's its own): dk and dv (no queries) or dq (no keys) become zeros through their strided
+ * views (GQA, a padded head stride, an offset) and the rest of their buffers stays NaN; the sinks' gradient
  * is 0 (a sum over rows of no keys). */
 static void wide_empty_backward(size_t nq, size_t nkv) {
   clattn_context *ctx = test_context(NULL);
-  enum { B = 2, HQ = 4, HKV = 2, DIM = 300, PAD = 5, OFF = 3 };
-  clattn_problem p = {B, HQ, HKV, nq, nkv, DIM, 0, CLATTN_F32, 0.0f, 0, CLATTN_ALGO_STANDARD};
+  enum { B = 2, HQ = 4, HKV = 2, DIM = 300, DV = 280, PAD = 5, OFF = 3 };
+  clattn_problem p = {B, HQ, HKV, nq, nkv, DIM, DV, CLATTN_F32, 0.0f, 0, CLATTN_ALGO_STANDARD};
   size_t n[8] = {nq, nkv, nkv, nq, nq, nq, nkv, nkv}, h[8] = {HQ, HKV, HKV, HQ, HQ, HQ, HKV, HKV};
+  size_t dim[8] = {DIM, DIM, DV, DV, DV, DIM, DIM, DV};
   cl_mem m[8];
   clattn_tensor t[8];
   size_t elems[8];
   for (int i = 0; i < 8; i++) { /* q k v o d_o dq dk dv: bshd, heads DIM + PAD apart */
-    size_t rows = n[i] ? n[i] : 1, sh = DIM + PAD, ss = h[i] * sh, sb = rows * ss;
+    size_t rows = n[i] ? n[i] : 1, sh = dim[i] + PAD, ss = h[i] * sh, sb = rows * ss;
     elems[i] = OFF + B * sb;
     m[i] = test_buffer(ctx, elems[i], i < 5 ? 0.5f : NAN);
     t[i] = (clattn_tensor){m[i], OFF, sb, ss, sh};
@@ -413,7 +414,7 @@ static void wide_empty_backward(size_t nq, size_t nkv) {
     read_back(ctx, m[i], x, elems[i]);
     for (size_t e = 0; e < elems[i]; e++) {
       /* every (entry, row, head) of the buffer is the view's; its PAD columns are not */
-      int inside = e >= OFF && n[i] && (e - OFF) % t[i].stride_head < DIM;
+      int inside = e >= OFF && n[i] && (e - OFF) % t[i].stride_head < dim[i];
       if (inside)
         cr_assert_eq(x[e], 0.0f, "gradient %d element %zu: %g, not 0", i - 5, e, x[e]);
       else

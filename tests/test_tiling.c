@@ -475,5 +475,15 @@ Test(tiling, decode_mma_split_count_on_132_units) {
     cr_expect_geq((size_t)per * n, t[i].keys);
     cr_expect_lt((size_t)per * (n - 1), t[i].keys);
   }
+  /* CLATTN_SPLITS's count past 64 holds for decode's families, and is capped at 64 for others */
+  clattn__shape s;
+  memset(&s, 0, sizeof s);
+  s.batch = 8, s.heads_q = 32, s.heads_kv = 8, s.seqlen_q = 1, s.seqlen_kv = 32768; /* plan: 16 */
+  s.d = s.dv = 128;
+  ctx->force_splits = 128;
+  unsigned per = 0;
+  cr_expect_eq(clattn__split_count(ctx, &s, &p, &per), 128);
+  p.cfg.kernel = clattn__family_find("forward_tiles"), p.cfg.bq = 16, p.cfg.bkv = 16;
+  cr_expect_eq(clattn__split_count(ctx, &s, &p, &per), 64);
   clattn_context_destroy(ctx);
 }

@@ -17,7 +17,7 @@
 # bench: the Goal's main shapes through `clattn bench --kv-cache` (faster than `time`), PyTorch's
 #   one-row contiguous shapes beside them.
 # splits: the small shapes (batch 1 and 8, contexts 4k and 32k, one row, fp16 contiguous) with
-#   the key ranges forced ($CLATTN_SPLITS: 1 to 64, and the planner's), for the split count's rule
+#   the key ranges forced ($CLATTN_SPLITS: 1 to 128, and the planner's), for the split count's rule
 #   (decode_splits.txt).
 # host: where a call's host microseconds go: `clattn bench` at batch 8, 32k keys, split (two
 #   launches) and not ($CLATTN_SPLITS=1), under tools/host_shim.c (each OpenCL call's count and

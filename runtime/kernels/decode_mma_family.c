@@ -50,6 +50,14 @@ int clattn__decode_mma_check(const clattn__family *f, const clattn__device *dev,
              f->name, c->bq, c->bkv, c->tpr);
     return 0;
   }
+  /* (A problem's class before its call has no cache: the call's class decides.) */
+  if (c->bkv == 64 && (k->variants & CLATTN__VAR_KVCACHE) && !(k->variants & CLATTN__VAR_KV8)) {
+    snprintf(why, why_len,
+             "%s BKV=64: for int8 caches only (four 16-key steps' loads at once fit the registers "
+             "there; an fp16 or bf16 cache takes BKV 16 or 32)",
+             f->name);
+    return 0;
+  }
   if (c->stage != 1 && (c->stage != 2 || c->bkv != 32)) {
     snprintf(why, why_len,
              "%s BKV=%u stage %u: stage 1 (a block's loads at its start), or 2 with BKV 32 (each "

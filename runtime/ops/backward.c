@@ -24,7 +24,7 @@ static clattn_status backward_call(clattn_context *ctx, const clattn_problem *pr
   pthread_mutex_lock(&ctx->lock);
   clattn__shape s;
   clattn_status st = clattn__shape_from_problem(ctx, problem, &s);
-  const int wide = s.d > CLATTN__MAX_FUSED_DIM || s.dv > CLATTN__MAX_FUSED_DIM;
+  const int wide = st == CLATTN_OK && (s.d > CLATTN__MAX_FUSED_DIM || s.dv > CLATTN__MAX_FUSED_DIM);
   if (st == CLATTN_OK && wide && s.algo != CLATTN_ALGO_STANDARD)
     st = clattn__fail(ctx, CLATTN_ERR_UNSUPPORTED,
                       "backward: head dims %zu/%zu; the fused kernels support at most %d (the "

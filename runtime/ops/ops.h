@@ -86,12 +86,13 @@ void clattn__standard_plan_packed(const clattn_context *ctx, const clattn__shape
 clattn_status clattn__bwd_sinks(clattn_context *ctx, const clattn__shape *s, cl_mem lse);
 clattn_status clattn__bwd_rowsum(clattn_context *ctx, const clattn__shape *s,
                                  const clattn_tensor *o, const clattn_tensor *d_o);
-/* The standard path's backward (standard_bwd.c), for checked tensors with seqlen_q and seqlen_kv
- * both positive, on an in-order queue. */
-/* The backward with no queries or no keys on the standard path: zeros in dk, dv or dq. */
+/* The backward with no queries or no keys on the standard path (standard.c, beside the
+ * forward's empty keys): zeros in dk and dv, or dq. */
 clattn_status clattn__standard_backward_empty(clattn_context *ctx, const clattn__shape *s,
                                               const clattn_tensor *dq, const clattn_tensor *dk,
                                               const clattn_tensor *dv);
+/* The standard path's backward (standard_bwd.c), for checked tensors with seqlen_q and seqlen_kv
+ * both positive, on an in-order queue. */
 clattn_status clattn__standard_backward(clattn_context *ctx, const clattn__shape *s,
                                         const clattn_tensor *q, const clattn_tensor *k,
                                         const clattn_tensor *v, const clattn_tensor *o,
