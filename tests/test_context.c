@@ -2,6 +2,7 @@
  * is read then, once, so changing it later changes nothing for that context; and the library's
  * version is the one CMake built it as. */
 #include "common.h"
+#include "ops.h"
 #include "tune.h"
 
 #include <fcntl.h>
@@ -102,6 +103,20 @@ Test(context, softcap_fast_tanh_only_for_half_on_nvidia) {
   cls.variants = CLATTN__VAR_SOFTCAP, ctx->device.mma_emulated = 1;
   clattn__config_options(&ctx->device, &cls, &c, opts, sizeof opts);
   cr_expect(!strstr(opts, "CAP_FAST"), "emulated: %s", opts);
+  /* The standard path's kernels take the same tanh (a forward on one path and its backward on
+   * the other agree). */
+  clattn__shape s = {0};
+  s.dtype = CLATTN_BF16, s.softcap = 5.0f;
+  char std[192];
+  ctx->device.mma_emulated = 0;
+  clattn__std_options(ctx, &s, 64, 1, std, sizeof std);
+  cr_expect(strstr(std, "-D CAP_FAST=2") && strstr(std, "-D SOFTCAP=1"), "standard: %s", std);
+  s.dtype = CLATTN_F32;
+  clattn__std_options(ctx, &s, 64, 1, std, sizeof std);
+  cr_expect(!strstr(std, "CAP_FAST"), "standard fp32: %s", std);
+  s.dtype = CLATTN_F16, ctx->device.mma_emulated = 1;
+  clattn__std_options(ctx, &s, 64, 1, std, sizeof std);
+  cr_expect(!strstr(std, "CAP_FAST"), "standard emulated: %s", std);
   ctx->device = saved;
   clattn_context_destroy(ctx);
   setenv("CLATTN_BUILD_OPTIONS", "-DCAP_FAST=1", 1);

@@ -30,11 +30,14 @@ size_t OVL get_global_id(uint d) {
   return __nvvm_read_ptx_sreg_ctaid_x() * __nvvm_read_ptx_sreg_ntid_x() +
          __nvvm_read_ptx_sreg_tid_x();
 }
+size_t OVL get_local_size(uint d) { return __nvvm_read_ptx_sreg_ntid_x(); }
 void OVL barrier(cl_mem_fence_flags f) { __syncthreads(); }
 float OVL exp2(float x) { return __nvvm_ex2_approx_f(x); }
 float OVL native_exp2(float x) { return __nvvm_ex2_approx_ftz_f(x); }
 float OVL native_recip(float x) { return __nvvm_rcp_rn_ftz_f(x); }
 float OVL log2(float x) { return __nvvm_lg2_approx_f(x); }
+float OVL log(float x) { return __nvvm_lg2_approx_f(x) * 0.6931471806f; }
+float OVL exp(float x) { return __nvvm_ex2_approx_f(x * 1.4426950409f); }
 uint OVL min(uint a, uint b) { return a < b ? a : b; }
 uint OVL max(uint a, uint b) { return a > b ? a : b; }
 float OVL tanh(float x) { float e = __nvvm_ex2_approx_f(2.885390082f * x); return (e - 1.0f) / (e + 1.0f); }
@@ -158,6 +161,8 @@ for dt in 1 2; do
   check bmh "${bhalf[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=64 -DBKV=64 -DSQ=32 -DSK=32 -DCAUSAL=1 \
     -DNBUF=1
 done
+# The standard path's kernels with the fused kernels' tanh for half storage on NVIDIA (CAP_FAST 2).
+check std common.cl standard.cl -- -DDTYPE=1 -DWG=256 -DCPI=4 -DCAUSAL=1 -DSOFTCAP=1 -DCAP_FAST=2
 # The fp32 tensor-core forward, the H200's default, as the control of the stubs.
 check fm common.cl mma.cl forward_mma.cl -- -DD=64 -DDV=64 -DBQ=128 -DBKV=32 -DPAD=1 -DCAUSAL=1 \
   -DVEC=4 -DKVSPLIT=1

@@ -118,7 +118,8 @@ clattn_status clattn__std_kernel(clattn_context *ctx, const char *name, const ch
                                  cl_kernel *out);
 /* The element kernels' options: work-group wg, cpi columns per work-item (softmax_rows), the
  * causal mask and the variants' defines (cl/standard.cl). */
-void clattn__std_options(const clattn__shape *s, size_t wg, unsigned cpi, char *out, size_t len);
+void clattn__std_options(const clattn_context *ctx, const clattn__shape *s, size_t wg, unsigned cpi,
+                         char *out, size_t len);
 clattn_status clattn__std_workspace(clattn_context *ctx, size_t bytes);
 clattn_status clattn__std_launch(clattn_context *ctx, cl_kernel k, cl_uint base_arg, size_t items,
                                  size_t wg);

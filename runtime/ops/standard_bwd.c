@@ -246,7 +246,7 @@ clattn_status clattn__standard_backward(clattn_context *ctx, const clattn__shape
   if (st == CLATTN_OK) st = clattn__std_workspace(ctx, plan.chunk * plan.head_workspace);
   cl_kernel kp = NULL, kd = NULL;
   char opt[128];
-  clattn__std_options(s, 1, 0, opt, sizeof opt);
+  clattn__std_options(ctx, s, 1, 0, opt, sizeof opt);
   if (st == CLATTN_OK) st = clattn__std_kernel(ctx, "bwd_probs", opt, &kp);
   if (st == CLATTN_OK) st = clattn__std_kernel(ctx, "bwd_dscores", opt, &kd);
   if (st == CLATTN_OK) st = clattn__bwd_rowsum(ctx, s, o, d_o);
