@@ -376,8 +376,8 @@ Test(standard, launches_in_pieces_cover_every_element) {
 
 /* The backward with no queries or no keys at head dims past the fused kernels' (the standard
  * path; V's its own): dk and dv (no queries) or dq (no keys) become zeros through their strided
- * views (GQA, a padded head stride, an offset) and the rest of their buffers stays NaN; the sinks' gradient
- * is 0 (a sum over rows of no keys). */
+ * views (GQA, a padded head stride, an offset) and the rest of their buffers stays NaN; the sinks'
+ * gradient is 0 (a sum over rows of no keys). */
 static void wide_empty_backward(size_t nq, size_t nkv) {
   clattn_context *ctx = test_context(NULL);
   enum { B = 2, HQ = 4, HKV = 2, DIM = 300, DV = 280, PAD = 5, OFF = 3 };
