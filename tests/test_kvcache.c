@@ -238,25 +238,24 @@ Test(kvcache, split_calls_one_after_another) {
   clattn_context_destroy(ctx);
 }
 
-/* An override legal for the problem's class but not for a call's cache (decode_mma over an
- * int8 cache at head_dim 32, which int8 needs a multiple of 64) fails that call as unsupported,
- * naming the rule, and the context serves the call once the override is removed. */
-Test(kvcache, override_illegal_for_the_cache_rejected) {
+/* An override legal for the problem's class but not for a call's cache (the class before the
+ * call has none) fails that call as unsupported, naming the rule (words w1 and w2), and the
+ * context serves the call once the override is removed. */
+static void override_refused_for_the_cache(size_t d, clattn_dtype cache, clattn_config forced,
+                                           const char *w1, const char *w2) {
   setenv("CLATTN_MMA_EMULATE", "1", 1);
   clattn_context *ctx = test_context(NULL);
-  check_spec sp = {{2, 4, 2, 1, 40, 32, 0, F16, 0.0f, 0}};
+  check_spec sp = {{2, 4, 2, 1, 40, d, 0, F16, 0.0f, 0}};
   sp.seed = 3;
-  check_kv kv = {I8, 16, 0, 20, 0};
-  clattn_config forced = {"decode_mma", 8, 16, 1, 1, 0, 1, 1};
+  check_kv kv = {cache, 16, 0, 20, 0};
   cr_assert_eq(clattn_override_config(ctx, &sp.problem, &forced), CLATTN_OK, "%s",
                clattn_last_error(ctx));
   check_result r;
   double append_err;
   cr_assert_eq(check_kvcache_run(ctx, &sp, &kv, &r, &append_err), CLATTN_ERR_UNSUPPORTED, "%s",
                clattn_last_error(ctx));
-  cr_assert(strstr(clattn_last_error(ctx), "KV cache") &&
-                strstr(clattn_last_error(ctx), "a multiple of 64"),
-            "%s", clattn_last_error(ctx));
+  cr_assert(strstr(clattn_last_error(ctx), w1) && strstr(clattn_last_error(ctx), w2), "%s",
+            clattn_last_error(ctx));
   cr_assert_eq(clattn_override_config(ctx, &sp.problem, NULL), CLATTN_OK);
   cr_assert_eq(check_kvcache_run(ctx, &sp, &kv, &r, &append_err), CLATTN_OK, "%s",
                clattn_last_error(ctx));
@@ -264,23 +263,16 @@ Test(kvcache, override_illegal_for_the_cache_rejected) {
   clattn_context_destroy(ctx);
 }
 
-/* decode_mma's 64-key blocks are for int8 caches: forced over an fp16 cache, the call fails as
- * unsupported, naming the rule. */
+/* decode_mma over an int8 cache at head_dim 32 (int8 needs a multiple of 64). */
+Test(kvcache, override_illegal_for_the_cache_rejected) {
+  override_refused_for_the_cache(32, I8, (clattn_config){"decode_mma", 8, 16, 1, 1, 0, 1, 1},
+                                 "KV cache", "a multiple of 64");
+}
+
+/* decode_mma's 64-key blocks are for int8 caches: forced over an fp16 cache. */
 Test(kvcache, block_of_64_keys_over_fp16_cache_rejected) {
-  setenv("CLATTN_MMA_EMULATE", "1", 1);
-  clattn_context *ctx = test_context(NULL);
-  check_spec sp = {{2, 4, 2, 1, 40, 64, 0, F16, 0.0f, 0}};
-  sp.seed = 5;
-  check_kv kv = {F16, 16, 0, 20, 0};
-  clattn_config forced = {"decode_mma", 4, 64, 1, 1, 0, 1, 1};
-  cr_assert_eq(clattn_override_config(ctx, &sp.problem, &forced), CLATTN_OK, "%s",
-               clattn_last_error(ctx));
-  check_result r;
-  double append_err;
-  cr_assert_eq(check_kvcache_run(ctx, &sp, &kv, &r, &append_err), CLATTN_ERR_UNSUPPORTED, "%s",
-               clattn_last_error(ctx));
-  cr_assert(strstr(clattn_last_error(ctx), "int8 caches only"), "%s", clattn_last_error(ctx));
-  clattn_context_destroy(ctx);
+  override_refused_for_the_cache(64, F16, (clattn_config){"decode_mma", 4, 64, 1, 1, 0, 1, 1},
+                                 "BKV=64", "int8 caches only");
 }
 
 /* The GPU's planning rules, on the test device made to look like a GPU of 132 compute units:
