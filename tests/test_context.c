@@ -110,7 +110,7 @@ Test(context, softcap_fast_tanh_only_for_half_on_nvidia) {
   char std[192];
   ctx->device.mma_emulated = 0;
   clattn__std_options(ctx, &s, 64, 1, std, sizeof std);
-  cr_expect(strstr(std, "-D CAP_FAST=2") && strstr(std, "-D SOFTCAP=1"), "standard: %s", std);
+  cr_expect(strstr(std, "-DCAP_FAST=2") && strstr(std, "-D SOFTCAP=1"), "standard: %s", std);
   s.dtype = CLATTN_F32;
   clattn__std_options(ctx, &s, 64, 1, std, sizeof std);
   cr_expect(!strstr(std, "CAP_FAST"), "standard fp32: %s", std);

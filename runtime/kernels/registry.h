@@ -202,6 +202,9 @@ size_t clattn__config_local_bytes(const clattn__device *dev, const clattn__class
 size_t clattn__config_row_groups(const clattn__config *c, const clattn__shape *s);
 /* Work-items per work-group of the family's first entry point (forward: its only one). */
 size_t clattn__config_work_group(const clattn__config *c);
+/* The softcap's tanh for storage dtype on dev (cl/common.cl's CAP_FAST): " -DCAP_FAST=2" or
+ * "", for every kernel that caps scores, the standard path's too, so that all agree. */
+const char *clattn__cap_tanh_define(const clattn__device *dev, clattn_dtype dtype);
 /* Build options: the family's defines, then $CLATTN_BUILD_OPTIONS (read at creation; part of
  * every cache key). */
 void clattn__config_options(const clattn__device *dev, const clattn__class *cls,

@@ -84,6 +84,15 @@ size_t clattn__config_work_group(const clattn__config *c) {
   return wg[0];
 }
 
+/* The softcap's tanh by tanh.approx.f32 for half storage on NVIDIA (cl/common.cl's CAP_FAST
+ * 2): one MUFU operation a score where ex2.approx and rcp.approx (CAP_FAST 1) took two. On an
+ * H100 the fp16 softcap cost 1.05-1.08x plain against 1.13-1.20x, and the half rule's checks held
+ * (docs/BENCHMARKS.md, stop 37); its error, up to cap x 2^-11 in a logit, is fp16's own rounding
+ * of S at |s| = cap. fp32 storage keeps the accurate tanh (CAP_FAST 2 failed its rule). */
+const char *clattn__cap_tanh_define(const clattn__device *dev, clattn_dtype dtype) {
+  return dtype != CLATTN_F32 && dev->tensor_cores && !dev->mma_emulated ? " -DCAP_FAST=2" : "";
+}
+
 void clattn__config_options(const clattn__device *dev, const clattn__class *cls,
                             const clattn__config *c, char *out, size_t len) {
   const clattn__family *f = clattn__family_of(c);
@@ -108,16 +117,9 @@ void clattn__config_options(const clattn__device *dev, const clattn__class *cls,
              cls->variants & CLATTN__VAR_KVCACHE ? " -DKVCACHE=1" : "",
              cls->variants & CLATTN__VAR_PAGED ? " -DPAGED=1" : "",
              cls->variants & CLATTN__VAR_KV8 ? " -DKV8=1" : "");
-  /* The softcap's tanh by tanh.approx.f32 for half storage on NVIDIA (cl/common.cl's CAP_FAST
-   * 2): one MUFU operation a score where ex2.approx and rcp.approx (CAP_FAST 1) took two. On an
-   * H100 the fp16 softcap cost 1.05-1.08x plain against 1.13-1.20x, and the half rule's checks
-   * held (docs/BENCHMARKS.md, stop 37); its error, up to cap x 2^-11 in a logit, is fp16's own
-   * rounding of S at |s| = cap. fp32 storage keeps the accurate tanh (CAP_FAST 2 failed its rule).
-   */
   at = strlen(out);
-  if (at < len && (cls->variants & CLATTN__VAR_SOFTCAP) && cls->dtype != CLATTN_F32 &&
-      dev->tensor_cores && !dev->mma_emulated)
-    snprintf(out + at, len - at, " -DCAP_FAST=2");
+  if (at < len && (cls->variants & CLATTN__VAR_SOFTCAP))
+    snprintf(out + at, len - at, "%s", clattn__cap_tanh_define(dev, cls->dtype));
   /* Extra options for experiments ($CLATTN_BUILD_OPTIONS, e.g. -cl-nv-verbose) are part of the
    * options, hence of every cache key. */
   const char *extra = dev->build_options; /* read once, when the context was made */

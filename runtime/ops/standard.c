@@ -224,17 +224,16 @@ static void softmax_shape(const clattn_context *ctx, size_t nkv, size_t *wg, uns
   *cpi = c > 64 ? 0 : c;
 }
 
-/* The softcap's tanh is the fused kernels' on the device (registry_configs.c): tanh.approx.f32
- * (CAP_FAST 2) for half storage on NVIDIA's tensor cores, so that a forward on one path and its
- * backward on the other see the same capped scores. */
+/* The softcap's tanh is the fused kernels' on the device (clattn__cap_tanh_define), so that a
+ * forward on one path and its backward on the other see the same capped scores. */
 void clattn__std_options(const clattn_context *ctx, const clattn__shape *s, size_t wg, unsigned cpi,
                          char *out, size_t len) {
-  const int cap_fast = s->softcap > 0.0f && s->dtype != CLATTN_F32 && ctx->device.tensor_cores &&
-                       !ctx->device.mma_emulated;
+  const int cap = s->softcap > 0.0f;
   snprintf(out, len, "-D WG=%zu -D CPI=%u -D CAUSAL=%u%s%s%s%s%s%s", wg, cpi, s->causal,
-           s->mask ? " -D MASK=1" : "", s->softcap > 0.0f ? " -D SOFTCAP=1" : "",
-           cap_fast ? " -D CAP_FAST=2" : "", s->alibi ? " -D ALIBI=1" : "",
-           s->sinks ? " -D SINKS=1" : "", s->seqlens_kv ? " -D KVLENS=1" : "");
+           s->mask ? " -D MASK=1" : "", cap ? " -D SOFTCAP=1" : "",
+           cap ? clattn__cap_tanh_define(&ctx->device, s->dtype) : "",
+           s->alibi ? " -D ALIBI=1" : "", s->sinks ? " -D SINKS=1" : "",
+           s->seqlens_kv ? " -D KVLENS=1" : "");
 }
 
 static clattn_status softmax(clattn_context *ctx, const clattn__shape *s, size_t rows,
