@@ -35,11 +35,13 @@
  * values go to the mma exactly (|x| <= 127 is exact in fp16 and bf16): K's scale multiplies S's
  * column, and V's multiplies P's column (P' = p s_v / vmax VREF, rounded once as P is, vmax
  * the largest scale seen so far; l sums p alone, and O is scaled back at the end), so no element
- * of V is scaled. The lane of a key's S
- * elements loads its two scales. With fp16 queries a value becomes fp16 in two instructions a
- * pair (i8x2: its byte, biased by 128, under the exponent of 1024, less 1152), not by integer
- * to float conversions (a quarter-rate instruction) and a pack: dequantising took about three
- * quarters of a step's instructions (docs/BENCHMARKS.md: the int8 cache no faster than fp16).
+ * of V is scaled. The lane of a key's S elements loads its two scales. With fp16 queries a pair
+ * of values becomes an fp16 pair in two instructions (K: a byte permute puts the two bytes,
+ * biased by 128, under the exponent of 1024, and one f16x2 subtraction takes 1152 off) or three
+ * (V, whose pair is two keys' bytes: the permute, a mask, the subtraction), not by integer to
+ * float conversions (a quarter-rate instruction) and a pack: dequantising took about three
+ * quarters of a step's instructions (docs/BENCHMARKS.md: the int8 cache no faster than fp16),
+ * and the permute made the int8 cache 5-10% faster on the H100 than shifts and masks.
  *
  * Parameters (-D): D (a multiple of 32; 64 with KV8), DV (of 16; 32 with KV8), both at most 128;
  * BQ; BKV; STAGE; CAUSAL and the variants of cl/common.cl (MASK, SOFTCAP, ALIBI, SINKS,
@@ -128,11 +130,26 @@ static inline float i8_of(uint w, uint e) {
 
 #if KV8 && DTYPE == 1
 /* fp16 queries over int8: the loaded words are biased (each byte xor 0x80: x + 128, load_step),
- * and the low bytes of a and b become an fp16 pair (a's low, b's high), exactly: 0x6400 | (x +
- * 128) is the half 1024 + 128 + x, less 1152 (0x6480) is x. */
+ * and a biased byte under the exponent byte 0x64 is the half 1024 + 128 + x, exactly; less 1152
+ * (0x6480) is x. byte_perm(a, b, sel) is PTX's prmt: byte i of the result is byte (sel >> 4 i) &
+ * 7 of b:a (a's bytes 0-3, b's 4-7), one instruction where the shifts, masks and ors that place
+ * two bytes took about five: with the pair's subtraction they were most of an int8 step's
+ * instructions. */
 #define KV8_BIAS 0x80808080u
-static inline uint i8x2(uint a, uint b) {
-  const uint w = (a & 0xffu) | (b & 0xffu) << 16 | 0x64006400u;
+static inline uint byte_perm(uint a, uint b, uint sel) {
+#ifdef MMA_EMULATE
+  const ulong ba = (ulong)b << 32 | a;
+  uint r = 0;
+  for (uint i = 0; i < 4; i++) r |= (uint)(ba >> (8 * ((sel >> (4 * i)) & 7)) & 0xffu) << (8 * i);
+  return r;
+#else
+  uint r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+  return r;
+#endif
+}
+/* The fp16 pair of a word's biased halves 0x64XX64YY, less 1152 each. */
+static inline uint i8x2_of(uint w) {
 #ifdef MMA_EMULATE
   return pack2(h2f(w & 0xffffu) - 1152.0f, h2f(w >> 16) - 1152.0f);
 #else
@@ -141,10 +158,20 @@ static inline uint i8x2(uint a, uint b) {
   return r;
 #endif
 }
-#define KV8_PAIR(a, b) i8x2((a), (b))
+/* Bytes e of a (low half) and of b (high half) as an fp16 pair. */
+static inline uint i8x2(uint a, uint b, uint e) {
+  return i8x2_of((byte_perm(a, b, e | (e + 4) << 8) & 0x00ff00ffu) | 0x64006400u);
+}
+/* Bytes 2 h and 2 h + 1 of w as an fp16 pair: the 0x64 bytes come from byte 4 (b = 0x64646464). */
+static inline uint i8x2_word(uint w, uint h) {
+  return i8x2_of(byte_perm(w, 0x64646464u, 0x4040u | (2 * h) | (2 * h + 1) << 8));
+}
+#define KV8_KPAIR(w, h) i8x2_word((w), (h))
+#define KV8_VPAIR(a, b, e) i8x2((a), (b), (e))
 #elif KV8
 #define KV8_BIAS 0u
-#define KV8_PAIR(a, b) PACK2(i8_of((a), 0), i8_of((b), 0))
+#define KV8_KPAIR(w, h) PACK2(i8_of((w), 2 * (h)), i8_of((w), 2 * (h) + 1))
+#define KV8_VPAIR(a, b, e) PACK2(i8_of((a), (e)), i8_of((b), (e)))
 #endif
 /* P' = p s_v / vmax VREF <= VREF p: no overflow, and fp16's normal range reaches as far below
  * the row's largest P as an fp16 cache's P does (further, by VREF, where scales are alike). */
@@ -362,7 +389,7 @@ clattn_decode_mma(DECODE_ARGS) {
         for (uint ks = 0; ks < KS; ks++) {
 #if KV8 /* word ks holds k-step ks's four int8 columns, exact in fp16 and bf16 */
           const uint w = st[sb].kw[t][ks];
-          MMA16(s[t], qa[ks], KV8_PAIR(w, w >> 8), KV8_PAIR(w >> 16, w >> 24));
+          MMA16(s[t], qa[ks], KV8_KPAIR(w, 0), KV8_KPAIR(w, 1));
 #else
           MMA16(s[t], qa[ks], st[sb].kw[t][2 * ks], st[sb].kw[t][2 * ks + 1]);
 #endif
@@ -451,9 +478,9 @@ clattn_decode_mma(DECODE_ARGS) {
       for (uint nt = 0; nt < NT; nt++) {
         const uint w = nt / 2, hh = nt % 2;
 #if KV8 /* x exactly (the scale is on P): byte nt % 4 of word nt / 4, keys u and u + 1 */
-        const uint w4 = nt / 4, sh = 8 * (nt % 4);
-        MMA_O(acc[nt], pa, KV8_PAIR(st[sb].vw[0][w4] >> sh, st[sb].vw[1][w4] >> sh),
-              KV8_PAIR(st[sb].vw[2][w4] >> sh, st[sb].vw[3][w4] >> sh));
+        const uint w4 = nt / 4, e = nt % 4;
+        MMA_O(acc[nt], pa, KV8_VPAIR(st[sb].vw[0][w4], st[sb].vw[1][w4], e),
+              KV8_VPAIR(st[sb].vw[2][w4], st[sb].vw[3][w4], e));
 #else
         MMA_O(acc[nt], pa, pair_keys(st[sb].vw[0][w], st[sb].vw[1][w], hh),
               pair_keys(st[sb].vw[2][w], st[sb].vw[3][w], hh));

@@ -36,9 +36,16 @@
 #   not), with the packed kernels and with the baseline's (gpu-pack.sh's BASE_KERNELS, .gpu/basecl:
 #   before the rational tanh's division became a refined reciprocal), in turns, two rounds
 #   (cap_ab.txt). The H200 measured 1.12-1.13x in stop 38 (goal 1.05x).
+# i8-ab: the int8 cache at b8/32k, one row, contiguous and paged 16, with the packed kernels
+#   (prmt-built fp16 pairs) and the baseline's (.gpu/basecl), in turns, two rounds, the fp16
+#   cache beside them; then checked int8 runs (fp16 and bf16 queries, paged and contiguous,
+#   four rows, causal) on the packed kernels (i8_ab.txt).
+# alibi-ab: the fp16 forward (B = 1, H = 16, N = 4096, d = 128, full and causal) plain and with
+#   ALiBi, packed kernels and baseline's in turns, three rounds; then ALiBi checked in fp16 and
+#   bf16, causal and not, forward and backward (alibi_ab.txt).
 # SPLIT_SPECS: split's runs, "D OPTIONS" joined by |; ROUNDS_BKV: paged-bkv's rounds (2).
 # Usage: tools/gpu-experiments.sh DIR [split] [page-order] [ftz] [cap] [paged-bkv] [int8-bkv]
-# [splits-b1] [rows4] [cap-ab] (DIR from
+# [splits-b1] [rows4] [cap-ab] [i8-ab] [alibi-ab] (DIR from
 # tools/gpu-pack.sh; the first four by default, in that order). Writes to $OUT.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -160,4 +167,46 @@ if [[ " $steps " == *" rows4 "* ]]; then
         --kv-cache contiguous --seqlen-q 4 --batch 8 --context 32768)"
     done
   done >"$out/rows4.txt"
+fi
+if [[ " $steps " == *" i8-ab "* ]]; then
+  for round in 1 2; do
+    for c in "contiguous" "paged --page-size 16"; do
+      for side in new base; do
+        kd=X=1
+        [ $side = base ] && kd=CLATTN_KERNEL_DIR=$dir/basecl
+        echo "round $round int8 $c $side: $(decode_run $kd -- --kv-cache $c --cache-dtype i8 \
+          --batch 8 --context 32768)"
+      done
+      echo "round $round fp16 $c: $(decode_run X=1 -- --kv-cache $c --cache-dtype f16 --batch 8 \
+        --context 32768)"
+    done
+  done >"$out/i8_ab.txt"
+  for a in "--dtype f16 --kv-cache paged --page-size 16" "--dtype bf16 --kv-cache contiguous" \
+    "--dtype f16 --kv-cache contiguous --seqlen-q 4 --causal" "--dtype f16 --kv-cache paged \
+    --page-size 64 --seqlen-q 3 --causal --softcap 30"; do
+    echo "check i8 $a: $(timeout 60 "$cl" run $a --cache-dtype i8 --batch 3 --heads 8 \
+      --heads-kv 2 --head-dim 128 --context 3001 --lse 2>&1 | grep -E 'check|clattn:' |
+      tr '\n' ' ')"
+  done >>"$out/i8_ab.txt"
+fi
+if [[ " $steps " == *" alibi-ab "* ]]; then
+  for round in 1 2 3; do
+    for side in new base; do
+      kd=X=1
+      [ $side = base ] && kd=CLATTN_KERNEL_DIR=$dir/basecl
+      for mask in "" --causal; do
+        for v in "" --alibi; do
+          echo "round $round $side fp16 ${mask:-full} ${v:-plain}: $(env $kd timeout 30 "$cl" \
+            run --dtype f16 --batch 1 --heads 16 --seqlen 4096 --head-dim 128 $mask $v \
+            --no-check --warmup 3 --repeat 10 2>&1 | grep -oE 'median [0-9.]+ ms|clattn:.*')"
+        done
+      done
+    done
+  done >"$out/alibi_ab.txt"
+  for a in "--dtype f16" "--dtype bf16 --causal" "--dtype f16 --causal --backward" \
+    "--dtype bf16 --backward"; do
+    echo "check alibi $a: $(timeout 60 "$cl" run $a --alibi --batch 2 --heads 4 --heads-kv 2 \
+      --seqlen-q 777 --seqlen-kv 1030 --head-dim 128 --lse 2>&1 | grep -E 'check|clattn:' |
+      tr '\n' ' ')"
+  done >>"$out/alibi_ab.txt"
 fi
