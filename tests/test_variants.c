@@ -188,6 +188,9 @@ VCASE(sinks_decode_split, F32, 1, 1, 0, 1, 3000, 64, 0, 0, 0, 0, 0.0f, BSHD, 0, 
 VCASE(f16_alibi_sinks_causal, F16, 1, 2, 0, 45, 70, 64, 0, C, 0, 0, 0.0f, BSHD, 0, 0, 0, 1, 1)
 VCASE(bf16_alibi_per_batch_sinks_causal, BF16, 2, 2, 0, 41, 41, 48, 0, C, 0, 0, 0.0f, BSHD, 0, 0, 0,
       2, 1)
+/* Without a mask in half storage: keys on both sides of every row's diagonal, whole tiles of them
+ * on either side of a warp's rows (a bias linear in the key there, of opposite signs). */
+VCASE(f16_alibi_both_sides, F16, 1, 2, 0, 70, 200, 32, 0, 0, 0, 0, 0.0f, BSHD, 0, 0, 0, 1, 0)
 
 /* A padded batch (seqlens_kv; batches of 5 hold every kind of entry: full, 2/3 + 1, empty, and
  * two out of range, which see no key) alone, with GQA (a KV cache's decode and prefill), causal
