@@ -8,12 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The most key ranges: 64, or 128 for a family that fills each unit with several work-groups
- * (decode's): at batch 1 with 8 KV heads one wave of 8 a unit on 132 units is 132 ranges, and an
- * H100 at 32k keys read faster with each step from 32 ranges to 64 (0.104, 0.085, 0.079 ms;
- * docs/BENCHMARKS.md), where 64 fill half a wave; the H200 read 40% of the stream there. */
+/* The most key ranges the planner takes: 64. An H100 at batch 1 and 32k keys read faster with
+ * each step from 32 ranges to 64 (0.104, 0.085, 0.079 ms), and no faster at 96 or 128 (a whole
+ * wave of decode_mma's 8 work-groups a unit on 132 units: 0.080-0.090 and 0.081-0.083 ms against
+ * 64's 0.078-0.079; at 128k keys all three within 3%), docs/BENCHMARKS.md. $CLATTN_SPLITS, an
+ * experiment, may ask a decode family (one with a split_fill) for up to 128. */
 #define MAX_SPLITS 64
-#define MAX_SPLITS_FILLED 128
+#define MAX_SPLITS_FORCED 128
 
 unsigned clattn__split_count(const clattn_context *ctx, const clattn__shape *s,
                              const clattn__plan *p, unsigned *kv_per_split) {
@@ -41,7 +42,7 @@ unsigned clattn__split_count(const clattn_context *ctx, const clattn__shape *s,
     size_t most = s->seqlen_kv / least; /* >= 2 tiles */
     count = want < most ? want : most;
   }
-  size_t max = f && f->split_fill > 1 ? MAX_SPLITS_FILLED : MAX_SPLITS;
+  size_t max = ctx->force_splits && f && f->split_fill > 1 ? MAX_SPLITS_FORCED : MAX_SPLITS;
   if (count > max) count = max;
   if (count < 2) return 1;
   size_t per = (s->seqlen_kv + count - 1) / count;
