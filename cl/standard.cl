@@ -174,9 +174,9 @@ __kernel void empty_rows(__global stor_t *o, const ulong o_off, const ulong o_sb
  * where masked or where the row saw no key (LSE = -inf); bwd_dscores turns dP (ds_off elements
  * after P in the same workspace) into dS = P (dP - D) (with SOFTCAP times 1 - t^2, t recovered
  * from P and the row's LSE as (log P + LSE) / cap: where P underflows to 0, dS is 0 anyway);
- * bwd_rowdot (below) computes D = rowsum(dO o O) per row of the strided views, two rows a
- * work-group. base counts work-groups, as clattn__std_launch passes it: launches after the first
- * start base work-groups in (base * 64 elements here, base * 2 rows in bwd_rowdot). */
+ * bwd_rowdot (below) computes D = rowsum(dO o O) per row of the strided views, a row a
+ * work-item. base counts work-groups, as clattn__std_launch passes it: launches after the first
+ * start base work-groups in (base * 64 elements here, base * 64 rows in bwd_rowdot). */
 __kernel void bwd_probs(__global float *s, __global const float *lse, const uint seqlen_q,
                         const uint seqlen_kv, const ulong row_base, const ulong n,
                         const ulong base VARIANT_ARGS) {
@@ -250,40 +250,63 @@ __kernel void bwd_dscores(__global float *ws, const ulong ds_off, __global const
   ws[ds_off + g] = ws[g] * (ws[ds_off + g] - drow[row_base + g / seqlen_kv]) * dt;
 }
 
-/* bwd_rowdot: 32 work-items a row load 32 columns of O and dO at a time into local memory, so a
- * warp's loads of a row are contiguous (one work-item a row read 16-bit columns a row apart per
- * load: 0.30 ms where the bytes take 0.05 on an H100, docs/BENCHMARKS.md), and the row's first
- * work-item sums them in column order by fma, as before: the same D, which the standard path's
- * dS = P (dP - D) is sensitive to where P is uniform (tests/test_standard.c's broadcast keys
- * failed its tolerance with a tree's order). Two rows a work-group of 64. */
+/* bwd_rowdot: a warp of 32 work-items owns 32 rows (a work-group of 64, two warps). For each 32
+ * columns it loads the 32 rows' columns a row at a time (32 contiguous elements a load) into a
+ * padded 32 x 33 tile of local memory, then each work-item sums its own row's columns in column
+ * order by fma: the same D as a sum over the row in order, which the standard path's dS = P (dP
+ * - D) is sensitive to where P is uniform (tests/test_standard.c's broadcast keys failed its
+ * tolerance with a tree's order). Before, one work-item a row read 16-bit columns a row apart a
+ * load (0.30 ms on an H100 where the bytes take 0.05), and then 32 a row summed by their first
+ * work-item alone (0.34 ms): both were bound by a single chain of dependent loads and fmas a
+ * row per warp, not by memory (docs/BENCHMARKS.md). */
+#define RD_PAD 33 /* a row of the tile: lane l reads word l * 33 + k, bank (l + k) % 32 */
 __kernel __attribute__((reqd_work_group_size(64, 1, 1))) void
 bwd_rowdot(__global const stor_t *o, const ulong o_off, const ulong o_sb, const ulong o_ss,
            const ulong o_sh, __global const stor_t *d_o, const ulong g_off, const ulong g_sb,
            const ulong g_ss, const ulong g_sh, __global float *drow, const uint heads_q,
-           const uint seqlen_q, const uint dv, const ulong n, const ulong base) {
-  __local float lo[64], lg[64];
-  const uint lid = get_local_id(0), lane = lid % 32;
-  const ulong r = (base + get_group_id(0)) * 2 + lid / 32;
-  ulong ob = 0, gb = 0;
-  if (r < n) {
-    const uint i = (uint)(r % seqlen_q);
-    const ulong bh = r / seqlen_q;
-    const uint h = (uint)(bh % heads_q);
-    const ulong b = bh / heads_q;
-    ob = o_off + b * o_sb + (ulong)i * o_ss + h * o_sh;
-    gb = g_off + b * g_sb + (ulong)i * g_ss + h * g_sh;
+           const uint seqlen_q, const uint dv, const ulong n, const uint h_inner,
+           const ulong base) {
+  __local float lo[2 * 32 * RD_PAD], lg[2 * 32 * RD_PAD];
+  __local ulong rob[64], rgb[64];
+  const uint lid = get_local_id(0), lane = lid % 32, w = lid / 32;
+  /* Work-item x takes the x-th row in the views' order: heads inner where a head's rows are
+   * closer than a position's (bshd), so that the rows read at once are one stretch of memory.
+   * In D's own order ([batch][head][position]) a bshd view's rows read at once were one head's,
+   * 256 bytes of every 4 KB, and the kernel took 0.30 ms where the bytes take 0.05 on an H100. */
+  const ulong x = (base + get_group_id(0)) * 64 + lid;
+  ulong r = n; /* this work-item's row of D, n for none */
+  if (x < n) {
+    const ulong bn = h_inner ? x / heads_q : x % seqlen_q + x / ((ulong)seqlen_q * heads_q) * seqlen_q;
+    const uint h = h_inner ? (uint)(x % heads_q) : (uint)(x / seqlen_q % heads_q);
+    const uint i = (uint)(bn % seqlen_q);
+    const ulong b = bn / seqlen_q;
+    r = (b * heads_q + h) * seqlen_q + i;
+    rob[lid] = o_off + b * o_sb + (ulong)i * o_ss + h * o_sh;
+    rgb[lid] = g_off + b * g_sb + (ulong)i * g_ss + h * g_sh;
   }
+  const ulong x0 = x - lane; /* the warp's first */
+  __local float *to = lo + w * 32 * RD_PAD, *tg = lg + w * 32 * RD_PAD;
   float acc = 0.0f;
   for (uint c0 = 0; c0 < dv; c0 += 32) { /* uniform over the work-group: barriers inside */
+    barrier(CLK_LOCAL_MEM_FENCE);        /* rob, rgb written; the last chunk's sums done */
     const uint c = c0 + lane;
-    const bool in = r < n && c < dv;
-    lo[lid] = in ? LDS(o + ob + c) : 0.0f, lg[lid] = in ? LDS(d_o + gb + c) : 0.0f;
+    /* Every load of the 32 rows issued before any is stored: the loads' latency is paid once a
+     * chunk, not once a row (which, not the bytes, is what bound this kernel before). */
+    float xo[32], xg[32];
+#pragma unroll
+    for (uint k = 0; k < 32; k++) {
+      const bool in = x0 + k < n && c < dv;
+      const uint at = 32 * w + k;
+      xo[k] = in ? LDS(o + rob[at] + c) : 0.0f;
+      xg[k] = in ? LDS(d_o + rgb[at] + c) : 0.0f;
+    }
+#pragma unroll
+    for (uint k = 0; k < 32; k++) to[k * RD_PAD + lane] = xo[k], tg[k * RD_PAD + lane] = xg[k];
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (lane == 0)
-      for (uint k = 0; k < 32 && c0 + k < dv; k++) acc = fma(lo[lid + k], lg[lid + k], acc);
-    barrier(CLK_LOCAL_MEM_FENCE);
+    const uint m = dv - c0 < 32 ? dv - c0 : 32;
+    for (uint k = 0; k < m; k++) acc = fma(to[lane * RD_PAD + k], tg[lane * RD_PAD + k], acc);
   }
-  if (lane == 0 && r < n) drow[r] = acc;
+  if (r < n) drow[r] = acc;
 }
 
 /* With SINKS: each row's sum of P dP over its keys, the chunk's P matrices and its dP ds_off

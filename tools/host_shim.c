@@ -5,8 +5,8 @@
  * SHIM_KERNEL_TIMES=1 adds each kernel's device time, by name (an event per launch, read at
  * exit from a profiling queue, as `clattn bench` makes): which of a pass's kernels costs what,
  * e.g. bwd_rowdot, bwd_dkdv and bwd_dq of a backward, which no profiler reaches through NVIDIA's
- * OpenCL. Its events are the shim's own, so its host times are then not the library's. Not
- * installed. */
+ * OpenCL. Its events are the shim's own, so its host times are then not the library's.
+ * SHIM_SERIAL=1 drains the queue before each launch (below). Not installed. */
 #define _GNU_SOURCE
 #include <CL/cl.h>
 #include <dlfcn.h>
@@ -103,6 +103,11 @@ cl_int clEnqueueNDRangeKernel(cl_command_queue q, cl_kernel k, cl_uint d, const 
   if (kernel_times < 0) kernel_times = getenv("SHIM_KERNEL_TIMES") != NULL;
   cl_event own = NULL, *ev = e;
   if (kernel_times > 0 && !ev && nevents < MAXEV) ev = &own;
+  /* SHIM_SERIAL: each launch waits for the queue to drain first, so that a kernel's event times
+   * it alone (a device may start a kernel's clock while the one before still runs). */
+  static int serial = -1;
+  if (serial < 0) serial = getenv("SHIM_SERIAL") != NULL;
+  if (serial) clFinish(q);
   const double t0 = now_us();
   const cl_int r = real(q, k, d, o, g, l, n, w, ev);
   total[NDRANGE] += now_us() - t0, count[NDRANGE]++;
