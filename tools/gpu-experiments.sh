@@ -43,9 +43,13 @@
 # alibi-ab: the fp16 forward (B = 1, H = 16, N = 4096, d = 128, full and causal) plain and with
 #   ALiBi, packed kernels and baseline's in turns, three rounds; then ALiBi checked in fp16 and
 #   bf16, causal and not, forward and backward (alibi_ab.txt).
+# merge-ab: decode (fp16 cache, one row) at b1/4k, b1/32k (32 and 64 key ranges) and b8/32k,
+#   each kernel's device time by name (SHIM_KERNEL_TIMES: decode_mma and merge_splits) and the
+#   call's median, with the packed kernels (merge_splits' loops unrolled by 8) and the baseline's
+#   (.gpu/basecl: BASE_KERNELS=26829bc, a load a trip), in turns, two rounds (merge_ab.txt).
 # SPLIT_SPECS: split's runs, "D OPTIONS" joined by |; ROUNDS_BKV: paged-bkv's rounds (2).
 # Usage: tools/gpu-experiments.sh DIR [split] [page-order] [ftz] [cap] [paged-bkv] [int8-bkv]
-# [splits-b1] [rows4] [cap-ab] [i8-ab] [alibi-ab] (DIR from
+# [splits-b1] [rows4] [cap-ab] [i8-ab] [alibi-ab] [merge-ab] (DIR from
 # tools/gpu-pack.sh; the first four by default, in that order). Writes to $OUT.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -209,4 +213,19 @@ if [[ " $steps " == *" alibi-ab "* ]]; then
       --seqlen-q 777 --seqlen-kv 1030 --head-dim 128 --lse 2>&1 | grep -E 'check|clattn:' |
       tr '\n' ' ')"
   done >>"$out/alibi_ab.txt"
+fi
+if [[ " $steps " == *" merge-ab "* ]]; then
+  for round in 1 2; do
+    for c in "--batch 1 --context 4096" "--batch 1 --context 32768" "--batch 8 --context 32768"; do
+      for side in new base; do
+        kd=X=1
+        [ $side = base ] && kd=CLATTN_KERNEL_DIR=$dir/basecl
+        echo "round $round $c $side: $(env $kd SHIM_KERNEL_TIMES=1 \
+          LD_PRELOAD="$dir/libclattn_host_shim.so" timeout 30 "$cl" run --kv-cache contiguous \
+          --dtype f16 --heads 32 --heads-kv 8 --head-dim 128 --seqlen-q 1 $c --no-check \
+          --warmup 5 --repeat 30 2>&1 | grep -E 'median|kernel |clattn:' |
+          grep -oE 'median [0-9.]+ ms|kernel [a-z_]+ +[0-9]+ launches .*|clattn:.*' | tr '\n' ' ')"
+      done
+    done
+  done >"$out/merge_ab.txt"
 fi
