@@ -84,7 +84,8 @@ static clattn_status append_enqueue(clattn_context *ctx, const clattn__shape *s,
   clattn__arg(&a, sizeof cap, &cap);
   clattn__arg(&a, sizeof d, &d);
   clattn__arg(&a, sizeof dv, &dv);
-  clattn__launch l = {kernel, a.next, rows, 0, NULL};
+  /* A work-group of 64 a row (cl/kv_append.cl's AW): its columns' loads at once. */
+  clattn__launch l = {kernel, a.next, rows, 64, NULL};
   cl_ulong base = 0;
   clattn__arg(&a, sizeof base, &base);
   clattn__arg_cache(&a, s);
