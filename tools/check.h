@@ -145,6 +145,9 @@ typedef struct check_kv {
   int copies;
   double host_us; /* median wall-clock time of clattn_forward_ex's return on an idle queue, not
                      waited for */
+  /* With repeats: the median device time of a decode step's append (tools/check_append.c) and
+   * the bytes it moves (the new rows read, the cache's rows and int8 scales written). */
+  double append_us, append_bytes;
   /* int8, checked: O against the exact result on the rows before quantisation, max |diff| /
    * max |ref| and mean |diff| / mean |ref|. */
   double q8_max_rel, q8_mean_rel;
@@ -160,5 +163,10 @@ typedef struct check_kv {
  * the check always runs), rotating through copies of the cache. */
 clattn_status check_kvcache_run(clattn_context *ctx, const check_spec *sp, check_kv *kv,
                                 check_result *r, double *append_err);
+/* The append of a decode step (seqlen_q new rows a sequence, at each entry's length in lens less
+ * those rows, the lengths restored after) into cache c, sp->warmup then sp->repeat times, timed
+ * by its OpenCL event: kv->append_us and kv->append_bytes. */
+clattn_status check_time_append(clattn_context *ctx, const check_spec *sp, const clattn_kv_cache *c,
+                                const int *lens, check_kv *kv);
 
 #endif

@@ -432,6 +432,7 @@ clattn_status check_kvcache_run(clattn_context *ctx, const check_spec *sp, check
   }
   kv->bytes_read = bytes_read(&p, kv, ref_lens);
   if (sp->repeat > 0) st = time_calls(ctx, sp, kv, &x, &a, r);
+  if (sp->repeat > 0 && st == CLATTN_OK) st = check_time_append(ctx, sp, &x.c, x.lens, kv);
 done:
   free(kd), free(vd), free(lse_host), free(ref_lens);
   cache_release(&x);

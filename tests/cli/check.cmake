@@ -77,7 +77,7 @@ expect(3 "the standard column failed: variable-length sequences" bench --seqlen 
        --batch 2 --heads 1 --repeat 1 --varlen --columns fused,standard)
 # A KV cache: appended, checked and timed beside a streaming read; paged int8 with lengths, and
 # an override of the problem's class reaching the cache's calls.
-expect(0 "appends exact;-> PASS;of a streaming read's" run --kv-cache paged --page-size 8
+expect(0 "appends exact;-> PASS;of a streaming read's;of a copy's" run --kv-cache paged --page-size 8
        --kv-layout hnd --batch 3 --heads 4 --heads-kv 2 --seqlen-q 2 --context 50 --head-dim 16
        --dtype f16 --cache-dtype i8 --lengths 50,7,0 --causal --repeat 2)
 expect(0 "contiguous, f32;-> PASS" run --kv-cache contiguous --batch 2 --heads 2 --seqlen-q 1
