@@ -47,9 +47,12 @@
 #   each kernel's device time by name (SHIM_KERNEL_TIMES: decode_mma and merge_splits) and the
 #   call's median, with the packed kernels (merge_splits' loops unrolled by 8) and the baseline's
 #   (.gpu/basecl: BASE_KERNELS=26829bc, a load a trip), in turns, two rounds (merge_ab.txt).
+# append: clattn_kv_append timed by its event (`clattn run --kv-cache`'s append line, since 77e65c9; f459899:
+#   the kernel's work-group of 64 a row) at b8 and b64, one and four new rows, and 512 (a
+#   prefill's), fp16 and int8, contiguous and paged 16, beside a copy kernel (append.txt).
 # SPLIT_SPECS: split's runs, "D OPTIONS" joined by |; ROUNDS_BKV: paged-bkv's rounds (2).
 # Usage: tools/gpu-experiments.sh DIR [split] [page-order] [ftz] [cap] [paged-bkv] [int8-bkv]
-# [splits-b1] [rows4] [cap-ab] [i8-ab] [alibi-ab] [merge-ab] (DIR from
+# [splits-b1] [rows4] [cap-ab] [i8-ab] [alibi-ab] [merge-ab] [append] (DIR from
 # tools/gpu-pack.sh; the first four by default, in that order). Writes to $OUT.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -228,4 +231,16 @@ if [[ " $steps " == *" merge-ab "* ]]; then
       done
     done
   done >"$out/merge_ab.txt"
+fi
+if [[ " $steps " == *" append "* ]]; then
+  for c in "--batch 8 --context 32768 --seqlen-q 1" "--batch 64 --context 4096 --seqlen-q 1" \
+    "--batch 8 --context 32768 --seqlen-q 4" "--batch 8 --context 4096 --seqlen-q 512"; do
+    for kv in "contiguous" "paged --page-size 16"; do
+      for dt in f16 i8; do
+        echo "$c $kv $dt: $(timeout 60 "$cl" run --kv-cache $kv --cache-dtype $dt --dtype f16 \
+          --heads 32 --heads-kv 8 --head-dim 128 $c --no-check --warmup 5 --repeat 30 2>&1 |
+          grep -E 'append:|clattn:' | tr '\n' ' ')"
+      done
+    done
+  done >"$out/append.txt"
 fi
