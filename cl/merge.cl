@@ -20,13 +20,14 @@ __kernel void merge_splits(__global const float *part, const ulong lse_off, cons
 #pragma unroll 8
   for (uint s = 0; s < splits; s++) m = fmax(m, part[lse_off + s * rows + r]);
   float sum = 0.0f, acc = 0.0f;
-  if (m != -INFINITY)
+  if (m != -INFINITY) {
 #pragma unroll 8
     for (uint s = 0; s < splits; s++) {
       const float w = exp(part[lse_off + s * rows + r] - m);
       sum += w;
       acc += w * part[(s * rows + r) * dv + c];
     }
+  }
   const uint i = (uint)(r % seqlen_q);
   const ulong bh = r / seqlen_q;
   const uint h = (uint)(bh % heads);

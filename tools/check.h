@@ -164,7 +164,8 @@ typedef struct check_kv {
 clattn_status check_kvcache_run(clattn_context *ctx, const check_spec *sp, check_kv *kv,
                                 check_result *r, double *append_err);
 /* The append of a decode step (seqlen_q new rows a sequence, at each entry's length in lens less
- * those rows, the lengths restored after) into cache c, sp->warmup then sp->repeat times, timed
+ * those rows: entries shorter than that, or out of range, append nothing; the lengths restored
+ * after) into cache c, sp->warmup then sp->repeat times, timed
  * by its OpenCL event: kv->append_us and kv->append_bytes. */
 clattn_status check_time_append(clattn_context *ctx, const check_spec *sp, const clattn_kv_cache *c,
                                 const int *lens, check_kv *kv);

@@ -1,8 +1,10 @@
 /* The time of a decode step's append (clattn_kv_append of seqlen_q new rows a sequence, each
  * entry at its length less those rows), for `clattn run --kv-cache`: the bytes it moves against
- * a copy kernel's bandwidth, as the guide quotes memory-bound work. */
+ * a copy kernel's bandwidth, as the guide quotes memory-bound work. The timing needs the
+ * profiling queue that `clattn run` makes. */
 #include "check.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 /* new rows [B][seqlen_q][heads_kv][dim] of ones (a scale to compute for int8, not zeros'). */
@@ -40,12 +42,13 @@ clattn_status check_time_append(clattn_context *ctx, const check_spec *sp, const
   int *at = malloc(B * sizeof *at);
   double *us = malloc((size_t)sp->repeat * sizeof *us);
   if (!at || !us) err = CL_OUT_OF_HOST_MEMORY;
-  /* Each entry appends where its last nq rows are (an entry out of range appends nothing). */
+  /* Each entry of at least nq rows rewrites its last nq (pages the forward read: a paged entry
+   * has none past its length); the others append nothing and count no bytes. */
   size_t rows = 0;
   for (size_t b = 0; err == CL_SUCCESS && b < B; b++) {
-    long long n = lens[b] > (long long)cap ? (long long)cap : lens[b];
-    at[b] = n < 0 ? -1 : (int)(n > (long long)nq ? n - (long long)nq : 0);
-    if (at[b] >= 0) rows += cap - (size_t)at[b] < nq ? cap - (size_t)at[b] : nq;
+    const long long n = lens[b];
+    at[b] = n >= (long long)nq && n <= (long long)cap ? (int)(n - (long long)nq) : -1;
+    if (at[b] >= 0) rows += nq;
   }
   if (err == CL_SUCCESS)
     err = clEnqueueWriteBuffer(q, c->seqlens, CL_TRUE, 0, B * sizeof(int), at, 0, NULL, NULL);
@@ -76,6 +79,8 @@ clattn_status check_time_append(clattn_context *ctx, const check_spec *sp, const
         (double)rows * (double)hkv *
         ((double)(d + dv) * (double)(es + ces) + (c->dtype == CLATTN_I8 ? 8.0 : 0.0));
   }
+  if (st != CLATTN_OK)
+    fprintf(stderr, "clattn: timing the append failed: %s\n", clattn_last_error(ctx));
   free(at), free(us);
   if (kn) clReleaseMemObject(kn);
   if (vn) clReleaseMemObject(vn);

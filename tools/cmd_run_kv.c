@@ -86,6 +86,7 @@ int cmd_run_kv(clattn_context *ctx, check_spec *sp, check_kv *kv) {
              cbytes / 1e6);
     else
       printf("; the copy failed\n");
+    if (copy <= 0) return CLI_ERROR;
   }
   return pass ? CLI_OK : CLI_CHECK_FAILED;
 }
