@@ -50,9 +50,16 @@
 # append: clattn_kv_append timed by its event (`clattn run --kv-cache`'s append line, since 77e65c9; f459899:
 #   the kernel's work-group of 64 a row) at b8 and b64, one and four new rows, and 512 (a
 #   prefill's), fp16 and int8, contiguous and paged 16, beside a copy kernel (append.txt).
+# f32-builtins: the fp32 forward and backward (B = 1, H = 16, N = 4096, d = 64 and 128, causal and
+#   not) through the plan on this GPU and through the H200's built-in configs forced
+#   (runtime/plan/builtin.c: forward_mma 128/32 at d = 64, 128/16 at d = 128; backward_mma
+#   128/128), checked, then timed in turns, two rounds: on an H100 (no built-ins: the heuristic's
+#   plan) `clattn run --dtype f32` took 15.3 ms where the H200's bench took 3.9 (stop 39), which
+#   says whether its entries should name the H100 too (f32_builtins.txt).
 # SPLIT_SPECS: split's runs, "D OPTIONS" joined by |; ROUNDS_BKV: paged-bkv's rounds (2).
 # Usage: tools/gpu-experiments.sh DIR [split] [page-order] [ftz] [cap] [paged-bkv] [int8-bkv]
-# [splits-b1] [rows4] [cap-ab] [i8-ab] [alibi-ab] [merge-ab] [append] (DIR from
+# [splits-b1] [rows4] [cap-ab] [i8-ab] [alibi-ab] [merge-ab] [append] [f32-builtins] (DIR
+# from
 # tools/gpu-pack.sh; the first four by default, in that order). Writes to $OUT.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -243,4 +250,31 @@ if [[ " $steps " == *" append "* ]]; then
       done
     done
   done >"$out/append.txt"
+fi
+if [[ " $steps " == *" f32-builtins "* ]]; then
+  for round in 0 1 2; do
+    for d in 64 128; do
+      fc=forward_mma/128/32/1/2/1/1/4
+      [ $d = 128 ] && fc=forward_mma/128/16/1/2/1/1/4
+      for mask in "" --causal; do
+        for side in plan builtin; do
+          for pass in fwd bwd; do
+            a=(--dtype f32 --batch 1 --heads 16 --seqlen 4096 --head-dim $d $mask)
+            [ $pass = bwd ] && a+=(--backward)
+            [ $side = builtin ] && [ $pass = fwd ] && a+=(--config $fc)
+            [ $side = builtin ] && [ $pass = bwd ] && a+=(--config backward_mma/128/128)
+            if [ $round = 0 ]; then # checked once on smaller rows, with the plans printed
+              echo "check d=$d ${mask:-full} $side $pass: $(timeout 120 "$cl" run "${a[@]}" \
+                --seqlen 1000 --repeat 0 2>&1 | grep -E 'plan:|backward:|->|clattn:' |
+                tr '\n' ' ')"
+            else
+              echo "round $round d=$d ${mask:-full} $side $pass: $(timeout 60 "$cl" run \
+                "${a[@]}" --no-check --warmup 2 --repeat 5 2>&1 |
+                grep -oE 'median [0-9.]+ ms|clattn:.*' | tr '\n' ' ')"
+            fi
+          done
+        done
+      done
+    done
+  done >"$out/f32_builtins.txt"
 fi
