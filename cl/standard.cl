@@ -319,6 +319,9 @@ __kernel void bwd_pdp(__global const float *ws, const ulong ds_off, __global flo
   if (r >= rows) return;
   const ulong at = r * seqlen_kv;
   float acc = 0.0f;
+  /* Unrolled so that eight keys' loads are in flight at once (the sum's order is kept): a loop
+   * of one load a trip pays a memory latency a key (bwd_rowdot's lesson, docs/BENCHMARKS.md). */
+#pragma unroll 8
   for (uint j = 0; j < seqlen_kv; j++) acc = fma(ws[at + j], ws[ds_off + at + j], acc);
   pdp[pdp_off + row_base + r] = acc;
 }
