@@ -64,7 +64,7 @@ clattn_status clattn__bwd_rowsum(clattn_context *ctx, const clattn__shape *s,
   if (err == CL_SUCCESS) err = clSetKernelArg(k, 15, 4, &h_inner);
   if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clSetKernelArg(bwd_rowdot)");
   st = clattn__std_launch(ctx, k, 16, (n + 63) / 64, 64); /* a row a work-item */
-  if (st == CLATTN_OK && s->sinks && s->varlen) {       /* rows in no sequence: a P dP of 0 */
+  if (st == CLATTN_OK && s->sinks && s->varlen) {         /* rows in no sequence: a P dP of 0 */
     cl_float zero = 0.0f;
     err = clEnqueueFillBuffer(ctx->queue, ctx->bwd_ws, &zero, sizeof zero, rows * sizeof zero,
                               rows * sizeof zero, 0, NULL, NULL);
