@@ -47,9 +47,10 @@
 #   each kernel's device time by name (SHIM_KERNEL_TIMES: decode_mma and merge_splits) and the
 #   call's median, with the packed kernels (merge_splits' loops unrolled by 8) and the baseline's
 #   (.gpu/basecl: BASE_KERNELS=26829bc, a load a trip), in turns, two rounds (merge_ab.txt).
-# append: clattn_kv_append timed by its event (`clattn run --kv-cache`'s append line, since 77e65c9; f459899:
-#   the kernel's work-group of 64 a row) at b8 and b64, one and four new rows, and 512 (a
-#   prefill's), fp16 and int8, contiguous and paged 16, beside a copy kernel (append.txt).
+# append: clattn_kv_append timed by its event (`clattn run --kv-cache`'s append line, since
+#   77e65c9; f459899: the kernel's work-group of 64 a row) at b8 and b64, one and four new rows,
+#   and 512 (a prefill's), fp16 and int8, contiguous and paged 16, beside a copy kernel
+#   (append.txt).
 # f32-builtins: the fp32 forward and backward (B = 1, H = 16, N = 4096, d = 64 and 128, causal and
 #   not) through the plan on this GPU and through the H200's built-in configs forced
 #   (runtime/plan/builtin.c: forward_mma 128/32 at d = 64, 128/16 at d = 128; backward_mma
