@@ -86,6 +86,9 @@ Test(kvcache, contiguous_mqa_causal_rows) {
 }
 Test(kvcache, contiguous_mha_dv) {
   run(&(kcase){F32, F32, 3, 3, 3, 2, 61, 24, 40, 0, 20});
+  /* Rows wider than the append's work-group of 64 (four and three columns a work-item), int8's
+   * maxima by its tree */
+  run(&(kcase){F32, I8, 3, 4, 2, 2, 40, 200, 136, 0, 17});
 }
 /* Paged: page sizes 1, 16 (the second append from 5 crosses pages), 64 (filled exactly), HND. */
 Test(kvcache, paged_page1) {
