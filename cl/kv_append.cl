@@ -14,7 +14,9 @@
  * barriers are in the kernel's body: PoCL 3.1 wrote wrong rows with them inside a function
  * called twice (K's row, then V's). */
 
-#define AW 64 /* work-items a row (runtime/ops/kvcache.c launches work-groups of AW) */
+#ifndef AW
+#define AW 64 /* work-items a row: runtime/ops/kvcache.c's APPEND_WG, passed as -DAW */
+#endif
 
 #if KV8
 /* The largest |x| of a row's columns lid, lid + AW, ... (0 where n = 0). */

@@ -151,23 +151,24 @@ double check_time_forward(clattn_context *ctx, const clattn_problem *p, const cl
   return check_time_forward_ex(ctx, p, &a, by_events, st);
 }
 
-double check_time_forward_ex(clattn_context *ctx, const clattn_problem *p, const clattn_args *a,
-                             int by_events, clattn_status *st) {
-  cl_event ev = NULL, start = NULL;
-  double t0 = now_ms();
-  /* A call that enqueues several commands (the standard path) returns a marker: it is timed from
-   * a marker enqueued before it; a single kernel by its own start and end. */
-  if (by_events) clEnqueueMarkerWithWaitList(clattn_context_queue(ctx), 0, NULL, &start);
-  *st = clattn_forward_ex(ctx, p, a, 0, NULL, &ev);
-  if (*st != CLATTN_OK) {
-    if (start) clReleaseEvent(start);
+check_clock check_call_begin(clattn_context *ctx, int by_events) {
+  check_clock c = {now_ms(), NULL};
+  if (by_events) clEnqueueMarkerWithWaitList(clattn_context_queue(ctx), 0, NULL, &c.start);
+  return c;
+}
+
+double check_call_end(check_clock *c, cl_event ev, int by_events) {
+  if (!ev) {
+    if (c->start) clReleaseEvent(c->start);
     return -1.0;
   }
   clWaitForEvents(1, &ev);
-  double ms = now_ms() - t0;
+  double ms = now_ms() - c->t0;
+  /* A call that enqueues several commands returns a marker: it is timed from the marker
+   * enqueued before it; a single kernel by its own start and end. */
   cl_command_type type = 0;
   clGetEventInfo(ev, CL_EVENT_COMMAND_TYPE, sizeof type, &type, NULL);
-  cl_event from = type == CL_COMMAND_MARKER && start ? start : ev;
+  cl_event from = type == CL_COMMAND_MARKER && c->start ? c->start : ev;
   cl_ulong begin = 0, end = 0;
   if (by_events &&
       clGetEventProfilingInfo(
@@ -176,9 +177,17 @@ double check_time_forward_ex(clattn_context *ctx, const clattn_problem *p, const
       clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL) == CL_SUCCESS &&
       end > begin)
     ms = (end - begin) / 1e6;
-  if (start) clReleaseEvent(start);
+  if (c->start) clReleaseEvent(c->start);
   clReleaseEvent(ev);
   return ms;
+}
+
+double check_time_forward_ex(clattn_context *ctx, const clattn_problem *p, const clattn_args *a,
+                             int by_events, clattn_status *st) {
+  cl_event ev = NULL;
+  check_clock c = check_call_begin(ctx, by_events);
+  *st = clattn_forward_ex(ctx, p, a, 0, NULL, &ev);
+  return check_call_end(&c, *st == CLATTN_OK ? ev : NULL, by_events);
 }
 
 /* The call's arguments: the tensors t (q, k, v, o), the LSE and the variants' arrays. */

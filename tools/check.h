@@ -37,6 +37,16 @@ typedef struct check_result {
   double cmp_median_ms, cmp_min_ms, cmp_max_ms; /* of compare_with */
 } check_result;
 
+/* One call's time in ms: check_call_begin before it (the wall clock and, by_events, a marker),
+ * check_call_end after it on the call's done event (NULL: the call failed, -1). By the events
+ * where by_events (a marker's end to the event's end where the call returned a marker, else the
+ * kernel's start to end), else by the wall clock; both events released. */
+typedef struct check_clock {
+  double t0;
+  cl_event start;
+} check_clock;
+check_clock check_call_begin(clattn_context *ctx, int by_events);
+double check_call_end(check_clock *c, cl_event ev, int by_events);
 /* One call of clattn_forward_ex, waited for; its time in ms from OpenCL events (by_events: the
  * queue has profiling) or the wall clock; < 0 on failure, with *st. */
 double check_time_forward_ex(clattn_context *ctx, const clattn_problem *p, const clattn_args *a,

@@ -1,7 +1,7 @@
 /* The time of a decode step's append (clattn_kv_append of seqlen_q new rows a sequence, each
  * entry at its length less those rows), for `clattn run --kv-cache`: the bytes it moves against
- * a copy kernel's bandwidth, as the guide quotes memory-bound work. The timing needs the
- * profiling queue that `clattn run` makes. */
+ * a copy kernel's bandwidth, as the guide quotes memory-bound work. Timed as the forwards are
+ * (check_call_begin, check_call_end: events where the queue profiles, else the wall clock). */
 #include "check.h"
 
 #include <stdio.h>
@@ -54,17 +54,15 @@ clattn_status check_time_append(clattn_context *ctx, const check_spec *sp, const
     err = clEnqueueWriteBuffer(q, c->seqlens, CL_TRUE, 0, B * sizeof(int), at, 0, NULL, NULL);
   clattn_status st = err == CL_SUCCESS ? CLATTN_OK : CLATTN_ERR_OPENCL;
   clattn_tensor k = {kn, 0, nq * hkv * d, hkv * d, d}, v = {vn, 0, nq * hkv * dv, hkv * dv, dv};
+  cl_command_queue_properties props = 0;
+  clGetCommandQueueInfo(q, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
+  const int by_events = (props & CL_QUEUE_PROFILING_ENABLE) != 0; /* else the wall clock */
   for (int i = 0; i < sp->warmup + sp->repeat && st == CLATTN_OK; i++) {
     cl_event done = NULL;
-    cl_ulong t0 = 0, t1 = 0;
+    check_clock clock = check_call_begin(ctx, by_events);
     st = clattn_kv_append(ctx, p, c, &k, &v, 0, NULL, &done);
-    if (st == CLATTN_OK &&
-        (clWaitForEvents(1, &done) != CL_SUCCESS ||
-         clGetEventProfilingInfo(done, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) ||
-         clGetEventProfilingInfo(done, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL)))
-      st = CLATTN_ERR_OPENCL;
-    if (done) clReleaseEvent(done);
-    if (st == CLATTN_OK && i >= sp->warmup) us[i - sp->warmup] = (double)(t1 - t0) / 1e3;
+    const double ms = check_call_end(&clock, st == CLATTN_OK ? done : NULL, by_events);
+    if (st == CLATTN_OK && i >= sp->warmup) us[i - sp->warmup] = ms * 1e3;
   }
   /* The lengths the forward read, back. */
   if (clEnqueueWriteBuffer(q, c->seqlens, CL_TRUE, 0, B * sizeof(int), lens, 0, NULL, NULL) !=

@@ -77,10 +77,10 @@ int cmd_run_kv(clattn_context *ctx, check_spec *sp, check_kv *kv) {
     /* A decode step's append: memory-bound, so against a copy kernel (bytes read + written). */
     double cbytes = 0.0, copy = bench_copy_bandwidth(ctx, &cbytes);
     double agbps = kv->append_us > 0 ? kv->append_bytes / (kv->append_us * 1e3) : 0.0;
-    printf("append:  median %.2f us a call of %zu new row%s a sequence (OpenCL events): %.4g MB "
+    printf("append:  median %.2f us a call of %zu new row%s a sequence (%s): %.4g MB "
            "moved, %.1f GB/s",
            kv->append_us, sp->problem.seqlen_q, sp->problem.seqlen_q == 1 ? "" : "s",
-           kv->append_bytes / 1e6, agbps);
+           r.timed_by_events ? "OpenCL events" : "wall clock", kv->append_bytes / 1e6, agbps);
     if (copy > 0)
       printf(" = %.1f%% of a copy's %.1f GB/s (%.0f MB, same run)\n", 100.0 * agbps / copy, copy,
              cbytes / 1e6);

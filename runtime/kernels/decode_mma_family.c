@@ -53,8 +53,8 @@ int clattn__decode_mma_check(const clattn__family *f, const clattn__device *dev,
   /* (A problem's class before its call has no cache: the call's class decides.) */
   if (c->bkv == 64 && (k->variants & CLATTN__VAR_KVCACHE) && !(k->variants & CLATTN__VAR_KV8)) {
     snprintf(why, why_len,
-             "%s BKV=64: for int8 caches only (four 16-key steps' loads at once fit the registers "
-             "there; an fp16 or bf16 cache takes BKV 16 or 32)",
+             "%s BKV=64: for int8 caches only (four 16-key steps' loads at once; an fp16 or "
+             "bf16 cache takes BKV 16 or 32)",
              f->name);
     return 0;
   }
