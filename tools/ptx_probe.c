@@ -9,7 +9,11 @@
  *      everywhere (32: the matrix descriptor pointed at the wrong half of the local buffer);
  *   4. the dense mma.sync m16n8k16 rate in fp16 and bf16 (tools/probe_mma_rate.cl), the
  *      yardstick of the tensor-core kernels' achieved rate: median of 5 timed runs (OpenCL
- *      events) after one untimed.
+ *      events) after one untimed;
+ *   5. whether a work-group may have more local memory than CL_DEVICE_LOCAL_MEM_SIZE (48 KiB on
+ *      NVIDIA; CUDA lets a kernel opt in to 227 KiB on Hopper, and FlashAttention-2's d = 128
+ *      tiles use 64 KiB+): static arrays past it built, and a __local argument of each size
+ *      set, run and read back (tools/probe_local.c).
  * Usage: ptx_probe WGMMA_KERNEL MMA_RATE_KERNEL [DEVICE_SUBSTRING]
  * (default device: the first GPU, else any) */
 #define CL_TARGET_OPENCL_VERSION 120
@@ -17,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+void local_probe(cl_context ctx, cl_device_id dev); /* tools/probe_local.c */
 
 static cl_device_id pick(const char *want) {
   cl_platform_id plats[16];
@@ -225,6 +231,7 @@ int main(int argc, char **argv) {
   }
   mma_rate(ctx, dev, rate_src, "f16");
   mma_rate(ctx, dev, rate_src, "bf16");
+  local_probe(ctx, dev);
   clReleaseContext(ctx);
   free(src), free(rate_src);
   return 0;
