@@ -102,26 +102,10 @@
 #define VR ((DVP + 8 * PAD) / 2)  /* STAGES 2-4: words per key row of V */
 
 #if STAGE >= 2
-/* Rows kv0 .. kv0 + nk - 1 of one tensor (K, V or Q: n 16-value chunks a row, row stride ss), into
- * rows local rows of rs words (zeros past nk): by cp.async where the views are 16-byte aligned
- * (fast), else through registers. */
-static inline void issue_rows(__local uint *dst0, uint rs, __global const ushort *b, ulong base,
-                              ulong ss, uint n, uint kv0, uint nk, int fast, uint lid, uint rows) {
-  for (uint i = lid; i < rows * n; i += WG) {
-    const uint j = i / n, c = i % n;
-    __global const ushort *src = b + base + (ulong)(kv0 + j) * ss + 8 * c;
-    __local uint *dst = dst0 + swz_at(j, rs, 4 * c); /* a whole chunk moves */
-    if (fast) {
-      cp16(dst, (__global const uint *)(j < nk ? src : b), j < nk);
-    } else {
-      UNROLL for (uint e = 0; e < 4; e++) dst[e] = j < nk ? src[2 * e] | (uint)src[2 * e + 1] << 16 : 0u;
-    }
-  }
-}
 #define ISSUE_K(st, kv0, nk)                                                                       \
-  issue_rows(Kw2 + (st) * (BKV * KS), KS, kb, kbase, k_ss, D / 8, kv0, nk, fast, lid, BKV)
+  issue_rows(Kw2 + (st) * (BKV * KS), KS, kb, kbase, k_ss, D / 8, kv0, nk, fast, lid, BKV, WG)
 #define ISSUE_V(st, kv0, nk)                                                                       \
-  issue_rows(Vw2 + (st) * (BKV * VR), VR, vb, vbase, v_ss, DV / 8, kv0, nk, fast, lid, BKV)
+  issue_rows(Vw2 + (st) * (BKV * VR), VR, vb, vbase, v_ss, DV / 8, kv0, nk, fast, lid, BKV, WG)
 #define ISSUE_TILE(st, kv0, nk) ISSUE_K(st, kv0, nk), ISSUE_V(st, kv0, nk)
 #endif
 
@@ -266,7 +250,7 @@ clattn_forward(__global const stor_t *q, __global const stor_t *k, __global cons
   {
     const int fq = ((q_off | q_sb | q_ss | q_sh) % 8) == 0 && ((size_t)q % 16) == 0;
     issue_rows(Qw, KS, (__global const ushort *)q, qbase, q_ss, D / 8, q0,
-               q0 < seqlen_q ? min((uint)BQ, seqlen_q - q0) : 0u, fq, lid, BQ);
+               q0 < seqlen_q ? min((uint)BQ, seqlen_q - q0) : 0u, fq, lid, BQ, WG);
   }
 #endif
   CP_COMMIT();

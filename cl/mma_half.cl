@@ -173,6 +173,24 @@ static inline void cp16(__local uint *dst, __global const uint *src, int n) {
 #define CP_WAIT0() asm volatile("cp.async.wait_group 0;" ::: "memory")
 #endif
 
+/* cl/forward_mma_half.cl's stages (wg work-items, a constant there): rows kv0 .. kv0 + nk - 1 of
+ * one tensor (K, V or Q: n 16-value chunks a row, row stride ss) into rows local rows of rs
+ * words (zeros past nk), by cp.async where the views are 16-byte aligned (fast), else through
+ * registers. */
+static inline void issue_rows(__local uint *dst0, uint rs, __global const ushort *b, ulong base,
+                              ulong ss, uint n, uint kv0, uint nk, int fast, uint lid, uint rows,
+                              uint wg) {
+  for (uint i = lid; i < rows * n; i += wg) {
+    const uint j = i / n, c = i % n;
+    __global const ushort *src = b + base + (ulong)(kv0 + j) * ss + 8 * c;
+    __local uint *dst = dst0 + swz_at(j, rs, 4 * c); /* a whole chunk moves */
+    if (fast) {
+      cp16(dst, (__global const uint *)(j < nk ? src : b), j < nk);
+    } else {
+      UNROLL for (uint e = 0; e < 4; e++) dst[e] = j < nk ? src[2 * e] | (uint)src[2 * e + 1] << 16 : 0u;
+    }
+  }
+}
 /* An A fragment (16 rows r0 .. r0 + 15, k-step kc: columns 16 kc ..) of a row-major local matrix
  * m of 16-bit pairs, row stride ms words: cl/forward_mma_half.cl's Q in local memory (STAGE 4).
  * r[0] rows r0 .. + 7 and r[1] rows r0 + 8 .. of columns 16 kc .. + 7; r[2], r[3] the next 8. */

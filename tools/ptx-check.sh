@@ -183,7 +183,7 @@ for st in 1 2; do
 done
 # The tensor-core decode (cl/decode_mma.cl): fp16 and bf16, d = 128 and 64, 8 and 16 rows, paged
 # with the variants, int8, 32-key blocks and their two stages.
-dmma=(common.cl mma.cl mma_half.cl decode_common.cl decode_mma.cl --)
+dmma=(common.cl mma.cl mma_half.cl decode_common.cl decode_mma_load.cl decode_mma.cl --)
 for dt in 1 2; do
   check dmma "${dmma[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=8 -DCAUSAL=0 -DKVCACHE=1 -DKVLENS=1
   check dmma "${dmma[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=16 -DCAUSAL=1 -DKVCACHE=1 -DKVLENS=1 \

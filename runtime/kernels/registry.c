@@ -232,7 +232,8 @@ static const clattn__family table[] = {
      * ahead of decode where the GPU has them (decode_mma_family.c). */
     {.name = "decode_mma",
      .pass = CLATTN__FORWARD,
-     .files = {"common.cl", "mma.cl", "mma_half.cl", "decode_common.cl", "decode_mma.cl"},
+     .files = {"common.cl", "mma.cl", "mma_half.cl", "decode_common.cl", "decode_mma_load.cl",
+               "decode_mma.cl"},
      .entries = {"clattn_decode_mma"},
      .tensor_cores = 1,
      .dtypes = 1u << CLATTN_F16 | 1u << CLATTN_BF16,

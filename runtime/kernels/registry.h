@@ -126,7 +126,7 @@ struct clattn__family {
   const char *name; /* public: clattn_config.kernel, the tuning database, explain */
   clattn__role role;
   clattn__pass pass;
-  const char *files[6];   /* cl/ files of its program, joined in order (NULL-terminated) */
+  const char *files[7];   /* cl/ files of its program, joined in order (NULL-terminated) */
   const char *entries[3]; /* its kernel functions (NULL-terminated), launched in order */
   unsigned tensor_cores;  /* needs NVIDIA tensor cores (or their emulation) */
   unsigned dtypes;        /* storage types it computes, as bits 1 << clattn_dtype (0: fp32) */
