@@ -23,7 +23,7 @@ if [ -n "${BASE_KERNELS:-}" ]; then
   # bwd_dq left cl/backward_mma_half.cl for a file of its own (e0408a7): a baseline from before
   # has it in the first, so an empty second keeps the embedded one from defining it twice.
   [ -e .gpu/basecl/backward_mma_half_dq.cl ] || : >.gpu/basecl/backward_mma_half_dq.cl
-  # Likewise decode_mma's loads, in a file of their own since f557c22's successor.
+  # Likewise decode_mma's loads, in a file of their own since 4bf3308.
   [ -e .gpu/basecl/decode_mma_load.cl ] || : >.gpu/basecl/decode_mma_load.cl
   git rev-parse --short "$BASE_KERNELS" >.gpu/basecl/commit
 fi
