@@ -132,6 +132,17 @@ cl_int clattn__device_query(cl_device_id dev, clattn__device *d, char *why, size
                         &major, NULL) == CL_SUCCESS)
       d->tensor_cores = major >= 8;
   }
+  /* CLATTN_LOCAL_MEM (bytes): the local memory a work-group may use, in place of
+   * CL_DEVICE_LOCAL_MEM_SIZE. NVIDIA's OpenCL reports 48 KiB, CUDA's default, yet builds and runs
+   * kernels whose static __local arrays reach 160 KiB on an H100 (tools/ptx_probe's local probe,
+   * docs/BENCHMARKS.md stop 40), which FlashAttention-2's tiles need; until the planner knows each
+   * architecture's limit, this lets the tiles be measured. */
+  const char *lm = getenv("CLATTN_LOCAL_MEM");
+  if (lm && *lm) {
+    char *end = NULL;
+    unsigned long long v = strtoull(lm, &end, 10);
+    if (end && !*end && v >= 1024) d->local_mem = v;
+  }
   /* For tests: forward_mma's fragment logic on any device, with mma.sync emulated (slow). */
   const char *emu = getenv("CLATTN_MMA_EMULATE");
   if (!d->tensor_cores && emu && !strcmp(emu, "1")) d->tensor_cores = d->mma_emulated = 1;

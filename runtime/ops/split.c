@@ -14,7 +14,7 @@
  * 64's 0.078-0.079; at 128k keys all three within 3%), docs/BENCHMARKS.md. $CLATTN_SPLITS, an
  * experiment, may ask a decode family (one with a split_fill) for up to 128. */
 #define MAX_SPLITS 64
-#define MAX_SPLITS_FORCED 128
+#define MAX_SPLITS_FORCED 128 /* cl/merge.cl's MERGE_MAX_SPLITS */
 
 unsigned clattn__split_count(const clattn_context *ctx, const clattn__shape *s,
                              const clattn__plan *p, unsigned *kv_per_split) {
@@ -130,8 +130,8 @@ clattn_status clattn__forward_split(clattn_context *ctx, const clattn__shape *s,
   clattn__arg_mem(&a, &out_lse);
   clattn__arg(&a, sizeof write_lse, &write_lse);
   if (st == CLATTN_OK) err = a.err;
-  /* One work-item per output element, the driver's local size; argument 14 its first. */
-  clattn__launch l = {merge, a.next, rows * s->dv, 0, memo};
+  /* A work-group of 256 a row (cl/merge.cl's MW); argument 14 its first. */
+  clattn__launch l = {merge, a.next, rows, 256, memo};
   if (st == CLATTN_OK && err == CL_SUCCESS)
     st = clattn__launch_grid(ctx, ctx->queue, 1, &l, 0, 0, NULL, NULL, NULL);
   if (st == CLATTN_OK && err != CL_SUCCESS) st = clattn__fail_cl(ctx, err, "merge_splits");
