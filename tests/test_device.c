@@ -2,6 +2,7 @@
 #include "common.h"
 #include "tune.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 Test(device, model_matches_the_device) {
@@ -11,7 +12,8 @@ Test(device, model_matches_the_device) {
   cl_ulong local = 0, global = 0;
   clGetDeviceInfo(id, CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local, NULL);
   clGetDeviceInfo(id, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof global, &global, NULL);
-  cr_assert_eq(d->local_mem, local);
+  cr_assert_eq(d->local_mem_reported, local);
+  cr_assert_geq(d->local_mem, local); /* more only where the device is known to allow it */
   cr_assert_eq(d->global_mem, global);
   cr_assert_gt(d->max_alloc, 0);
   cr_assert_leq(d->max_alloc, d->global_mem);
@@ -33,4 +35,68 @@ Test(device, error_names) {
   cr_assert_str_eq(clattn__cl_error_name(CL_INVALID_MEM_OBJECT), "CL_INVALID_MEM_OBJECT");
   cr_assert(strstr(clattn__cl_error_name(-1001), "CL_PLATFORM_NOT_FOUND_KHR"));
   cr_assert_str_eq(clattn__cl_error_name(-12345), "unknown OpenCL error");
+}
+
+/* A class without a built-in on PoCL (d = 96): its heuristic config and local memory. */
+static clattn_plan_info plan96(clattn_context *ctx) {
+  clattn_problem p = {.batch = 1,
+                      .heads_q = 2,
+                      .heads_kv = 2,
+                      .seqlen_q = 256,
+                      .seqlen_kv = 256,
+                      .head_dim = 96,
+                      .head_dim_v = 96,
+                      .scale = 0.1f,
+                      .algorithm = CLATTN_ALGO_FUSED};
+  clattn_plan_info info;
+  cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK, "%s", clattn_last_error(ctx));
+  return info;
+}
+
+/* Where the library allows more local memory than the device reports (NVIDIA, device.c), the
+ * heuristic keeps to the reported size (its plans are the measured ones) while an override, a
+ * built-in or the tuner may use the rest. Pretended here: PoCL reports 24 KiB. */
+Test(device, heuristic_keeps_to_the_reported_local_memory) {
+  clattn_context *ctx = test_context(NULL);
+  ctx->device.local_mem_reported = 24 * 1024;
+  clattn_plan_info h = plan96(ctx);
+  cr_assert_str_eq(h.origin, "heuristic");
+  cr_assert_leq(h.local_mem_bytes, 24 * 1024, "heuristic plan uses %zu bytes", h.local_mem_bytes);
+  clattn_problem p = {.batch = 1,
+                      .heads_q = 2,
+                      .heads_kv = 2,
+                      .seqlen_q = 256,
+                      .seqlen_kv = 256,
+                      .head_dim = 96,
+                      .head_dim_v = 96,
+                      .scale = 0.1f,
+                      .algorithm = CLATTN_ALGO_FUSED};
+  clattn_config c = {.kernel = "forward_tiles",
+                     .block_q = 128,
+                     .block_kv = 64,
+                     .threads_per_row = 1,
+                     .stage_kv = 1,
+                     .rows_per_item = 1,
+                     .vector_width = 1};
+  cr_assert_eq(clattn_override_config(ctx, &p, &c), CLATTN_OK, "%s", clattn_last_error(ctx));
+  clattn_plan_info o = plan96(ctx);
+  cr_assert_str_eq(o.origin, "override");
+  cr_assert_gt(o.local_mem_bytes, 24 * 1024, "the override uses %zu bytes", o.local_mem_bytes);
+  clattn_context_destroy(ctx);
+}
+
+/* CLATTN_LOCAL_MEM replaces the limit (an experiment's knob); below the reported size the
+ * heuristic keeps to it too. */
+Test(device, local_mem_from_the_environment) {
+  setenv("CLATTN_LOCAL_MEM", "20480", 1);
+  clattn_context *ctx = test_context(NULL);
+  unsetenv("CLATTN_LOCAL_MEM");
+  cl_ulong local = 0;
+  clGetDeviceInfo(clattn_context_device(ctx), CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local, NULL);
+  cr_assert_eq(ctx->device.local_mem, 20480);
+  cr_assert_eq(ctx->device.local_mem_reported, local);
+  clattn_plan_info h = plan96(ctx);
+  cr_assert_leq(h.local_mem_bytes, 20480, "heuristic plan uses %zu bytes", h.local_mem_bytes);
+  cr_assert_eq(h.local_mem_available, 20480);
+  clattn_context_destroy(ctx);
 }

@@ -24,10 +24,13 @@ typedef struct clattn__device {
   char name[256], vendor[256], driver[128], version[128];
   char platform_name[256], platform_version[256];
   cl_device_type type;
-  cl_ulong local_mem;     /* CL_DEVICE_LOCAL_MEM_SIZE */
-  int local_mem_emulated; /* CL_DEVICE_LOCAL_MEM_TYPE is CL_GLOBAL (CPUs) */
-  cl_ulong global_mem;    /* CL_DEVICE_GLOBAL_MEM_SIZE */
-  cl_ulong max_alloc;     /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+  cl_ulong local_mem;          /* what a work-group may use: CL_DEVICE_LOCAL_MEM_SIZE, or more where
+                                  the device is known to allow it (device.c) */
+  cl_ulong local_mem_reported; /* CL_DEVICE_LOCAL_MEM_SIZE: the heuristic's ranking, the
+                                  fingerprint and the tuning database's key keep to it */
+  int local_mem_emulated;      /* CL_DEVICE_LOCAL_MEM_TYPE is CL_GLOBAL (CPUs) */
+  cl_ulong global_mem;         /* CL_DEVICE_GLOBAL_MEM_SIZE */
+  cl_ulong max_alloc;          /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
   cl_uint compute_units;
   size_t max_work_group;   /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
   size_t max_item_size[3]; /* CL_DEVICE_MAX_WORK_ITEM_SIZES */

@@ -75,6 +75,21 @@ static cl_int info_alloc_str(cl_device_id dev, cl_device_info what, char **out) 
   return clGetDeviceInfo(dev, what, n, *out, NULL);
 }
 
+/* The local memory a work-group of an NVIDIA GPU may use, by compute capability: CUDA's
+ * opt-in maximum of shared memory per block, less 1 KiB for what the compiler adds to a kernel's
+ * arrays (4-16 bytes measured). NVIDIA's OpenCL reports CUDA's default of 48 KiB, yet builds and
+ * runs kernels with larger static __local arrays: on an H100 (9.0) 160 KiB were written and read
+ * back right, and 227 KiB plus the compiler's 4 bytes failed to build (tools/ptx_probe's local
+ * probe, docs/BENCHMARKS.md stop 40). 0 where not known. */
+static cl_ulong nvidia_local_mem(cl_uint major, cl_uint minor) {
+  unsigned kib = 0;
+  if (major == 7) kib = minor == 5 ? 64 : 96;
+  if (major == 8) kib = minor == 0 || minor == 7 ? 163 : 99;
+  if (major == 9 || major == 10) kib = 227;
+  if (major == 12) kib = 99;
+  return kib ? (cl_ulong)(kib - 1) * 1024 : 0;
+}
+
 cl_int clattn__device_query(cl_device_id dev, clattn__device *d, char *why, size_t why_len) {
   memset(d, 0, sizeof *d);
   cl_platform_id platform = NULL;
@@ -126,17 +141,19 @@ cl_int clattn__device_query(cl_device_id dev, clattn__device *d, char *why, size
   }
   /* Tensor cores through inline PTX (mma.sync TF32 needs sm_80): NVIDIA's OpenCL reports the
    * compute capability with cl_nv_device_attribute_query. */
+  d->local_mem_reported = d->local_mem;
   if (strstr(d->vendor, "NVIDIA") && strstr(d->extensions, "cl_nv_device_attribute_query")) {
-    cl_uint major = 0;
+    cl_uint major = 0, minor = 0;
     if (clGetDeviceInfo(dev, 0x4000 /* CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV */, sizeof major,
-                        &major, NULL) == CL_SUCCESS)
+                        &major, NULL) == CL_SUCCESS &&
+        clGetDeviceInfo(dev, 0x4001 /* CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV */, sizeof minor,
+                        &minor, NULL) == CL_SUCCESS) {
       d->tensor_cores = major >= 8;
+      cl_ulong most = nvidia_local_mem(major, minor);
+      if (most > d->local_mem) d->local_mem = most;
+    }
   }
-  /* CLATTN_LOCAL_MEM (bytes): the local memory a work-group may use, in place of
-   * CL_DEVICE_LOCAL_MEM_SIZE. NVIDIA's OpenCL reports 48 KiB, CUDA's default, yet builds and runs
-   * kernels whose static __local arrays reach 160 KiB on an H100 (tools/ptx_probe's local probe,
-   * docs/BENCHMARKS.md stop 40), which FlashAttention-2's tiles need; until the planner knows each
-   * architecture's limit, this lets the tiles be measured. */
+  /* CLATTN_LOCAL_MEM (bytes): an experiment's limit in place of the one above. */
   const char *lm = getenv("CLATTN_LOCAL_MEM");
   if (lm && *lm) {
     char *end = NULL;
@@ -148,7 +165,7 @@ cl_int clattn__device_query(cl_device_id dev, clattn__device *d, char *why, size
   if (!d->tensor_cores && emu && !strcmp(emu, "1")) d->tensor_cores = d->mma_emulated = 1;
   snprintf(d->fingerprint, sizeof d->fingerprint, "%s|%s|%s|%s|%s|%u CU|%llu B local%s",
            d->platform_name, d->platform_version, d->vendor, d->name, d->driver, d->compute_units,
-           (unsigned long long)d->local_mem, d->mma_emulated ? "|mma emulated" : "");
+           (unsigned long long)d->local_mem_reported, d->mma_emulated ? "|mma emulated" : "");
   return CL_SUCCESS;
 }
 

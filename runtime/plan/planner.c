@@ -97,6 +97,14 @@ static void build_failed_warn(clattn_context *ctx, const clattn__class *cls,
                clattn__last_error_locked(ctx));
 }
 
+/* The device as the heuristic sees it: the local memory it reports. Past that (NVIDIA's larger
+ * limits, device.c) only measured configs go: built-ins, the tuner's, an override. */
+static clattn__device heuristic_device(const clattn_context *ctx) {
+  clattn__device d = ctx->device;
+  if (d.local_mem_reported < d.local_mem) d.local_mem = d.local_mem_reported;
+  return d;
+}
+
 /* The heuristic's ranked configs, built in order; after a built kernel exceeds a limit, only
  * candidates of its family within the limit are built (step down). A family that fails to
  * build is passed over. */
@@ -105,14 +113,15 @@ static clattn_status heuristic(clattn_context *ctx, const clattn__sources *src,
   size_t cap = clattn__config_space_size((clattn__pass)cls->pass);
   clattn__config *ranked = malloc(cap * sizeof *ranked + 1);
   if (!ranked) return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES, "out of host memory");
-  size_t n = clattn__configs_ranked(&ctx->device, cls, ranked, cap);
+  const clattn__device hd = heuristic_device(ctx);
+  size_t n = clattn__configs_ranked(&hd, cls, ranked, cap);
   const char *pass = clattn__pass_name((clattn__pass)cls->pass);
   if (n == 0) {
     free(ranked);
     return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES,
                         "%s: no config of head_dim %u / %u fits this device's %llu bytes of local "
                         "memory and %zu work-items",
-                        pass, cls->d, cls->dv, (unsigned long long)ctx->device.local_mem,
+                        pass, cls->d, cls->dv, (unsigned long long)hd.local_mem,
                         ctx->device.max_work_group);
   }
   char why[MAX_ATTEMPTS][200];
@@ -309,8 +318,8 @@ void clattn__plan_choice(clattn_context *ctx, const clattn__class *cls, clattn__
   }
   memset(c, 0, sizeof *c);
   c->kernel = CLATTN__NO_FAMILY; /* none fits: the public form names no kernel */
-  snprintf(origin, 16, "%s",
-           clattn__configs_ranked(&ctx->device, cls, c, 1) ? "heuristic" : "none");
+  const clattn__device hd = heuristic_device(ctx);
+  snprintf(origin, 16, "%s", clattn__configs_ranked(&hd, cls, c, 1) ? "heuristic" : "none");
 }
 
 void clattn__plans_forget(clattn_context *ctx, const clattn__class *cls) {

@@ -22,7 +22,7 @@ void clattn__db_device_of(const clattn__device *d, clattn__db_device *out) {
   snprintf(out->driver, sizeof out->driver, "%s", d->driver);
   out->gpu = (d->type & CL_DEVICE_TYPE_GPU) != 0;
   out->compute_units = d->compute_units;
-  out->local_mem = d->local_mem;
+  out->local_mem = d->local_mem_reported; /* the key stays what the device reports */
 }
 
 void clattn__db_free(clattn__db *db) {
