@@ -169,15 +169,20 @@ Test(tunedb, built_in_defaults_for_the_h200) {
           f32.dtype = CLATTN_F32;
           cr_assert_not(clattn__config_legal(&h200, &f32, &hc, why, sizeof why));
         }
-  /* The half forward's rows, measured on an H100, are the H100's too; the rest are not. */
+  /* The half forward's rows, measured on an H100, are the H100's too, and the H100 has fp32
+   * forward rows of its own (forward_mma in one stage, "Stop 40"); the backward's are not. */
   snprintf(h200.name, sizeof h200.name, "NVIDIA H100 80GB HBM3");
-  clattn__class hf = {64, 64, 1, 4096, CLATTN__FORWARD, CLATTN_BF16}, hb = hf, f32 = hf;
-  hb.pass = CLATTN__BACKWARD, f32.dtype = CLATTN_F32;
+  clattn__class hf = {64, 64, 1, 4096, CLATTN__FORWARD, CLATTN_BF16}, hb = hf, f32 = hf, f32b;
+  hb.pass = CLATTN__BACKWARD, f32.dtype = CLATTN_F32, f32b = f32, f32b.pass = CLATTN__BACKWARD;
   clattn__config h100;
   cr_assert(clattn__builtin_find(&h200, &hf, &h100));
   cr_assert_str_eq(clattn__family_of(&h100)->name, "forward_mma_half");
   cr_assert_not(clattn__builtin_find(&h200, &hb, &h100));
-  cr_assert_not(clattn__builtin_find(&h200, &f32, &h100));
+  cr_assert(clattn__builtin_find(&h200, &f32, &h100));
+  cr_assert(!strcmp(clattn__family_of(&h100)->name, "forward_mma") && h100.stage == 1,
+            "the H100's fp32 forward: %s stage %u", clattn__family_of(&h100)->name, h100.stage);
+  cr_assert(clattn__config_legal(&h200, &f32, &h100, why, sizeof why), "%s", why);
+  cr_assert_not(clattn__builtin_find(&h200, &f32b, &h100));
   snprintf(h200.name, sizeof h200.name, "NVIDIA A100");
   clattn__class cls = {64, 64, 0, 4096};
   clattn__config none;

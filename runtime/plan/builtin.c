@@ -93,6 +93,16 @@ static const builtin table[] = {
      1,
      4096,
      {"forward_mma", 128, 16, 1, 2, 1, 1, 4}},
+    /* The H100 (driver 580.159.04): forward_mma in one stage, 128/32 at d = 64 and 128/16 at
+     * d = 128, 3.1-4.7x the heuristic's forward_rows (`clattn run --dtype f32`, N = 4096, full
+     * and causal; "Stop 40", docs/BENCHMARKS.md). The H200's split tiles (stage 2) are not yet
+     * timed on it. */
+    // clang-format off
+    {"NVIDIA CUDA", "H100", GPU, FWD, F32, 64, 64, 0, 4096, {"forward_mma", 128, 32, 1, 1, 1, 1, 4}},
+    {"NVIDIA CUDA", "H100", GPU, FWD, F32, 64, 64, 1, 4096, {"forward_mma", 128, 32, 1, 1, 1, 1, 4}},
+    {"NVIDIA CUDA", "H100", GPU, FWD, F32, 128, 128, 0, 4096, {"forward_mma", 128, 16, 1, 1, 1, 1, 4}},
+    {"NVIDIA CUDA", "H100", GPU, FWD, F32, 128, 128, 1, 4096, {"forward_mma", 128, 16, 1, 1, 1, 1, 4}},
+    // clang-format on
     /* The backward on the H200: backward_mma with 128-query and 128-key blocks (eight warps per
      * work-group), the fastest of 32/32 to 128/128 at d = 64 and 128, N = 4096, causal and not:
      * 5-22% faster than the blocks of the time ("backward_mma's work-groups on the H200",
