@@ -13,8 +13,10 @@
  * weights are made once in local memory, and the columns' loads are spread over G groups of
  * work-items, each a share of the ranges, eight loads in flight at a time, the groups' sums
  * added in local memory in a fixed order (the result is the same run to run). */
-#define MW 256
-#define MERGE_MAX_SPLITS 128 /* runtime/ops/split.c's most ranges */
+#ifndef MW
+#define MW 256 /* work-items a row: runtime/ops/split.c's merge_wg, passed as -DMW */
+#endif
+#define MERGE_MAX_SPLITS 128 /* runtime/ops/split.c's most ranges (MAX_SPLITS_FORCED) */
 
 __kernel __attribute__((reqd_work_group_size(MW, 1, 1))) void
 merge_splits(__global const float *part, const ulong lse_off, const uint splits, const ulong rows,

@@ -1,5 +1,7 @@
 /* The device model read at context creation. */
 #include "common.h"
+#include "families.h"
+#include "plan.h"
 #include "tune.h"
 
 #include <stdlib.h>
@@ -99,4 +101,25 @@ Test(device, local_mem_from_the_environment) {
   cr_assert_leq(h.local_mem_bytes, 20480, "heuristic plan uses %zu bytes", h.local_mem_bytes);
   cr_assert_eq(h.local_mem_available, 20480);
   clattn_context_destroy(ctx);
+}
+
+/* Where NVIDIA allows more local memory than it reports (device.c), a backward config's staged
+ * rows still fit the reported size first, so the kernel is the one it was measured with (fp32
+ * backward_mma at d = 128 staged 32 rows in 48 KiB; the larger limit would take 64, twice the
+ * memory and half the work-groups an SM). */
+Test(tiling, staged_rows_fit_the_reported_size_first) {
+  clattn__device dev = {0};
+  dev.type = CL_DEVICE_TYPE_GPU, dev.tensor_cores = 1;
+  dev.local_mem = dev.local_mem_reported = 48 * 1024;
+  dev.max_work_group = 1024, dev.max_item_size[0] = 1024;
+  clattn__class k = {128, 128, 0, 4096, CLATTN__BACKWARD, CLATTN_F32};
+  clattn__config c = {128, 128, 1, 1, 0, clattn__family_find("backward_mma"), 1, 1};
+  const size_t reported = clattn__config_local_bytes(&dev, &k, &c);
+  cr_assert_leq(reported, 48 * 1024);
+  dev.local_mem = 226 * 1024; /* Hopper's limit */
+  cr_assert_eq(clattn__config_local_bytes(&dev, &k, &c), reported);
+  /* Past the reported size only where nothing smaller fits it. */
+  dev.local_mem_reported = 8 * 1024;
+  cr_assert_gt(clattn__config_local_bytes(&dev, &k, &c), 8 * 1024);
+  cr_assert_leq(clattn__config_local_bytes(&dev, &k, &c), 226 * 1024);
 }

@@ -43,7 +43,8 @@
 # alibi-ab: the fp16 forward (B = 1, H = 16, N = 4096, d = 128, full and causal) plain and with
 #   ALiBi, packed kernels and baseline's in turns, three rounds; then ALiBi checked in fp16 and
 #   bf16, causal and not, forward and backward (alibi_ab.txt).
-# merge-ab: decode (fp16 cache, one row) at b1/4k, b1/32k (32 and 64 key ranges) and b8/32k,
+# merge-ab (since f6af3f5 the baseline's merge.cl is the packed build's own, gpu-pack.sh: merges are
+#   compared between builds, BASE_BUILD_DIR): decode (fp16 cache, one row) at b1/4k, b1/32k (32 and 64 key ranges) and b8/32k,
 #   each kernel's device time by name (SHIM_KERNEL_TIMES: decode_mma and merge_splits) and the
 #   call's median, with the packed kernels (merge_splits' loops unrolled by 8) and the baseline's
 #   (.gpu/basecl: BASE_KERNELS=26829bc, a load a trip), in turns, two rounds (merge_ab.txt).

@@ -25,6 +25,10 @@ if [ -n "${BASE_KERNELS:-}" ]; then
   [ -e .gpu/basecl/backward_mma_half_dq.cl ] || : >.gpu/basecl/backward_mma_half_dq.cl
   # Likewise decode_mma's loads, in a file of their own since 4bf3308.
   [ -e .gpu/basecl/decode_mma_load.cl ] || : >.gpu/basecl/decode_mma_load.cl
+  # The merge's launch is the host's (a work-group a row since f6af3f5): a baseline's merge.cl
+  # would run under the wrong grid, so the packed build's own is used (merges are compared
+  # between builds: BASE_BUILD_DIR).
+  cp cl/merge.cl .gpu/basecl/merge.cl
   git rev-parse --short "$BASE_KERNELS" >.gpu/basecl/commit
 fi
 if [ -n "${BASE_BUILD_DIR:-}" ]; then

@@ -43,6 +43,15 @@ typedef struct clattn__device {
   char fingerprint[768]; /* platform|version|vendor|name|driver|CUs|local mem */
 } clattn__device;
 
+/* The local memory a kernel's build-time sizing (staged rows, stages) may fit: pass 0 the size
+ * the device reports (what the configs were measured with), pass 1 what it allows (more on
+ * NVIDIA, device.c). A size fitted to the first is the same kernel as before the larger limit. */
+static inline cl_ulong clattn__local_fit(const clattn__device *d, int pass) {
+  if (pass == 0 && d->local_mem_reported && d->local_mem_reported < d->local_mem)
+    return d->local_mem_reported;
+  return d->local_mem;
+}
+
 /* Reads the model of dev once. On failure returns an OpenCL error code and fills why. */
 cl_int clattn__device_query(cl_device_id dev, clattn__device *out, char *why, size_t why_len);
 void clattn__device_release(clattn__device *d);

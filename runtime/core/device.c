@@ -145,17 +145,18 @@ cl_int clattn__device_query(cl_device_id dev, clattn__device *d, char *why, size
   if (strstr(d->vendor, "NVIDIA") && strstr(d->extensions, "cl_nv_device_attribute_query")) {
     cl_uint major = 0, minor = 0;
     if (clGetDeviceInfo(dev, 0x4000 /* CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV */, sizeof major,
-                        &major, NULL) == CL_SUCCESS &&
-        clGetDeviceInfo(dev, 0x4001 /* CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV */, sizeof minor,
-                        &minor, NULL) == CL_SUCCESS) {
+                        &major, NULL) == CL_SUCCESS) {
       d->tensor_cores = major >= 8;
-      cl_ulong most = nvidia_local_mem(major, minor);
-      if (most > d->local_mem) d->local_mem = most;
+      if (clGetDeviceInfo(dev, 0x4001 /* CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV */, sizeof minor,
+                          &minor, NULL) == CL_SUCCESS) {
+        cl_ulong most = nvidia_local_mem(major, minor);
+        if (most > d->local_mem) d->local_mem = most;
+      }
     }
   }
   /* CLATTN_LOCAL_MEM (bytes): an experiment's limit in place of the one above. */
   const char *lm = getenv("CLATTN_LOCAL_MEM");
-  if (lm && *lm) {
+  if (lm && *lm >= '0' && *lm <= '9') { /* digits only: strtoull would wrap "-1" */
     char *end = NULL;
     unsigned long long v = strtoull(lm, &end, 10);
     if (end && !*end && v >= 1024) d->local_mem = v;

@@ -27,11 +27,14 @@ static size_t mma_bytes(const clattn__device *dev, const clattn__class *k, const
   return bytes;
 }
 
-/* The largest of 64, 32 and 16 staged rows that fits the device's local memory; 0 when none. */
+/* The largest of 64, 32 and 16 staged rows that fits the local memory the device reports, else
+ * the most it allows (clattn__local_fit): a config keeps the kernel it was measured with where
+ * NVIDIA allows more than it reports; 0 when none fits. */
 static unsigned mma_stage(const clattn__device *dev, const clattn__class *k,
                           const clattn__config *c) {
-  for (unsigned sb = 64; sb >= 16; sb /= 2)
-    if (mma_bytes(dev, k, c, sb) <= dev->local_mem) return sb;
+  for (int pass = 0; pass < 2; pass++)
+    for (unsigned sb = 64; sb >= 16; sb /= 2)
+      if (mma_bytes(dev, k, c, sb) <= clattn__local_fit(dev, pass)) return sb;
   return 0;
 }
 

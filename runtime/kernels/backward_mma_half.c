@@ -35,9 +35,10 @@ static size_t half_bytes(const clattn__device *dev, const clattn__class *k, cons
 static unsigned stage_rows(const clattn__device *dev, const clattn__class *k,
                            const clattn__config *c, unsigned *nbuf) {
   unsigned start = k->d > 64 || k->dv > 64 ? 32 : 64;
-  for (unsigned sb = start; sb >= 16; sb /= 2)
-    for (*nbuf = 2; *nbuf >= 1; --*nbuf)
-      if (half_bytes(dev, k, c, sb, *nbuf) <= dev->local_mem) return sb;
+  for (int pass = 0; pass < 2; pass++) /* the reported size first (clattn__local_fit) */
+    for (unsigned sb = start; sb >= 16; sb /= 2)
+      for (*nbuf = 2; *nbuf >= 1; --*nbuf)
+        if (half_bytes(dev, k, c, sb, *nbuf) <= clattn__local_fit(dev, pass)) return sb;
   *nbuf = 1;
   return 0;
 }

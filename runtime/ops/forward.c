@@ -158,7 +158,7 @@ static clattn_status explain_call(clattn_context *ctx, const clattn_problem *pro
     clattn__bytes std = clattn__traffic_standard(&s, 0);
     out->standard_read_bytes = std.read;
     out->standard_write_bytes = std.write;
-    out->io_lower_bound_bytes = clattn__io_lower_bound(&s, (double)ctx->device.local_mem);
+    out->io_lower_bound_bytes = clattn__io_lower_bound(&s, (double)ctx->device.local_mem_reported);
     clattn__standard_plan sp;
     clattn__standard_plan_of(ctx, &s, 1, &sp);
     out->standard_heads_per_chunk = sp.chunk;

@@ -51,6 +51,14 @@ unsigned clattn__split_count(const clattn_context *ctx, const clattn__shape *s,
   return (unsigned)((s->seqlen_kv + per - 1) / per);
 }
 
+/* cl/merge.cl's work-group: 256 work-items a row, or the device's most where that is less. */
+static size_t merge_wg(const clattn_context *ctx) {
+  size_t most = ctx->device.max_work_group < ctx->device.max_item_size[0]
+                    ? ctx->device.max_work_group
+                    : ctx->device.max_item_size[0];
+  return most < 256 ? most : 256;
+}
+
 /* The merge stores O in the call's storage type (cl/common.cl's DTYPE; fp32 adds nothing); the
  * context keeps it (ctx->merge, released with the workspace). */
 static clattn_status merge_kernel(clattn_context *ctx, clattn_dtype t, cl_kernel *out) {
@@ -59,8 +67,9 @@ static clattn_status merge_kernel(clattn_context *ctx, clattn_dtype t, cl_kernel
     return CLATTN_OK;
   }
   const clattn__family *f = clattn__family_for(CLATTN__ROLE_MERGE);
-  char *src = NULL, options[32];
-  snprintf(options, sizeof options, "-cl-std=CL1.2%s", clattn__dtype_define(t));
+  char *src = NULL, options[64];
+  snprintf(options, sizeof options, "-cl-std=CL1.2 -DMW=%zu%s", merge_wg(ctx),
+           clattn__dtype_define(t));
   clattn_status st = clattn__family_source(ctx, f, &src);
   cl_program prog = NULL;
   if (st == CLATTN_OK) st = clattn__build(ctx, src, options, &prog);
@@ -99,6 +108,9 @@ clattn_status clattn__forward_split(clattn_context *ctx, const clattn__shape *s,
   size_t rows = s->batch * s->heads_q * s->seqlen_q, bytes;
   if (__builtin_mul_overflow(rows, (size_t)count * (s->dv + 1) * sizeof(float), &bytes))
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "split keys: workspace size overflows");
+  if (count > MAX_SPLITS_FORCED) /* cl/merge.cl's weights hold that many */
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "split keys: %u ranges, at most %d",
+                        count, MAX_SPLITS_FORCED);
   cl_kernel merge = NULL;
   clattn_status st = merge_kernel(ctx, s->dtype, &merge);
   if (st == CLATTN_OK) st = ensure_split_ws(ctx, bytes);
@@ -130,8 +142,8 @@ clattn_status clattn__forward_split(clattn_context *ctx, const clattn__shape *s,
   clattn__arg_mem(&a, &out_lse);
   clattn__arg(&a, sizeof write_lse, &write_lse);
   if (st == CLATTN_OK) err = a.err;
-  /* A work-group of 256 a row (cl/merge.cl's MW); argument 14 its first. */
-  clattn__launch l = {merge, a.next, rows, 256, memo};
+  /* A work-group a row (cl/merge.cl's MW); argument 14 its first. */
+  clattn__launch l = {merge, a.next, rows, merge_wg(ctx), memo};
   if (st == CLATTN_OK && err == CL_SUCCESS)
     st = clattn__launch_grid(ctx, ctx->queue, 1, &l, 0, 0, NULL, NULL, NULL);
   if (st == CLATTN_OK && err != CL_SUCCESS) st = clattn__fail_cl(ctx, err, "merge_splits");

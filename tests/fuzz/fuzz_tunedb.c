@@ -67,7 +67,7 @@ static void device_of_entry(const clattn__db_entry *e, clattn__device *dev) {
   snprintf(dev->driver, sizeof dev->driver, "%s", e->dev.driver);
   dev->type = e->dev.gpu ? CL_DEVICE_TYPE_GPU : CL_DEVICE_TYPE_CPU;
   dev->compute_units = e->dev.compute_units;
-  dev->local_mem = e->dev.local_mem;
+  dev->local_mem = dev->local_mem_reported = e->dev.local_mem;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
