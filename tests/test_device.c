@@ -39,17 +39,15 @@ Test(device, error_names) {
   cr_assert_str_eq(clattn__cl_error_name(-12345), "unknown OpenCL error");
 }
 
-/* A class without a built-in on PoCL (d = 96): its heuristic config and local memory. */
+/* A class without a built-in on PoCL (d = 96), and its plan's config and local memory. */
+static clattn_problem problem96(void) {
+  clattn_problem p = {.batch = 1, .heads_q = 2, .heads_kv = 2, .seqlen_q = 256, .seqlen_kv = 256};
+  p.head_dim = p.head_dim_v = 96, p.scale = 0.1f, p.algorithm = CLATTN_ALGO_FUSED;
+  return p;
+}
+
 static clattn_plan_info plan96(clattn_context *ctx) {
-  clattn_problem p = {.batch = 1,
-                      .heads_q = 2,
-                      .heads_kv = 2,
-                      .seqlen_q = 256,
-                      .seqlen_kv = 256,
-                      .head_dim = 96,
-                      .head_dim_v = 96,
-                      .scale = 0.1f,
-                      .algorithm = CLATTN_ALGO_FUSED};
+  clattn_problem p = problem96();
   clattn_plan_info info;
   cr_assert_eq(clattn_explain(ctx, &p, &info), CLATTN_OK, "%s", clattn_last_error(ctx));
   return info;
@@ -64,15 +62,7 @@ Test(device, heuristic_keeps_to_the_reported_local_memory) {
   clattn_plan_info h = plan96(ctx);
   cr_assert_str_eq(h.origin, "heuristic");
   cr_assert_leq(h.local_mem_bytes, 24 * 1024, "heuristic plan uses %zu bytes", h.local_mem_bytes);
-  clattn_problem p = {.batch = 1,
-                      .heads_q = 2,
-                      .heads_kv = 2,
-                      .seqlen_q = 256,
-                      .seqlen_kv = 256,
-                      .head_dim = 96,
-                      .head_dim_v = 96,
-                      .scale = 0.1f,
-                      .algorithm = CLATTN_ALGO_FUSED};
+  clattn_problem p = problem96();
   clattn_config c = {.kernel = "forward_tiles",
                      .block_q = 128,
                      .block_kv = 64,
@@ -107,7 +97,7 @@ Test(device, local_mem_from_the_environment) {
  * rows still fit the reported size first, so the kernel is the one it was measured with (fp32
  * backward_mma at d = 128 staged 32 rows in 48 KiB; the larger limit would take 64, twice the
  * memory and half the work-groups an SM). */
-Test(tiling, staged_rows_fit_the_reported_size_first) {
+Test(device, staged_rows_fit_the_reported_size_first) {
   clattn__device dev = {0};
   dev.type = CL_DEVICE_TYPE_GPU, dev.tensor_cores = 1;
   dev.local_mem = dev.local_mem_reported = 48 * 1024;

@@ -11,24 +11,20 @@
 #include <CL/cl.h>
 #include <stdio.h>
 
+/* Both kernels write every word of buf, then count the words read back right (reversed). */
 static const char *src =
-    "__kernel void dyn(__global uint *out, __local uint *buf, uint n) {\n"
-    "  const uint lid = get_local_id(0), ls = get_local_size(0);\n"
-    "  for (uint i = lid; i < n; i += ls) buf[i] = i * 2654435761u;\n"
-    "  barrier(CLK_LOCAL_MEM_FENCE);\n"
-    "  uint ok = 0;\n"
-    "  for (uint i = lid; i < n; i += ls) ok += buf[n - 1 - i] == (n - 1 - i) * 2654435761u;\n"
+    "#define FILL_AND_CHECK(buf, n)                                                    \\\n"
+    "  const uint lid = get_local_id(0), ls = get_local_size(0);                       \\\n"
+    "  for (uint i = lid; i < n; i += ls) buf[i] = i * 2654435761u;                    \\\n"
+    "  barrier(CLK_LOCAL_MEM_FENCE);                                                   \\\n"
+    "  uint ok = 0;                                                                    \\\n"
+    "  for (uint i = lid; i < n; i += ls) ok += buf[n - 1 - i] == (n - 1 - i) * 2654435761u; \\\n"
     "  out[get_global_id(0)] = ok;\n"
-    "}\n"
+    "__kernel void dyn(__global uint *out, __local uint *buf, uint n) { FILL_AND_CHECK(buf, n) }\n"
     "#ifdef STATIC_WORDS\n"
     "__kernel void fixed(__global uint *out, uint n) {\n"
     "  __local uint buf[STATIC_WORDS];\n"
-    "  const uint lid = get_local_id(0), ls = get_local_size(0);\n"
-    "  for (uint i = lid; i < n; i += ls) buf[i] = i * 2654435761u;\n"
-    "  barrier(CLK_LOCAL_MEM_FENCE);\n"
-    "  uint ok = 0;\n"
-    "  for (uint i = lid; i < n; i += ls) ok += buf[n - 1 - i] == (n - 1 - i) * 2654435761u;\n"
-    "  out[get_global_id(0)] = ok;\n"
+    "  FILL_AND_CHECK(buf, n)\n"
     "}\n"
     "#endif\n";
 
