@@ -33,8 +33,17 @@ static inline void put_row(__global const stor_t *src, __global kv_t *dst, uint 
     dst[c] = sc > 0.0f ? convert_char_sat_rte(LDS(src + c) / sc) : 0;
 }
 #else
-/* Columns lid, lid + AW, ... of a row of n elements from src to dst (exact: the same type). */
+/* A row of n elements from src to dst (exact: the same type), 16 bytes a work-item where both
+ * rows are 16-byte aligned and n fills whole chunks (a prefill's append moved 2 bytes a load and
+ * reached 44% of a copy's bandwidth on an H100, docs/BENCHMARKS.md stop 40), else columns lid,
+ * lid + AW, ... one by one. */
 static inline void put_row(__global const stor_t *src, __global kv_t *dst, uint n, uint lid) {
+  const uint epc = 16 / sizeof(kv_t); /* elements a chunk */
+  if (((size_t)src % 16) == 0 && ((size_t)dst % 16) == 0 && n % epc == 0) {
+    for (uint c = lid; c < n / epc; c += AW)
+      ((__global uint4 *)dst)[c] = ((__global const uint4 *)src)[c];
+    return;
+  }
   for (uint c = lid; c < n; c += AW) STS(dst + c, LDS(src + c));
 }
 #endif
