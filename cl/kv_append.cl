@@ -15,7 +15,7 @@
  * called twice (K's row, then V's). */
 
 #ifndef AW
-#define AW 64 /* work-items a row: runtime/ops/kvcache.c's APPEND_WG, passed as -DAW */
+#define AW 64 /* work-items a row: runtime/ops/kvcache.c's append_wg, passed as -DAW */
 #endif
 
 #if KV8

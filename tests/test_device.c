@@ -113,3 +113,17 @@ Test(device, staged_rows_fit_the_reported_size_first) {
   cr_assert_gt(clattn__config_local_bytes(&dev, &k, &c), 8 * 1024);
   cr_assert_leq(clattn__config_local_bytes(&dev, &k, &c), 226 * 1024);
 }
+
+/* The merge's and the append's work-groups: what they want, else the largest power of two the
+ * device allows (the append's tree needs a power of two). */
+Test(device, helper_work_groups_fit_the_device) {
+  clattn__device d = {0};
+  d.max_work_group = 1024, d.max_item_size[0] = 1024;
+  cr_assert_eq(clattn__helper_wg(&d, 256), 256);
+  cr_assert_eq(clattn__helper_wg(&d, 64), 64);
+  d.max_work_group = 200;
+  cr_assert_eq(clattn__helper_wg(&d, 256), 128);
+  d.max_item_size[0] = 32;
+  cr_assert_eq(clattn__helper_wg(&d, 256), 32);
+  cr_assert_eq(clattn__helper_wg(&d, 64), 32);
+}

@@ -52,6 +52,16 @@ static inline cl_ulong clattn__local_fit(const clattn__device *d, int pass) {
   return d->local_mem;
 }
 
+/* A fixed-size helper kernel's work-group (cl/merge.cl's MW, cl/kv_append.cl's AW, passed as
+ * -D): want work-items, or the largest power of two the device allows where that is less (the
+ * append's maxima go by a tree). */
+static inline size_t clattn__helper_wg(const clattn__device *d, size_t want) {
+  size_t most = d->max_work_group < d->max_item_size[0] ? d->max_work_group : d->max_item_size[0];
+  size_t wg = want;
+  while (wg > 1 && wg > most) wg /= 2;
+  return wg;
+}
+
 /* Reads the model of dev once. On failure returns an OpenCL error code and fills why. */
 cl_int clattn__device_query(cl_device_id dev, clattn__device *out, char *why, size_t why_len);
 void clattn__device_release(clattn__device *d);

@@ -7,8 +7,10 @@
 #include <stdlib.h>
 
 /* Work-items a row of the append (cl/kv_append.cl's AW, a power of two for its tree): its
- * columns' loads at once. */
-#define APPEND_WG 64
+ * columns' loads at once; fewer where the device allows fewer. */
+static size_t append_wg(const clattn_context *ctx) {
+  return clattn__helper_wg(&ctx->device, 64);
+}
 
 /* The append kernel for the call's storage and cache (options: its DTYPE, PAGED, KV8), built
  * on first use and kept by the context (ctx->append; a decode loop appends every step, and the
@@ -21,7 +23,7 @@ static clattn_status append_kernel(clattn_context *ctx, const clattn__shape *s, 
   }
   const clattn__family *f = clattn__family_for(CLATTN__ROLE_KV_APPEND);
   char *src = NULL, options[96];
-  snprintf(options, sizeof options, "-cl-std=CL1.2 -DSCALE_QUAL= -DAW=%d%s%s%s", APPEND_WG,
+  snprintf(options, sizeof options, "-cl-std=CL1.2 -DSCALE_QUAL= -DAW=%zu%s%s%s", append_wg(ctx),
            clattn__dtype_define(s->dtype), s->kv_paged ? " -DPAGED=1" : "",
            s->kv_i8 ? " -DKV8=1" : "");
   clattn_status st = clattn__family_source(ctx, f, &src);
@@ -88,7 +90,7 @@ static clattn_status append_enqueue(clattn_context *ctx, const clattn__shape *s,
   clattn__arg(&a, sizeof cap, &cap);
   clattn__arg(&a, sizeof d, &d);
   clattn__arg(&a, sizeof dv, &dv);
-  clattn__launch l = {kernel, a.next, rows, APPEND_WG, NULL};
+  clattn__launch l = {kernel, a.next, rows, append_wg(ctx), NULL};
   cl_ulong base = 0;
   clattn__arg(&a, sizeof base, &base);
   clattn__arg_cache(&a, s);

@@ -51,12 +51,9 @@ unsigned clattn__split_count(const clattn_context *ctx, const clattn__shape *s,
   return (unsigned)((s->seqlen_kv + per - 1) / per);
 }
 
-/* cl/merge.cl's work-group: 256 work-items a row, or the device's most where that is less. */
+/* cl/merge.cl's work-group: 256 work-items a row where the device allows it. */
 static size_t merge_wg(const clattn_context *ctx) {
-  size_t most = ctx->device.max_work_group < ctx->device.max_item_size[0]
-                    ? ctx->device.max_work_group
-                    : ctx->device.max_item_size[0];
-  return most < 256 ? most : 256;
+  return clattn__helper_wg(&ctx->device, 256);
 }
 
 /* The merge stores O in the call's storage type (cl/common.cl's DTYPE; fp32 adds nothing); the
