@@ -312,6 +312,7 @@ static clattn_status search(bench *b, const clattn_tune_options *opt, clattn_tun
   long best = -1;
   double slowest = 0; /* the longest candidate so far: none starts that cannot finish in time */
   clattn_status st = CLATTN_OK;
+  char skipped[256] = ""; /* the last note of a candidate that did not fit: the failure's reason */
   /* Leave room for the final re-timing: 3 rounds of up to FINALISTS + 1 configs. */
   while (
       st == CLATTN_OK &&
@@ -336,6 +337,7 @@ static clattn_status search(bench *b, const clattn_tune_options *opt, clattn_tun
       report_line(b, r, &all[i].cfg, note);
     } else {
       r->did_not_fit++;
+      snprintf(skipped, sizeof skipped, "%s", note);
     }
     if (all[i].state != 1) release_cand(b, &all[i]);
     if (opt->progress) {
@@ -356,9 +358,12 @@ static clattn_status search(bench *b, const clattn_tune_options *opt, clattn_tun
       opt->progress(opt->user, &pr);
     }
   }
-  if (st == CLATTN_OK && best < 0)
+  if (st == CLATTN_OK && best < 0) /* say why, also where no candidate was wrong */
     st = clattn__fail(b->ctx, CLATTN_ERR_UNSUPPORTED,
-                      "no candidate passed the correctness check:\n%s", r->report);
+                      "no candidate passed the correctness check (%u disqualified, %u did not fit "
+                      "or ran past their time%s%s, in %.1f of %.0f s of budget):\n%s",
+                      r->disqualified, r->did_not_fit, skipped[0] ? "; the last: " : "", skipped,
+                      now_s() - b->t0, budget, r->report);
   if (st == CLATTN_OK) {
     /* Finalists: the best few by their own timing, and the heuristic's config (index 0). */
     long fin[FINALISTS + 1];
