@@ -23,6 +23,13 @@
  * P and dS are rounded as FlashAttention-2 rounds them; dP, D, LSE and every sum stay fp32, and
  * each gradient is rounded once, when it is stored.
  *
+ * DQ_ATOMIC 1 (a caller's CLATTN_NONDETERMINISTIC): FlashAttention-2's five products instead of
+ * seven. bwd_dkdv also stages its K block in local memory (its S^T = K Q^T reads K's A fragments
+ * there, so K is not held in registers) and writes each block's dS^T there; its warps then share
+ * the block's dQ = dS K (16 rows x 16 columns a unit) and add it to an fp32 accumulator in the
+ * row workspace (acc, zeroed by the host) by atomic adds. bwd_dq then only scales and rounds the
+ * accumulator into dq. The sums' order varies run to run, and so may dQ's last bits.
+ *
  * Staging (cl/forward_mma_half.cl's STAGE 2): a matrix whose head dim is a multiple of 16 is
  * copied in 16-byte chunks, by cp.async where its view is 16-byte aligned (a uniform runtime
  * flag), else through registers into the same layout; other head dims go by 16-bit pairs,
@@ -46,6 +53,25 @@
 #endif
 #ifndef NBUF
 #define NBUF 2
+#endif
+#ifndef DQ_ATOMIC
+#define DQ_ATOMIC 0
+#endif
+#if DQ_ATOMIC
+#define DQ_ARG , __global float *acc, ulong acc_off
+#ifdef MMA_EMULATE /* *p += x by compare-and-swap (OpenCL 1.2 has no float atomics) */
+static inline void add_f32(__global float *p, float x) {
+  volatile __global uint *u = (volatile __global uint *)p;
+  uint old = *u, seen;
+  while ((seen = atomic_cmpxchg(u, old, as_uint(as_float(old) + x))) != old) old = seen;
+}
+#else
+static inline void add_f32(__global float *p, float x) {
+  asm volatile("red.global.add.f32 [%0], %1;" ::"l"(p), "f"(x) : "memory");
+}
+#endif
+#else
+#define DQ_ARG
 #endif
 #if NBUF != 1 && NBUF != 2
 #error "NBUF (stages of the staged blocks) must be 1 or 2"
@@ -201,6 +227,35 @@ static inline void stage_rows(__local uint *Mw, uint W, uint ROWS, uint PADC,
 #define NQ (SQ / 8)  /* 8-row tiles of a staged query block */
 #define KQ (SQ / 16) /* its k-steps */
 #define LR ((SQ + 2 * BKV - 1) / (2 * BKV)) /* LSE and D values a work-item stages per block */
+#if DQ_ATOMIC
+#define DSW (SQ / 2 + 4) /* words per local row of dS^T (a row per key), an odd multiple of 4 */
+#define DQ_UNITS ((SQ / 16) * ((CT + 1) / 2)) /* a block's dQ in units of 16 rows x 16 columns */
+#define DQ_TRIPS ((DQ_UNITS + WARPS_KV - 1) / WARPS_KV) /* the same count for every warp */
+
+/* dQ (rows q0 .., nrow of them, of head h) += dS K for the staged block: dS^T's rows of 16-bit
+ * pairs in Sw (a row per key), K's in Kl. Warp w takes units w, w + WARPS_KV, ...: two 8-column
+ * tiles of 16 rows over the block's BKV keys, then an atomic add per element. dS^T read by
+ * ldmatrix.trans gives dS's A fragments (frag_cols_x4's matrices, the middle two swapped). */
+#define DQ_PRODUCT(Sw, Kl, h, q0, nrow)                                                            \
+  for (uint i_ = 0; i_ < DQ_TRIPS; i_++) {                                                         \
+    const uint u0_ = warp + i_ * WARPS_KV, u_ = min(u0_, (uint)DQ_UNITS - 1);                      \
+    const uint r0_ = u_ % (SQ / 16) * 16, c0_ = u_ / (SQ / 16) * 16;                               \
+    float x_[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};                         \
+    UNROLL for (uint k_ = 0; k_ < BKV / 16; k_++) {                                                \
+      uint t_[4], a_[4], b_[4];                                                                    \
+      frag_cols_x4(Sw, DSW, k_ * 16, r0_, lane, t_);                                               \
+      a_[0] = t_[0], a_[1] = t_[2], a_[2] = t_[1], a_[3] = t_[3];                                  \
+      frag_cols_x4(Kl, QW, k_ * 16, c0_, lane, b_);                                                \
+      MMA16(x_[0], a_, b_[0], b_[1]);                                                              \
+      MMA16(x_[1], a_, b_[2], b_[3]);                                                              \
+    }                                                                                              \
+    if (u0_ < DQ_UNITS) UNROLL for (uint t_ = 0; t_ < 2; t_++) UNROLL for (uint e_ = 0; e_ < 4; e_++) { \
+      const uint r_ = r0_ + gq + 8 * (e_ >> 1), c_ = c0_ + 8 * t_ + 2 * tq + (e_ & 1);             \
+      if (r_ < (nrow) && c_ < D && x_[t_][e_] != 0.0f)                                             \
+        add_f32(acc + acc_off + (LSE_ROW(b, h) + (q0) + r_) * D + c_, x_[t_][e_]);                 \
+    }                                                                                              \
+  }
+#endif
 
 /* bwd_dkdv: block (hh_, q0_)'s Q and dO rows into stage s_ (copies issued), its LSE and D rows
  * into registers nl, nd (STORE_LD puts them into a stage). */
@@ -233,8 +288,12 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
          __global const float *lse, __global const float *drow, __global stor_t *dk,
          ulong dk_off, ulong dk_sb, ulong dk_ss, ulong dk_sh, __global stor_t *dv, ulong dv_off,
          ulong dv_sb, ulong dv_ss, ulong dv_sh, uint heads_q, uint heads_kv, uint seqlen_q,
-         uint seqlen_kv, uint num_kblocks, float scale, ulong group_base VARIANT_ARGS) {
+         uint seqlen_kv, uint num_kblocks, float scale, ulong group_base VARIANT_ARGS DQ_ARG) {
   __local uint Qw[NBUF * SQ * QW] __attribute__((aligned(16)));
+#if DQ_ATOMIC
+  __local uint Kl[BKV * QW] __attribute__((aligned(16)));
+  __local uint Sw[BKV * DSW] __attribute__((aligned(16)));
+#endif
   __local uint Gw[NBUF * SQ * GW] __attribute__((aligned(16)));
   __local float Ls[NBUF * SQ], Ds[NBUF * SQ];
   const uint lid = get_local_id(0), warp = lid / 32, lane = lid % 32;
@@ -264,9 +323,12 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
   const bool oka = ja < seqlen_kv, okb = jb < seqlen_kv;
   const ulong kr = k_off + KB(k) + hk * k_sh, vr = v_off + KB(v) + hk * v_sh;
 
-  uint ka[KT][4], va[VK][4]; /* this warp's 16 keys as A fragments */
+  uint va[VK][4]; /* this warp's 16 keys as A fragments (K's in local memory with DQ_ATOMIC) */
+#if !DQ_ATOMIC
+  uint ka[KT][4];
   LOAD_A(ka, KT, kg, kr + (ulong)(oka ? ja : 0) * k_ss, oka, kr + (ulong)(okb ? jb : 0) * k_ss,
          okb, D);
+#endif
   LOAD_A(va, VK, vg, vr + (ulong)(oka ? ja : 0) * v_ss, oka, vr + (ulong)(okb ? jb : 0) * v_ss,
          okb, DV);
   float dka[CT][4], dva[CV][4];
@@ -290,6 +352,13 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
   const bool any = q_first < q_stop;
   uint hh = 0, q0 = q_first, buf = 0;
   float nl[LR], nd[LR];
+#if DQ_ATOMIC /* the block's keys, in the first group of copies */
+  if (any) {
+    const int kfast = ((k_off | k_sb | k_ss | k_sh) % 8) == 0 && ((size_t)kg % 16) == 0;
+    const uint nk = kb * BKV < seqlen_kv ? min((uint)BKV, seqlen_kv - kb * BKV) : 0u;
+    stage_rows(Kl, QW, BKV, DP, kg, kr, k_ss, kb * BKV, nk, D, kfast, lid, 2 * BKV);
+  }
+#endif
 #if NBUF == 2
   if (any) {
     ISSUE_Q(0, q_first, 0);
@@ -307,6 +376,7 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
 #else
     ISSUE_Q(hh, q0, 0);
     STORE_LD(0);
+    CP_COMMIT(); /* wait_group waits for committed groups only */
     CP_WAIT0();
 #endif
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -321,6 +391,10 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
       float s[NQ][4], dp[NQ][4];
 #if ALIBI /* a lane's two keys' distances (cl/common.cl) */
       ALIBI_KEY_BASES(ald, ja, jb, q0 + 2 * tq);
+#endif
+#if DQ_ATOMIC
+      uint ka[KT][4];
+      UNROLL for (uint t = 0; t < KT; t++) frag_a_x4(Kl, QW, warp * 16, t, lane, ka[t]);
 #endif
       PRODUCT_T(s, NQ, ka, KT, Qt, QW);
       PRODUCT_T(dp, NQ, va, VK, Gt, GW);
@@ -351,8 +425,18 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
       TO_A(pa, s, KQ);
       PRODUCT_N(dva, CV, pa, KQ, Gt, GW); /* dV += P^T dO */
       TO_A(pa, dp, KQ);
+#if DQ_ATOMIC /* dS^T's words as they lie in pa: keys gq and gq + 8, rows n * 8 + 2 tq, + 1 */
+      UNROLL for (uint n = 0; n < NQ; n++) {
+        Sw[(warp * 16 + gq) * DSW + n * 4 + tq] = pa[n / 2][2 * (n % 2)];
+        Sw[(warp * 16 + gq + 8) * DSW + n * 4 + tq] = pa[n / 2][2 * (n % 2) + 1];
+      }
+#endif
       PRODUCT_N(dka, CT, pa, KQ, Qt, QW); /* dK += dS^T Q (times scale on the way out) */
     }
+#if DQ_ATOMIC /* every warp's dS^T written: the block's dQ */
+    barrier(CLK_LOCAL_MEM_FENCE);
+    DQ_PRODUCT(Sw, Kl, h, q0, min((uint)SQ, seqlen_q - q0));
+#endif
 #if NBUF == 2
     if (nh < group) STORE_LD(buf ^ 1);
 #endif

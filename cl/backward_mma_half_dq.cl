@@ -8,6 +8,37 @@
 #define NK (SK / 8)  /* 8-key tiles of a staged key block */
 #define KK (SK / 16) /* its k-steps */
 
+#if DQ_ATOMIC
+/* bwd_dkdv has summed dQ into acc (fp32, a row of D per LSE row): scaled and rounded into dq,
+ * BQ rows of one head a work-group. Rows past the entry's get nothing, as bwd_dq's. */
+__kernel __attribute__((reqd_work_group_size(2 * BQ, 1, 1))) void
+bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
+       __global const stor_t *k, ulong k_off, ulong k_sb, ulong k_ss, ulong k_sh,
+       __global const stor_t *v, ulong v_off, ulong v_sb, ulong v_ss, ulong v_sh,
+       __global const stor_t *d_o, ulong g_off, ulong g_sb, ulong g_ss, ulong g_sh,
+       __global const float *lse, __global const float *drow, __global stor_t *dq, ulong dq_off,
+       ulong dq_sb, ulong dq_ss, ulong dq_sh, uint heads_q, uint heads_kv, uint seqlen_q,
+       uint seqlen_kv, uint num_qblocks, float scale,
+       ulong group_base VARIANT_ARGS PDP_ARG DQ_ARG) {
+  const ulong gid = group_base + get_group_id(0);
+  const uint qb = (uint)(gid % num_qblocks);
+  const ulong bh = gid / num_qblocks;
+  const uint h = (uint)(bh % heads_q);
+  const ulong b = bh / heads_q;
+  SEQ_BEGIN(b);
+#if SEQLENS
+#define seqlen_q seqlen_q_b
+#endif
+  const ulong from = acc_off + LSE_ROW(b, h) * D, o = dq_off + QB(dq) + h * dq_sh;
+  for (uint i = get_local_id(0); i < BQ * D; i += 2 * BQ) {
+    const uint r = qb * BQ + i / D, c = i % D;
+    if (r < seqlen_q) STS(dq + o + (ulong)r * dq_ss + c, acc[from + (ulong)r * D + c] * scale);
+  }
+#if SEQLENS
+#undef seqlen_q
+#endif
+}
+#else
 __kernel __attribute__((reqd_work_group_size(2 * BQ, 1, 1))) void
 bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
        __global const stor_t *k, ulong k_off, ulong k_sb, ulong k_ss, ulong k_sh,
@@ -100,6 +131,7 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
     CP_WAIT1();
 #else
     ISSUE_KV(kv0, 0);
+    CP_COMMIT(); /* wait_group waits for committed groups only */
     CP_WAIT0();
 #endif
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -160,6 +192,7 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
       if (c * 8 + cc < D) STS(dq + o + c * 8 + cc, dqa[c][e] * scale);
   }
 }
+#endif /* DQ_ATOMIC */
 // clang-format on
 
 #if SEQLENS

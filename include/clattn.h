@@ -111,7 +111,13 @@ enum {
    * -inf, or the sink) and the backward leaves its rows of dk and dv unwritten; sequences whose
    * ranges overlap write the shared rows in no defined order. Fused kernels only so far (the
    * standard path: UNSUPPORTED); not with seqlens_kv; total_q and total_kv below 2^31. */
-  CLATTN_VARLEN = 1u << 4
+  CLATTN_VARLEN = 1u << 4,
+  /* The backward may sum dQ over key blocks by atomic adds (FlashAttention-2's default): one
+   * kernel computes dK, dV and dQ, recomputing S and dP once instead of twice (5 matrix products
+   * where the deterministic backward does 7). Results then vary in their last bits run to run.
+   * Taken by the tensor-core kernels in half storage (backward_mma_half) without sinks; every
+   * other backward ignores it and stays deterministic. The forward ignores it. */
+  CLATTN_NONDETERMINISTIC = 1u << 5
 };
 
 /* How a call computes attention. */
@@ -261,7 +267,8 @@ CLATTN_API clattn_status clattn_forward(clattn_context *ctx, const clattn_proble
  * Rows whose lse is -inf (they saw no key) contribute nothing.
  * Deterministic: every output element is computed by one work-item (for the tensor-core
  * kernels, in one lane's MMA accumulators) in a fixed order, without atomics, so results are
- * bitwise identical run to run on a device.
+ * bitwise identical run to run on a device; unless problem->flags has CLATTN_NONDETERMINISTIC,
+ * which lets the half-precision tensor-core kernels add dQ up by atomics (faster).
  * Needs an in-order queue. problem->algorithm chooses the fused kernels or the standard path
  * (P and dS in a global-memory workspace, CLBlast GEMMs; split over batch*heads like the
  * forward's, OUT_OF_RESOURCES when one head's two N^2 matrices do not fit).

@@ -19,6 +19,7 @@ const char problem_flags_help[] =
     "  --causal-top-left  top-left aligned causal mask (PyTorch SDPA's is_causal)\n"
     "  --window L,R       sliding window: L keys left and R right of the diagonal (-1: unbounded)\n"
     "  --softcap C        scores become C tanh(s / C)\n"
+    "  --nondeterministic the backward may add dQ up by atomics (CLATTN_NONDETERMINISTIC)\n"
     "  --scale S          (1/sqrt(head-dim))\n"
     "  --dtype f32|f16|bf16 (f32)\n"
     "  --algorithm auto|fused|standard (auto: fused unless a head dim exceeds 256)\n"
@@ -332,6 +333,9 @@ int args_problem(const args *a, int id, clattn_problem *p) {
       p->flags |= CLATTN_WINDOW, p->window_left = l, p->window_right = r;
     break;
   }
+  case OPT_NONDETERMINISTIC:
+    p->flags |= CLATTN_NONDETERMINISTIC;
+    break;
   case OPT_SOFTCAP:
     if ((ok = args_number(a, &v)) && !(v > 0.0 && v <= FLT_MAX))
       ok = args_bad(a, "out of range (a positive cap)");
@@ -353,5 +357,7 @@ void args_mask_text(const clattn_problem *p, char *out, size_t len) {
     n += snprintf(out + n, len - n, ", window %lld,%lld", (long long)p->window_left,
                   (long long)p->window_right);
   if (p->softcap > 0.0f && n >= 0 && (size_t)n < len)
-    snprintf(out + n, len - n, ", softcap %g", (double)p->softcap);
+    n += snprintf(out + n, len - n, ", softcap %g", (double)p->softcap);
+  if ((p->flags & CLATTN_NONDETERMINISTIC) && n >= 0 && (size_t)n < len)
+    snprintf(out + n, len - n, ", nondeterministic");
 }

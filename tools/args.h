@@ -28,12 +28,13 @@ enum {
   OPT_WINDOW,
   OPT_CAUSAL_TOP_LEFT,
   OPT_SOFTCAP,
+  OPT_NONDETERMINISTIC,
   OPT_COMMAND = 512
 };
 
 /* The problem options (--batch --heads --heads-kv --seqlen --seqlen-q --seqlen-kv --head-dim
  * --head-dim-v --causal --scale --dtype --algorithm --device, and the variants --window
- * --causal-top-left --softcap), for a command's option table. */
+ * --causal-top-left --softcap, and --nondeterministic), for a command's option table. */
 #define PROBLEM_OPTIONS                                                                            \
   {"batch", required_argument, NULL, OPT_BATCH}, {"heads", required_argument, NULL, OPT_HEADS},    \
       {"heads-kv", required_argument, NULL, OPT_HEADS_KV},                                         \
@@ -47,7 +48,8 @@ enum {
       {"algorithm", required_argument, NULL, OPT_ALGORITHM},                                       \
       {"window", required_argument, NULL, OPT_WINDOW},                                             \
       {"causal-top-left", no_argument, NULL, OPT_CAUSAL_TOP_LEFT},                                 \
-      {"softcap", required_argument, NULL, OPT_SOFTCAP}, {                                         \
+      {"softcap", required_argument, NULL, OPT_SOFTCAP},                                           \
+      {"nondeterministic", no_argument, NULL, OPT_NONDETERMINISTIC}, {                             \
     "device", required_argument, NULL, OPT_DEVICE                                                  \
   }
 extern const char problem_flags_help[];

@@ -123,6 +123,7 @@ typedef struct clattn__shape {
    * views' extents: [vb][vq][heads][dim] for q and o, [vb][vkv][heads_kv][dim] for k and v
    * (vb = 1 and the totals with varlen, else batch and the lengths), and lse_rows LSE rows. */
   int varlen;
+  int nondet; /* CLATTN_NONDETERMINISTIC: the backward may add dQ up by atomics */
   cl_mem cu_q, cu_kv;
   size_t total_q, total_kv, vb, vq, vkv, lse_rows;
   size_t alibi_mod;

@@ -17,7 +17,7 @@
 /* The variants' flags and fields: their values (INVALID_ARGUMENT). */
 static clattn_status check_variants(clattn_context *ctx, const clattn_problem *p) {
   const unsigned known = CLATTN_CAUSAL | CLATTN_WINDOW | CLATTN_CAUSAL_TOP_LEFT |
-                         CLATTN_ALIBI_PER_BATCH | CLATTN_VARLEN;
+                         CLATTN_ALIBI_PER_BATCH | CLATTN_VARLEN | CLATTN_NONDETERMINISTIC;
   if (p->flags & ~known)
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "unknown flags 0x%x", p->flags & ~known);
   if ((p->flags & CLATTN_CAUSAL) && (p->flags & CLATTN_CAUSAL_TOP_LEFT))
@@ -153,6 +153,7 @@ clattn_status clattn__shape_from_problem(clattn_context *ctx, const clattn_probl
   s->page_size = s->num_pages = s->max_pages = s->sc_sb = 0;
   s->block_table = s->k_scale = s->v_scale = NULL;
   s->varlen = (p->flags & CLATTN_VARLEN) != 0;
+  s->nondet = (p->flags & CLATTN_NONDETERMINISTIC) != 0;
   s->total_q = s->varlen ? p->total_q : 0, s->total_kv = s->varlen ? p->total_kv : 0;
   /* cu_seqlens are int32, and the kernels count rows in 32 bits. */
   if (s->total_q >= MAX_SEQLEN || s->total_kv >= MAX_SEQLEN)

@@ -188,7 +188,9 @@ unsigned clattn__backward_bind(const clattn__family *f, const clattn__config *c,
   cl_uint hq = (cl_uint)s->heads_q, hkv = (cl_uint)s->heads_kv, nq = (cl_uint)s->seqlen_q,
           nkv = (cl_uint)s->seqlen_kv;
   cl_float scale = s->scale;
-  cl_ulong zero = 0;
+  cl_ulong zero = 0, acc_off = s->lse_rows; /* atomic dQ: after D (no sinks) */
+  const int atomic = clattn__dq_atomic(f, (s->nondet ? CLATTN__VAR_ATOMIC : 0u) |
+                                              (s->sinks ? CLATTN__VAR_SINKS : 0u));
   unsigned n = 0;
   f->work_groups(c, wg);
   *err = CL_SUCCESS;
@@ -208,6 +210,7 @@ unsigned clattn__backward_bind(const clattn__family *f, const clattn__config *c,
     out[n].base_arg = a.next;
     clattn__arg(&a, sizeof zero, &zero);
     clattn__arg_variants(&a, s, 1.0);
+    if (atomic) clattn__arg_mem(&a, &ws), clattn__arg(&a, sizeof acc_off, &acc_off);
     if (a.err != CL_SUCCESS) *err = a.err;
     out[n].kernel = kernels[0], out[n].groups = nkb * s->batch * s->heads_kv, out[n].wg = wg[0];
     n++;
@@ -231,6 +234,7 @@ unsigned clattn__backward_bind(const clattn__family *f, const clattn__config *c,
       clattn__arg_mem(&a, &b->drow);
       clattn__arg(&a, sizeof pdp_off, &pdp_off);
     }
+    if (atomic) clattn__arg_mem(&a, &b->drow), clattn__arg(&a, sizeof acc_off, &acc_off);
     if (a.err != CL_SUCCESS && *err == CL_SUCCESS) *err = a.err;
     out[n].kernel = kernels[1], out[n].groups = nqb * s->batch * s->heads_q, out[n].wg = wg[1];
     n++;

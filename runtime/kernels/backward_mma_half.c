@@ -15,12 +15,26 @@ static size_t row_words(unsigned dim) {
   return (dim + 15) / 16 * 8 + 4;
 }
 
+/* Atomic dQ for a class of this family's (its rows' sums of P dP, which the sinks' gradient
+ * needs, are bwd_dq's: sinks keep the two-kernel backward). */
+static int atomic_of(const clattn__class *k) {
+  return (k->variants & CLATTN__VAR_ATOMIC) && !(k->variants & CLATTN__VAR_SINKS);
+}
+
+int clattn__dq_atomic(const clattn__family *f, unsigned variants) {
+  clattn__class k = {.variants = variants};
+  return f && f->atomic_dq && atomic_of(&k);
+}
+
 /* The larger kernel's bytes with nbuf stages (NBUF) of sb rows (bwd_dkdv: Q, dO, LSE and D) or
- * keys (bwd_dq: K, V) staged, with the emulation's scratch for its warps. */
+ * keys (bwd_dq: K, V) staged, with the emulation's scratch for its warps. With atomic dQ,
+ * bwd_dkdv also holds its BKV keys of K and their dS^T (sb / 2 + 4 words a key), and bwd_dq
+ * stages nothing. */
 static size_t half_bytes(const clattn__device *dev, const clattn__class *k, const clattn__config *c,
-                         unsigned sb, unsigned nbuf) {
+                         unsigned sb, unsigned nbuf, int atomic) {
   size_t rows = (size_t)nbuf * sb * (row_words(k->d) + row_words(k->dv)) * 4;
-  size_t dkdv = rows + (size_t)nbuf * sb * 2 * sizeof(float), dq = rows;
+  size_t dkdv = rows + (size_t)nbuf * sb * 2 * sizeof(float), dq = atomic ? 0 : rows;
+  if (atomic) dkdv += (size_t)c->bkv * (row_words(k->d) + sb / 2 + 4) * 4;
   if (dev->mma_emulated) {
     dkdv += (size_t)c->bkv / 16 * CLATTN__MMA_SCRATCH * sizeof(float);
     dq += (size_t)c->bq / 16 * CLATTN__MMA_SCRATCH * sizeof(float);
@@ -31,14 +45,16 @@ static size_t half_bytes(const clattn__device *dev, const clattn__class *k, cons
 /* 64 staged rows up to head dims of 64, 32 above (each lane holds two fp32 C fragments of the
  * staged block, S and dP, beside its head-dim-long accumulators), halved until they fit, in two
  * stages (the next block's copies in flight while one computes) where they fit, else one (48 KiB
- * holds two stages at head dims up to 128); 0 when not even 16 rows in one stage fit. */
+ * holds two stages at head dims up to 128); 0 when not even 16 rows in one stage fit. Atomic dQ
+ * has no kernels from before the raised limit to keep (clattn__local_fit): it takes the limit. */
 static unsigned stage_rows(const clattn__device *dev, const clattn__class *k,
                            const clattn__config *c, unsigned *nbuf) {
   unsigned start = k->d > 64 || k->dv > 64 ? 32 : 64;
-  for (int pass = 0; pass < 2; pass++) /* the reported size first (clattn__local_fit) */
+  int atomic = atomic_of(k);
+  for (int pass = atomic; pass < 2; pass++) /* the reported size first (clattn__local_fit) */
     for (unsigned sb = start; sb >= 16; sb /= 2)
       for (*nbuf = 2; *nbuf >= 1; --*nbuf)
-        if (half_bytes(dev, k, c, sb, *nbuf) <= clattn__local_fit(dev, pass)) return sb;
+        if (half_bytes(dev, k, c, sb, *nbuf, atomic) <= clattn__local_fit(dev, pass)) return sb;
   *nbuf = 1;
   return 0;
 }
@@ -46,15 +62,16 @@ static unsigned stage_rows(const clattn__device *dev, const clattn__class *k,
 size_t clattn__bwd_mma_half_local(const clattn__device *dev, const clattn__class *k,
                                   const clattn__config *c) {
   unsigned nbuf, sb = stage_rows(dev, k, c, &nbuf);
-  return half_bytes(dev, k, c, sb ? sb : 16, nbuf);
+  return half_bytes(dev, k, c, sb ? sb : 16, nbuf, atomic_of(k));
 }
 
 void clattn__bwd_mma_half_defines(const clattn__family *f, const clattn__device *dev,
                                   const clattn__class *k, const clattn__config *c, char *out,
                                   size_t len) {
   unsigned nbuf, sb = stage_rows(dev, k, c, &nbuf);
-  snprintf(out, len,
-           "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DCAUSAL=%u -DSQ=%u -DSK=%u -DNBUF=%u%s",
-           k->d, k->dv, c->bq, c->bkv, k->causal, sb, sb, nbuf,
-           dev->mma_emulated ? " -DMMA_EMULATE=1 -DSCRATCH=" CLATTN__STR(CLATTN__MMA_SCRATCH) : "");
+  snprintf(
+      out, len,
+      "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DCAUSAL=%u -DSQ=%u -DSK=%u -DNBUF=%u%s%s",
+      k->d, k->dv, c->bq, c->bkv, k->causal, sb, sb, nbuf, atomic_of(k) ? " -DDQ_ATOMIC=1" : "",
+      dev->mma_emulated ? " -DMMA_EMULATE=1 -DSCRATCH=" CLATTN__STR(CLATTN__MMA_SCRATCH) : "");
 }

@@ -214,6 +214,7 @@ static const clattn__family table[] = {
                "backward_mma_half_dq.cl"},
      .entries = {"bwd_dkdv", "bwd_dq"},
      .tensor_cores = 1,
+     .atomic_dq = 1,
      .dtypes = 1u << CLATTN_F16 | 1u << CLATTN_BF16,
      .variants = CLATTN__VAR_ALL & ~CLATTN__VAR_CACHE,
      .max_dim = 128,

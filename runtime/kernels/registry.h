@@ -42,7 +42,10 @@ enum {
   CLATTN__VAR_PAGED = 1u << 7,   /* ... paged through a block table (PAGED) */
   CLATTN__VAR_KV8 = 1u << 8,     /* ... in int8 with fp32 scales (KV8) */
   CLATTN__VAR_CACHE = CLATTN__VAR_KVCACHE | CLATTN__VAR_PAGED | CLATTN__VAR_KV8,
-  CLATTN__VAR_ALL = (1u << 9) - 1
+  /* A backward class whose caller allows atomic sums (CLATTN_NONDETERMINISTIC): no define of
+   * its own, but a family with atomic_dq builds its atomic kernels for it (clattn__dq_atomic). */
+  CLATTN__VAR_ATOMIC = 1u << 9,
+  CLATTN__VAR_ALL = (1u << 10) - 1
 };
 /* The first variant of `missing` in words ("a key range per row (...)" or "softcap"). */
 const char *clattn__variant_name(unsigned missing);
@@ -133,6 +136,7 @@ struct clattn__family {
   unsigned variants;      /* the CLATTN__VAR_* it computes */
   unsigned max_dim;       /* the largest head dim it computes */
   unsigned explicit_only; /* never ranked or tuned: runs only as an override (test families) */
+  unsigned atomic_dq;     /* a backward that adds dQ up by atomics for CLATTN__VAR_ATOMIC */
   clattn__axis axes[CLATTN__AXES]; /* its space, outermost axis first */
   unsigned naxes;
   clattn__config fixed; /* the fields no axis sets */
@@ -183,6 +187,11 @@ unsigned clattn__families(void);
 const clattn__family *clattn__family_at(unsigned id);
 /* The family of a config (NULL when its id is no planned family's). */
 const clattn__family *clattn__family_of(const clattn__config *c);
+/* Whether family f's backward (backward_mma_half.c) adds dQ up by atomics for a class of these variants: bwd_dkdv
+ * then takes the accumulator (acc, acc_off: after D in the row workspace, lse_rows x d floats,
+ * zeroed before) and bwd_dq rounds it into dq. */
+int clattn__dq_atomic(const clattn__family *f, unsigned variants);
+
 /* The id of the planned family named name, CLATTN__NO_FAMILY when none; and the list of the
  * names of the planned families that are not test-only, ", "-separated (for messages). */
 unsigned clattn__family_find(const char *name);

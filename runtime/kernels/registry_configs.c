@@ -23,7 +23,8 @@ const char *clattn__variant_name(unsigned missing) {
          : missing & CLATTN__VAR_VARLEN  ? "variable-length sequences (CLATTN_VARLEN)"
          : missing & CLATTN__VAR_KVCACHE ? "a KV cache (kv_cache)"
          : missing & CLATTN__VAR_PAGED   ? "a paged KV cache"
-                                         : "an int8 KV cache";
+         : missing & CLATTN__VAR_KV8     ? "an int8 KV cache"
+                                         : "atomic sums (CLATTN_NONDETERMINISTIC)";
 }
 
 int clattn__config_computes(const clattn__class *k, const clattn__config *c, char *why,

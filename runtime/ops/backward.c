@@ -65,7 +65,18 @@ static clattn_status backward_call(clattn_context *ctx, const clattn_problem *pr
   else if (st == CLATTN_OK && empty_wide)
     st = clattn__standard_backward_empty(ctx, &s, dq, dk, dv);
   else if (st == CLATTN_OK && !nothing) {
-    if (s.batch && s.heads_q && s.seqlen_q && s.lse_rows) st = clattn__bwd_rowsum(ctx, &s, o, d_o);
+    /* Atomic dQ (CLATTN_NONDETERMINISTIC): its fp32 accumulator follows D, zeroed first. */
+    const int atomic = clattn__dq_atomic(clattn__family_of(&p->cfg), p->cls.variants);
+    size_t acc = s.lse_rows * s.d * sizeof(float);
+    if (atomic) st = clattn__bwd_ws_reserve(ctx, s.lse_rows * sizeof(float) + acc);
+    if (st == CLATTN_OK && s.batch && s.heads_q && s.seqlen_q && s.lse_rows)
+      st = clattn__bwd_rowsum(ctx, &s, o, d_o);
+    if (st == CLATTN_OK && atomic && acc) {
+      cl_float zero = 0.0f;
+      cl_int err = clEnqueueFillBuffer(ctx->queue, ctx->bwd_ws, &zero, sizeof zero,
+                                       s.lse_rows * sizeof zero, acc, 0, NULL, NULL);
+      if (err != CL_SUCCESS) st = clattn__fail_cl(ctx, err, "clEnqueueFillBuffer(dQ accumulator)");
+    }
     if (st == CLATTN_OK)
       st = clattn__bwd_enqueue(ctx, ctx->queue, &s, p, q, k, v, d_o, lse, ctx->bwd_ws, dq, dk, dv,
                                NULL, NULL);

@@ -79,6 +79,8 @@ void clattn__standard_plan_of(const clattn_context *ctx, const clattn__shape *s,
  * cannot read in place (standard_pack.c). */
 void clattn__standard_plan_packed(const clattn_context *ctx, const clattn__shape *s,
                                   unsigned matrices, size_t pack_bytes, clattn__standard_plan *out);
+/* ctx->bwd_ws grown to at least bytes (its contents are then lost). */
+clattn_status clattn__bwd_ws_reserve(clattn_context *ctx, size_t bytes);
 /* D = rowsum(dO o O) per query row into ctx->bwd_ws (grown to fit), for both backward paths
  * (standard_bwd.c, with cl/standard.cl's bwd_rowdot). */
 /* The sinks' gradient into s->d_sinks (nothing without it), from the LSE and the rows' D that

@@ -20,13 +20,7 @@ static clattn_status elementwise(clattn_context *ctx, cl_kernel k, cl_uint base_
   return clattn__std_launch(ctx, k, base_arg, (n + 63) / 64, 64);
 }
 
-clattn_status clattn__bwd_rowsum(clattn_context *ctx, const clattn__shape *s,
-                                 const clattn_tensor *o, const clattn_tensor *d_o) {
-  /* The LSE's rows: [batch][heads_q][seqlen_q], or varlen's [heads_q][total_q] (a batch of one
-   * sequence of total_q rows to bwd_rowdot, whose views' batch strides then go unused). */
-  size_t rows = s->lse_rows;
-  /* With sinks, the rows' sums of P dP follow D (cl/common.cl's PDP_ARG). */
-  size_t bytes = (s->sinks ? 2 : 1) * rows * sizeof(float);
+clattn_status clattn__bwd_ws_reserve(clattn_context *ctx, size_t bytes) {
   if (ctx->bwd_ws_bytes < bytes) {
     if (ctx->bwd_ws) clReleaseMemObject(ctx->bwd_ws);
     cl_int err;
@@ -39,12 +33,23 @@ clattn_status clattn__bwd_rowsum(clattn_context *ctx, const clattn__shape *s,
                           clattn__cl_error_name(err));
     }
   }
+  return CLATTN_OK;
+}
+
+clattn_status clattn__bwd_rowsum(clattn_context *ctx, const clattn__shape *s,
+                                 const clattn_tensor *o, const clattn_tensor *d_o) {
+  /* The LSE's rows: [batch][heads_q][seqlen_q], or varlen's [heads_q][total_q] (a batch of one
+   * sequence of total_q rows to bwd_rowdot, whose views' batch strides then go unused). */
+  size_t rows = s->lse_rows;
+  /* With sinks, the rows' sums of P dP follow D (cl/common.cl's PDP_ARG). */
+  clattn_status st = clattn__bwd_ws_reserve(ctx, (s->sinks ? 2 : 1) * rows * sizeof(float));
+  if (st != CLATTN_OK) return st;
   cl_kernel k;
   /* O and dO in the problem's storage (cl/common.cl's DTYPE; fp32 adds nothing). */
   char options[64];
   snprintf(options, sizeof options, "-D WG=1 -D CPI=0 -D CAUSAL=0%s",
            clattn__dtype_define(s->dtype));
-  clattn_status st = clattn__std_kernel(ctx, "bwd_rowdot", options, &k);
+  st = clattn__std_kernel(ctx, "bwd_rowdot", options, &k);
   if (st != CLATTN_OK) return st;
   cl_ulong ov[4] = {o->offset, o->stride_batch, o->stride_seq, o->stride_head};
   cl_ulong gv[4] = {d_o->offset, d_o->stride_batch, d_o->stride_seq, d_o->stride_head};

@@ -16,7 +16,8 @@ clattn__class clattn__class_of(const clattn__shape *s, clattn__pass pass) {
       (s->alibi ? CLATTN__VAR_ALIBI : 0u) | (s->sinks ? CLATTN__VAR_SINKS : 0u) |
       (s->seqlens_kv || s->kv_cache ? CLATTN__VAR_KVLENS : 0u) |
       (s->varlen ? CLATTN__VAR_VARLEN : 0u) | (s->kv_cache ? CLATTN__VAR_KVCACHE : 0u) |
-      (s->kv_paged ? CLATTN__VAR_PAGED : 0u) | (s->kv_i8 ? CLATTN__VAR_KV8 : 0u);
+      (s->kv_paged ? CLATTN__VAR_PAGED : 0u) | (s->kv_i8 ? CLATTN__VAR_KV8 : 0u) |
+      (s->nondet && pass == CLATTN__BACKWARD ? CLATTN__VAR_ATOMIC : 0u);
   unsigned q = clattn__seqlen_bucket(s->seqlen_q);
   clattn__class c = {(unsigned)s->d, (unsigned)s->dv,
                      s->causal,      s->kv_cache ? clattn__seqlen_bucket(s->seqlen_kv) : q,
