@@ -7,42 +7,44 @@
 #include <string.h>
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: clattn bench [options]\n"
-             "  --seqlen LIST      sequence lengths (512,1024,2048,4096)\n"
-             "  --head-dim LIST    (64)\n"
-             "  --causal off|on|both (off)\n"
-             "  --batch LIST (1)  --heads LIST (8)\n"
-             "  --tokens T --hidden W  batch = max(1, T/N) and heads = W/d per row, as\n"
-             "                     FlashAttention's and ../shared/peers' benchmarks (16384, 2048)\n"
-             "  --warmup W (2)  --repeat R (10)\n"
-             "  --columns LIST     of fused,standard,host (all; host: CPUs, OpenBLAS, forward\n"
-             "                     only, left out quietly where it does not apply unless named)\n"
-             "  --csv | --json     machine-readable output instead of the table\n"
-             "  --plot FILE.png    time and modelled traffic against N (gnuplot)\n"
-             "  --config K/BQ/BKV/TPR/RM/STAGE/PAD[/VEC]  force the fused config (as clattn run)\n"
-             "  --dtype f32|f16|bf16  storage of Q, K, V, O and the gradients (f32; the host\n"
-             "                     column is fp32's alone)\n"
-             "  --window L,R       a sliding window on every row (with --causal: R 0 or -1)\n"
-             "  --softcap C        scores become C tanh(s / C) on every row\n"
-             "  --alibi            ALiBi, BLOOM's slopes per head\n"
-             "  --sinks            a sink logit per head (with --backward, its gradient too)\n"
-             "  --seqlens-kv       a padded batch: entry b of B keeps ceil(N (b + 1) / B) keys\n"
-             "  --varlen           packed sequences (CLATTN_VARLEN) of those lengths, queries and\n"
-             "                     keys; no standard column unless named (it has no varlen)\n"
-             "                     (FLOPs and traffic count N: the lengths live on the device)\n"
-             "  --kv-cache contiguous|paged  decode over a KV cache instead: --seqlen is the\n"
-             "                     context, every sequence full; K/V bandwidth beside a\n"
-             "                     streaming read's, the model's time, the host's cost\n"
-             "  --seqlen-q R (1)  --heads-kv H (--heads)  --page-size P (16)\n"
-             "  --kv-layout nhd|hnd  --cache-dtype f32|f16|bf16|i8 (--dtype's)\n"
-             "  --backward         time forward + backward (FLOPs 3.5x the forward's; the host\n"
-             "                     column and the traffic columns stay forward-only)\n"
-             "  --bandwidth        also check the traffic model: a copy kernel's bandwidth beside\n"
-             "                     the standard path's steps and the fused kernel\n"
-             "  --device SPEC      like CLATTN_DEVICE\n"
-             "exit codes: 0 every column ran, 1 fused and standard outputs differ by NaN,\n"
-             "            2 usage error, 3 a column, the bandwidth check or the plot failed\n"
-             "            (each named on stderr; the rest of the output is still written)\n");
+  fprintf(f,
+          "usage: clattn bench [options]\n"
+          "  --seqlen LIST      sequence lengths (512,1024,2048,4096)\n"
+          "  --head-dim LIST    (64)\n"
+          "  --causal off|on|both (off)\n"
+          "  --batch LIST (1)  --heads LIST (8)\n"
+          "  --tokens T --hidden W  batch = max(1, T/N) and heads = W/d per row, as\n"
+          "                     FlashAttention's and ../shared/peers' benchmarks (16384, 2048)\n"
+          "  --warmup W (2)  --repeat R (10)\n"
+          "  --columns LIST     of fused,standard,host (all; host: CPUs, OpenBLAS, forward\n"
+          "                     only, left out quietly where it does not apply unless named)\n"
+          "  --csv | --json     machine-readable output instead of the table\n"
+          "  --plot FILE.png    time and modelled traffic against N (gnuplot)\n"
+          "  --config K/BQ/BKV/TPR/RM/STAGE/PAD[/VEC]  force the fused config (as clattn run)\n"
+          "  --dtype f32|f16|bf16  storage of Q, K, V, O and the gradients (f32; the host\n"
+          "                     column is fp32's alone)\n"
+          "  --window L,R       a sliding window on every row (with --causal: R 0 or -1)\n"
+          "  --softcap C        scores become C tanh(s / C) on every row\n"
+          "  --alibi            ALiBi, BLOOM's slopes per head\n"
+          "  --sinks            a sink logit per head (with --backward, its gradient too)\n"
+          "  --nondeterministic the backward may add dQ up by atomics (CLATTN_NONDETERMINISTIC)\n"
+          "  --seqlens-kv       a padded batch: entry b of B keeps ceil(N (b + 1) / B) keys\n"
+          "  --varlen           packed sequences (CLATTN_VARLEN) of those lengths, queries and\n"
+          "                     keys; no standard column unless named (it has no varlen)\n"
+          "                     (FLOPs and traffic count N: the lengths live on the device)\n"
+          "  --kv-cache contiguous|paged  decode over a KV cache instead: --seqlen is the\n"
+          "                     context, every sequence full; K/V bandwidth beside a\n"
+          "                     streaming read's, the model's time, the host's cost\n"
+          "  --seqlen-q R (1)  --heads-kv H (--heads)  --page-size P (16)\n"
+          "  --kv-layout nhd|hnd  --cache-dtype f32|f16|bf16|i8 (--dtype's)\n"
+          "  --backward         time forward + backward (FLOPs 3.5x the forward's; the host\n"
+          "                     column and the traffic columns stay forward-only)\n"
+          "  --bandwidth        also check the traffic model: a copy kernel's bandwidth beside\n"
+          "                     the standard path's steps and the fused kernel\n"
+          "  --device SPEC      like CLATTN_DEVICE\n"
+          "exit codes: 0 every column ran, 1 fused and standard outputs differ by NaN,\n"
+          "            2 usage error, 3 a column, the bandwidth check or the plot failed\n"
+          "            (each named on stderr; the rest of the output is still written)\n");
 }
 
 enum {
@@ -87,6 +89,7 @@ static const struct option bench_options[] = {
     {"dtype", required_argument, NULL, OPT_DTYPE},
     {"window", required_argument, NULL, OPT_WINDOW},
     {"softcap", required_argument, NULL, OPT_SOFTCAP},
+    {"nondeterministic", no_argument, NULL, OPT_NONDETERMINISTIC},
     {"alibi", no_argument, NULL, OPT_ALIBI},
     {"sinks", no_argument, NULL, OPT_SINKS},
     {"seqlens-kv", no_argument, NULL, OPT_SEQLENS_KV},
@@ -191,6 +194,7 @@ int bench_parse(int argc, char **argv, bench_opts *o) {
       break;
     case OPT_WINDOW:
     case OPT_SOFTCAP:
+    case OPT_NONDETERMINISTIC:
       ok = args_problem(&a, id, &o->variant);
       break;
     case OPT_ALIBI:

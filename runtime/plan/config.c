@@ -38,9 +38,8 @@ int clattn__config_from_public(const clattn_config *in, clattn__config *out, cha
 
 clattn__class clattn__override_class(const clattn__class *cls) {
   clattn__class k = *cls;
-  k.variants &=
-      ~(unsigned)(CLATTN__VAR_ALIBI | CLATTN__VAR_SINKS | CLATTN__VAR_KVLENS | CLATTN__VAR_CACHE |
-                  CLATTN__VAR_ATOMIC);
+  k.variants &= ~(unsigned)(CLATTN__VAR_ALIBI | CLATTN__VAR_SINKS | CLATTN__VAR_KVLENS |
+                            CLATTN__VAR_CACHE | CLATTN__VAR_ATOMIC);
   /* CLATTN_VARLEN is a flag of the problem, so its overrides keep it. A cache class's bucket is
    * its context's, and an override is set from the problem, by seqlen_q's. */
   if (k.qbucket) k.bucket = k.qbucket, k.qbucket = 0;
