@@ -19,7 +19,7 @@ const char problem_flags_help[] =
     "  --causal-top-left  top-left aligned causal mask (PyTorch SDPA's is_causal)\n"
     "  --window L,R       sliding window: L keys left and R right of the diagonal (-1: unbounded)\n"
     "  --softcap C        scores become C tanh(s / C)\n"
-    "  --nondeterministic the backward may add dQ up by atomics (CLATTN_NONDETERMINISTIC)\n"
+    "  --nondeterministic the backward may sum dQ by atomics (faster)\n"
     "  --scale S          (1/sqrt(head-dim))\n"
     "  --dtype f32|f16|bf16 (f32)\n"
     "  --algorithm auto|fused|standard (auto: fused unless a head dim exceeds 256)\n"
