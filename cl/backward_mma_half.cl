@@ -426,9 +426,11 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
       PRODUCT_N(dva, CV, pa, KQ, Gt, GW); /* dV += P^T dO */
       TO_A(pa, dp, KQ);
 #if DQ_ATOMIC /* dS^T's words as they lie in pa: keys gq and gq + 8, rows n * 8 + 2 tq, + 1 */
+      /* Keys past the entry's length (not masked outside edge blocks: their dK and dV rows are
+       * never stored) get 0: their dS = -P D may round to infinity, times K's zeros NaN. */
       UNROLL for (uint n = 0; n < NQ; n++) {
-        Sw[(warp * 16 + gq) * DSW + n * 4 + tq] = pa[n / 2][2 * (n % 2)];
-        Sw[(warp * 16 + gq + 8) * DSW + n * 4 + tq] = pa[n / 2][2 * (n % 2) + 1];
+        Sw[(warp * 16 + gq) * DSW + n * 4 + tq] = oka ? pa[n / 2][2 * (n % 2)] : 0u;
+        Sw[(warp * 16 + gq + 8) * DSW + n * 4 + tq] = okb ? pa[n / 2][2 * (n % 2) + 1] : 0u;
       }
 #endif
       PRODUCT_N(dka, CT, pa, KQ, Qt, QW); /* dK += dS^T Q (times scale on the way out) */

@@ -10,6 +10,7 @@
  * empty one), and the sinks, which keep the two-kernel backward. fp16 and bf16. */
 #include "common.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #define C CLATTN_CAUSAL
@@ -92,4 +93,53 @@ Test(backward_atomic, bf16_varlen_causal) {
 }
 Test(backward_atomic, f16_sinks_keep_two_kernels) {
   check_case(&(acase){F16, 1, 2, 0, 29, 41, 32, 0, C, 0, 0, 32, 32, .sinks = 1});
+}
+
+/* One key that every row sees, at an LSE of -64 (q = 2, k = -2, d = 16, scale 1): its dS is 0,
+ * so dq must be exactly 0. The 15 keys of the block past it are staged as zeros, and their
+ * P = exp(0 - LSE) is huge: dS = -P D rounds to infinity, which times K's zeros would be NaN in
+ * dQ = dS K unless those keys' dS is left out. */
+Test(backward_atomic, f16_padding_keys_with_infinite_ds_add_nothing) {
+  clattn_context *ctx = test_context(NULL);
+  clattn_problem p = {1, 1, 1, 16, 1, 16, 16, CLATTN_F16, 1.0f, ND};
+  cl_mem q = test_buffer_of(ctx, CLATTN_F16, 256, 2.0f),
+         k = test_buffer_of(ctx, CLATTN_F16, 16, -2.0f);
+  cl_mem v = test_buffer_of(ctx, CLATTN_F16, 16, 1.0f),
+         g = test_buffer_of(ctx, CLATTN_F16, 256, 1.0f);
+  cl_mem o = test_buffer_of(ctx, CLATTN_F16, 256, NAN),
+         dq = test_buffer_of(ctx, CLATTN_F16, 256, NAN);
+  cl_mem dk = test_buffer_of(ctx, CLATTN_F16, 16, NAN),
+         dv = test_buffer_of(ctx, CLATTN_F16, 16, NAN);
+  cl_mem lse = test_buffer(ctx, 16, NAN);
+  clattn_tensor tq = clattn_bhsd(q, 16, 1, 16), tk = clattn_bhsd(k, 1, 1, 16);
+  clattn_tensor tv = clattn_bhsd(v, 1, 1, 16), tg = clattn_bhsd(g, 16, 1, 16);
+  clattn_tensor to = clattn_bhsd(o, 16, 1, 16), tdq = clattn_bhsd(dq, 16, 1, 16);
+  clattn_tensor tdk = clattn_bhsd(dk, 1, 1, 16), tdv = clattn_bhsd(dv, 1, 1, 16);
+  clattn_config cfg = {.kernel = "backward_mma_half", .block_q = 16, .block_kv = 16};
+  cr_assert_eq(clattn_override_config(ctx, &p, &cfg), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_assert_eq(clattn_forward(ctx, &p, &tq, &tk, &tv, &to, lse, 0, NULL, NULL), CLATTN_OK);
+  cr_assert_eq(
+      clattn_backward(ctx, &p, &tq, &tk, &tv, &to, &tg, lse, &tdq, &tdk, &tdv, 0, NULL, NULL),
+      CLATTN_OK, "%s", clattn_last_error(ctx));
+  float x[256], l[16];
+  cl_command_queue cq = clattn_context_queue(ctx);
+  cr_assert_eq(check_read(cq, dq, CLATTN_F16, x, 256, 0, NULL), CL_SUCCESS);
+  cr_assert_eq(clEnqueueReadBuffer(cq, lse, CL_TRUE, 0, sizeof l, l, 0, NULL, NULL), CL_SUCCESS);
+  cr_expect_float_eq(l[0], -64.0f, 1e-3f);
+  for (int i = 0; i < 256; i++) cr_assert_eq(x[i], 0.0f, "dq[%d] = %g", i, x[i]);
+  cl_mem all[] = {q, k, v, g, o, dq, dk, dv, lse};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
+  clattn_context_destroy(ctx);
+}
+
+/* The tuner tunes the plain class of a CLATTN_NONDETERMINISTIC problem (its bench has no atomic
+ * dQ accumulator: the atomic kernels would write past its row workspace). */
+Test(backward_atomic, tune_takes_the_plain_class) {
+  clattn_context *ctx = test_context(NULL);
+  clattn_problem p = {1, 2, 2, 64, 64, 32, 32, CLATTN_F16, 0.0f, ND};
+  clattn_tune_options t = {.budget_seconds = 30, .max_candidates = 2, .dry_run = 1, .backward = 1};
+  clattn_tune_result r;
+  cr_assert_eq(clattn_tune(ctx, &p, &t, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
+  cr_expect_gt(r.best_ms, 0.0);
+  clattn_context_destroy(ctx);
 }

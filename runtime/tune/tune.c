@@ -465,6 +465,9 @@ clattn_status clattn_tune(clattn_context *ctx, const clattn_problem *problem,
                       "CLATTN_CAUSAL_TOP_LEFT, softcap or CLATTN_VARLEN takes the plain class's "
                       "entry");
   if (st == CLATTN_OK && opt->kv_cache) st = cache_class(ctx, opt->kv_cache, pass, &b.s);
+  /* CLATTN_NONDETERMINISTIC: the plain class too (its bench's row workspace holds D alone, no
+   * atomic dQ accumulator), whose entry the atomic class takes. */
+  b.s.nondet = 0;
   if (st == CLATTN_OK) {
     memset(out, 0, sizeof *out);
     b.cls = clattn__class_of(&b.s, pass);
