@@ -12,6 +12,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define C CLATTN_CAUSAL
 #define W CLATTN_WINDOW
@@ -133,13 +134,25 @@ Test(backward_atomic, f16_padding_keys_with_infinite_ds_add_nothing) {
 }
 
 /* The tuner tunes the plain class of a CLATTN_NONDETERMINISTIC problem (its bench has no atomic
- * dQ accumulator: the atomic kernels would write past its row workspace). */
+ * dQ accumulator: the atomic kernels would write past its row workspace): backward_mma_half's
+ * candidates (the first, tensor cores ranked first) run and pass. */
+static void count_mma(void *user, const clattn_tune_progress *p) {
+  if (!strcmp(p->candidate.kernel, "backward_mma_half") && p->candidate_ms > 0) ++*(int *)user;
+}
+
 Test(backward_atomic, tune_takes_the_plain_class) {
   clattn_context *ctx = test_context(NULL);
-  clattn_problem p = {1, 2, 2, 64, 64, 32, 32, CLATTN_F16, 0.0f, ND};
-  clattn_tune_options t = {.budget_seconds = 30, .max_candidates = 2, .dry_run = 1, .backward = 1};
+  clattn_problem p = {1, 1, 1, 32, 32, 16, 16, CLATTN_F16, 0.0f, ND};
+  int mma = 0;
+  clattn_tune_options t = {.budget_seconds = 30,
+                           .max_candidates = 1,
+                           .dry_run = 1,
+                           .progress = count_mma,
+                           .user = &mma,
+                           .backward = 1};
   clattn_tune_result r;
   cr_assert_eq(clattn_tune(ctx, &p, &t, &r), CLATTN_OK, "%s", clattn_last_error(ctx));
   cr_expect_gt(r.best_ms, 0.0);
+  cr_expect_eq(mma, 1, "backward_mma_half's candidate did not run");
   clattn_context_destroy(ctx);
 }
