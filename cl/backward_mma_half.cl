@@ -54,25 +54,6 @@
 #ifndef NBUF
 #define NBUF 2
 #endif
-#ifndef DQ_ATOMIC
-#define DQ_ATOMIC 0
-#endif
-#if DQ_ATOMIC
-#define DQ_ARG , __global float *acc, ulong acc_off
-#ifdef MMA_EMULATE /* *p += x by compare-and-swap (OpenCL 1.2 has no float atomics) */
-static inline void add_f32(__global float *p, float x) {
-  volatile __global uint *u = (volatile __global uint *)p;
-  uint old = *u, seen;
-  while ((seen = atomic_cmpxchg(u, old, as_uint(as_float(old) + x))) != old) old = seen;
-}
-#else
-static inline void add_f32(__global float *p, float x) {
-  asm volatile("red.global.add.f32 [%0], %1;" ::"l"(p), "f"(x) : "memory");
-}
-#endif
-#else
-#define DQ_ARG
-#endif
 #if NBUF != 1 && NBUF != 2
 #error "NBUF (stages of the staged blocks) must be 1 or 2"
 #endif
@@ -227,36 +208,6 @@ static inline void stage_rows(__local uint *Mw, uint W, uint ROWS, uint PADC,
 #define NQ (SQ / 8)  /* 8-row tiles of a staged query block */
 #define KQ (SQ / 16) /* its k-steps */
 #define LR ((SQ + 2 * BKV - 1) / (2 * BKV)) /* LSE and D values a work-item stages per block */
-#if DQ_ATOMIC
-#define DSW (SQ / 2 + 4) /* words per local row of dS^T (a row per key), an odd multiple of 4 */
-#define DQ_UNITS ((SQ / 16) * ((CT + 1) / 2)) /* a block's dQ in units of 16 rows x 16 columns */
-#define DQ_TRIPS ((DQ_UNITS + WARPS_KV - 1) / WARPS_KV) /* the same count for every warp */
-
-/* dQ (rows q0 .., nrow of them, of head h) += dS K for the staged block: dS^T's rows of 16-bit
- * pairs in Sw (a row per key), K's in Kl. Warp w takes units w, w + WARPS_KV, ...: two 8-column
- * tiles of 16 rows over the block's BKV keys, then an atomic add per element. dS^T read by
- * ldmatrix.trans gives dS's A fragments (frag_cols_x4's matrices, the middle two swapped). */
-#define DQ_PRODUCT(Sw, Kl, h, q0, nrow)                                                            \
-  for (uint i_ = 0; i_ < DQ_TRIPS; i_++) {                                                         \
-    const uint u0_ = warp + i_ * WARPS_KV, u_ = min(u0_, (uint)DQ_UNITS - 1);                      \
-    const uint r0_ = u_ % (SQ / 16) * 16, c0_ = u_ / (SQ / 16) * 16;                               \
-    float x_[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};                         \
-    UNROLL for (uint k_ = 0; k_ < BKV / 16; k_++) {                                                \
-      uint t_[4], a_[4], b_[4];                                                                    \
-      frag_cols_x4(Sw, DSW, k_ * 16, r0_, lane, t_);                                               \
-      a_[0] = t_[0], a_[1] = t_[2], a_[2] = t_[1], a_[3] = t_[3];                                  \
-      frag_cols_x4(Kl, QW, k_ * 16, c0_, lane, b_);                                                \
-      MMA16(x_[0], a_, b_[0], b_[1]);                                                              \
-      MMA16(x_[1], a_, b_[2], b_[3]);                                                              \
-    }                                                                                              \
-    if (u0_ < DQ_UNITS) UNROLL for (uint t_ = 0; t_ < 2; t_++) UNROLL for (uint e_ = 0; e_ < 4; e_++) { \
-      const uint r_ = r0_ + gq + 8 * (e_ >> 1), c_ = c0_ + 8 * t_ + 2 * tq + (e_ & 1);             \
-      if (r_ < (nrow) && c_ < D && x_[t_][e_] != 0.0f)                                             \
-        add_f32(acc + acc_off + (LSE_ROW(b, h) + (q0) + r_) * D + c_, x_[t_][e_]);                 \
-    }                                                                                              \
-  }
-#endif
-
 /* bwd_dkdv: block (hh_, q0_)'s Q and dO rows into stage s_ (copies issued), its LSE and D rows
  * into registers nl, nd (STORE_LD puts them into a stage). */
 #define ISSUE_Q(hh_, q0_, s_)                                                                      \
@@ -293,6 +244,9 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
 #if DQ_ATOMIC
   __local uint Kl[BKV * QW] __attribute__((aligned(16)));
   __local uint Sw[BKV * DSW] __attribute__((aligned(16)));
+#if DQ_RED == 3
+  __local float Dq[SQ * D] __attribute__((aligned(16)));
+#endif
 #endif
   __local uint Gw[NBUF * SQ * GW] __attribute__((aligned(16)));
   __local float Ls[NBUF * SQ], Ds[NBUF * SQ];
@@ -436,8 +390,10 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
       PRODUCT_N(dka, CT, pa, KQ, Qt, QW); /* dK += dS^T Q (times scale on the way out) */
     }
 #if DQ_ATOMIC /* every warp's dS^T written: the block's dQ */
+    DQ_BULK_WAIT(); /* the last block's bulk reduction has read Dq (DQ_RED 3) */
     barrier(CLK_LOCAL_MEM_FENCE);
     DQ_PRODUCT(Sw, Kl, h, q0, min((uint)SQ, seqlen_q - q0));
+    DQ_BULK(h, q0, min((uint)SQ, seqlen_q - q0));
 #endif
 #if NBUF == 2
     if (nh < group) STORE_LD(buf ^ 1);
@@ -445,6 +401,7 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
     barrier(CLK_LOCAL_MEM_FENCE); /* this stage is consumed before it is refilled */
     buf ^= NBUF - 1, hh = nh, q0 = nq;
   }
+  DQ_BULK_WAIT(); /* Dq is read before the work-group ends (DQ_RED 3) */
   /* C element e of a tile is key gq + 8 (e >> 1), column 2 tq + (e & 1). */
   UNROLL for (uint e = 0; e < 4; e++) {
     const uint j = (e >> 1) ? jb : ja, cc = 2 * tq + (e & 1);

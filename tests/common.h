@@ -65,10 +65,10 @@ clattn_config test_mma_config(unsigned block_q, unsigned block_kv);
 
 /* A kernel folder for CLATTN_KERNEL_DIR: copies of the fused kernels (cl/forward.cl,
  * cl/forward_tiles.cl, cl/forward_mma.cl, cl/forward_mma_half.cl, cl/backward.cl,
- * cl/backward_mma.cl, cl/backward_mma_half.cl, cl/backward_mma_half_dq.cl, cl/decode.cl) that
- * contain marker, in a new temporary folder (dir gets its path), with text inserted after the first
- * line of each that contains marker, or, when replace is set, instead of it. At least one must
- * contain it. */
+ * cl/backward_mma.cl, cl/backward_mma_half.cl, cl/backward_mma_half_dq.cl,
+ * cl/backward_mma_half_atomic.cl, cl/decode.cl) that contain marker, in a new temporary folder
+ * (dir gets its path), with text inserted after the first line of each that contains marker, or,
+ * when replace is set, instead of it. At least one must contain it. */
 void test_kernel_dir(char *dir, size_t len, const char *marker, const char *text, int replace);
 /* Removes what test_kernel_dir made. */
 void test_kernel_dir_remove(const char *dir);

@@ -23,6 +23,8 @@ if [ -n "${BASE_KERNELS:-}" ]; then
   # bwd_dq left cl/backward_mma_half.cl for a file of its own (e0408a7): a baseline from before
   # has it in the first, so an empty second keeps the embedded one from defining it twice.
   [ -e .gpu/basecl/backward_mma_half_dq.cl ] || : >.gpu/basecl/backward_mma_half_dq.cl
+  # And the atomic dQ's helpers (DQ_ATOMIC), in a file of their own since stop 41.
+  [ -e .gpu/basecl/backward_mma_half_atomic.cl ] || : >.gpu/basecl/backward_mma_half_atomic.cl
   # Likewise decode_mma's loads, in a file of their own since 4bf3308.
   [ -e .gpu/basecl/decode_mma_load.cl ] || : >.gpu/basecl/decode_mma_load.cl
   # The merge's launch is the host's (a work-group a row since f6af3f5): a baseline's merge.cl

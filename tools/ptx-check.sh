@@ -100,6 +100,10 @@ check() {
     -o "$work/$name.ptx" "$work/$name.cl" 2>"$work/$name.log"; then
     echo "FAIL (clang) $tag"; sed -n 1,20p "$work/$name.log"; fail=1; return
   fi
+  # SM90=1: Hopper's instructions (red.v2.f32, the bulk reductions), which clang here cannot
+  # target: the PTX is retargeted to sm_90 and PTX ISA 8.1, as NVIDIA's OpenCL emits for an H100.
+  [ -n "${SM90:-}" ] && sed -i -e 's/^\.target sm_80/.target sm_90/' -e 's/^\.version .*/.version 8.1/' \
+    "$work/$name.ptx"
   if ! "$ptxas" -arch=sm_90 -v -c -o "$work/$name.o" "$work/$name.ptx" >"$work/$name.log" 2>&1
   then
     echo "FAIL (ptxas) $tag"; sed -n 1,20p "$work/$name.log"; fail=1; return
@@ -148,8 +152,15 @@ for dt in 1 2; do
   check fmh "${half[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=64 -DBKV=64 -DRM=2 -DPAD=0 -DSWZ=1 -DCAUSAL=1 -DSTAGE=4
 done
 # The tensor-core backward in half: bwd_dkdv and bwd_dq, staged blocks as the runtime sets them.
-bhalf=(common.cl mma.cl mma_half.cl backward_mma_half.cl backward_mma_half_dq.cl --)
+bhalf=(common.cl mma.cl mma_half.cl backward_mma_half_atomic.cl backward_mma_half.cl
+  backward_mma_half_dq.cl --)
 for dt in 1 2; do
+  # atomic dQ (CLATTN_NONDETERMINISTIC): per element, by pairs and by a bulk reduction
+  for red in 1 2 3; do
+    sm90=; [ $red -gt 1 ] && sm90=1
+    SM90=$sm90 check bmh "${bhalf[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=128 -DBKV=128 -DSQ=32 -DSK=32 \
+      -DCAUSAL=1 -DDQ_ATOMIC=1 -DDQ_RED=$red
+  done
   check bmh "${bhalf[@]}" -DDTYPE=$dt -DD=64 -DDV=64 -DBQ=128 -DBKV=128 -DSQ=64 -DSK=64 -DCAUSAL=1
   check bmh "${bhalf[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=64 -DBKV=64 -DSQ=32 -DSK=32 -DCAUSAL=0
   check bmh "${bhalf[@]}" -DDTYPE=$dt -DD=59 -DDV=100 -DBQ=16 -DBKV=32 -DSQ=32 -DSK=32 -DCAUSAL=1

@@ -188,7 +188,7 @@ unsigned clattn__backward_bind(const clattn__family *f, const clattn__config *c,
   cl_uint hq = (cl_uint)s->heads_q, hkv = (cl_uint)s->heads_kv, nq = (cl_uint)s->seqlen_q,
           nkv = (cl_uint)s->seqlen_kv;
   cl_float scale = s->scale;
-  cl_ulong zero = 0, acc_off = s->lse_rows; /* atomic dQ: after D (no sinks) */
+  cl_ulong zero = 0, acc_off = clattn__dq_acc_offset(s->lse_rows); /* atomic dQ: after D */
   const int atomic = clattn__dq_atomic(f, (s->nondet ? CLATTN__VAR_ATOMIC : 0u) |
                                               (s->sinks ? CLATTN__VAR_SINKS : 0u));
   unsigned n = 0;

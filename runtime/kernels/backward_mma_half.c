@@ -21,6 +21,10 @@ static int atomic_of(const clattn__class *k) {
   return (k->variants & CLATTN__VAR_ATOMIC) && !(k->variants & CLATTN__VAR_SINKS);
 }
 
+size_t clattn__dq_acc_offset(size_t lse_rows) {
+  return (lse_rows + 3) / 4 * 4;
+}
+
 int clattn__dq_atomic(const clattn__family *f, unsigned variants) {
   clattn__class k = {.variants = variants};
   return f && f->atomic_dq && atomic_of(&k);

@@ -210,8 +210,8 @@ static const clattn__family table[] = {
     /* The backward on tensor cores in half storage (fp32 is backward_mma's). */
     {.name = "backward_mma_half",
      .pass = CLATTN__BACKWARD,
-     .files = {"common.cl", "mma.cl", "mma_half.cl", "backward_mma_half.cl",
-               "backward_mma_half_dq.cl"},
+     .files = {"common.cl", "mma.cl", "mma_half.cl", "backward_mma_half_atomic.cl",
+               "backward_mma_half.cl", "backward_mma_half_dq.cl"},
      .entries = {"bwd_dkdv", "bwd_dq"},
      .tensor_cores = 1,
      .atomic_dq = 1,

@@ -191,6 +191,9 @@ const clattn__family *clattn__family_of(const clattn__config *c);
  * then takes the accumulator (acc, acc_off: after D in the row workspace, lse_rows x d floats,
  * zeroed before) and bwd_dq rounds it into dq. */
 int clattn__dq_atomic(const clattn__family *f, unsigned variants);
+/* Where the accumulator starts in the row workspace, in floats: after D's rows, 16-byte aligned
+ * (cl/backward_mma_half_atomic.cl's paired and bulk adds). */
+size_t clattn__dq_acc_offset(size_t lse_rows);
 
 /* The id of the planned family named name, CLATTN__NO_FAMILY when none; and the list of the
  * names of the planned families that are not test-only, ", "-separated (for messages). */

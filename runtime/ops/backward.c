@@ -67,14 +67,14 @@ static clattn_status backward_call(clattn_context *ctx, const clattn_problem *pr
   else if (st == CLATTN_OK && !nothing) {
     /* Atomic dQ (CLATTN_NONDETERMINISTIC): its fp32 accumulator follows D, zeroed first. */
     const int atomic = clattn__dq_atomic(clattn__family_of(&p->cfg), p->cls.variants);
-    size_t acc = s.lse_rows * s.d * sizeof(float);
-    if (atomic) st = clattn__bwd_ws_reserve(ctx, s.lse_rows * sizeof(float) + acc);
+    size_t acc = s.lse_rows * s.d * sizeof(float), at = clattn__dq_acc_offset(s.lse_rows);
+    if (atomic) st = clattn__bwd_ws_reserve(ctx, at * sizeof(float) + acc);
     if (st == CLATTN_OK && s.batch && s.heads_q && s.seqlen_q && s.lse_rows)
       st = clattn__bwd_rowsum(ctx, &s, o, d_o);
     if (st == CLATTN_OK && atomic && acc) {
       cl_float zero = 0.0f;
       cl_int err = clEnqueueFillBuffer(ctx->queue, ctx->bwd_ws, &zero, sizeof zero,
-                                       s.lse_rows * sizeof zero, acc, 0, NULL, NULL);
+                                       at * sizeof zero, acc, 0, NULL, NULL);
       if (err != CL_SUCCESS) st = clattn__fail_cl(ctx, err, "clEnqueueFillBuffer(dQ accumulator)");
     }
     if (st == CLATTN_OK)
