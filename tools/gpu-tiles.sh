@@ -36,7 +36,8 @@ if [[ " $steps " == *" tiles "* ]]; then
     for c in $cs; do
       CLATTN_BUILD_LOG=1 CLATTN_BUILD_OPTIONS=-cl-nv-verbose timeout 60 "$cl" run --dtype f16 \
         --batch 1 --heads 4 --seqlen 1000 --head-dim $d --causal --config $c >"$out/r.tmp" 2>&1
-      echo "check d=$d $c: $(grep -E 'plan:|->|clattn:' "$out/r.tmp" | tr '\n' ' ' | cut -c1-300)" \
+      echo "check d=$d $c: $(grep -E 'plan:|->|clattn:' "$out/r.tmp" | grep -v 'clattn: built' |
+        tr '\n' ' ' | cut -c1-300)" \
         "| $(grep -iE 'registers|spill' "$out/r.tmp" | sort -u | tr '\n' ' ' | cut -c1-400)"
     done
   done >"$out/tiles.txt"
