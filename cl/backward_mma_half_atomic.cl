@@ -24,7 +24,8 @@ static inline void add_f32x2(__global float *p, float x, float y) {
   asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(x), "f"(y) : "memory");
 }
 #endif
-/* How bwd_dkdv adds a block's dQ into acc (an experiment's define; the host sets none):
+/* How bwd_dkdv adds a block's dQ into acc (the host sets 2 on compute capability 9.0 and later,
+ * where it measured fastest, "Stop 41" in docs/BENCHMARKS.md; 3 is an experiment's):
  * 1 red.global.add per element; 2 red.global.add.v2.f32 per pair of columns (D even; the host
  * keeps acc_off a multiple of 4); 3 the block's dQ gathered in local memory, then added by one
  * bulk reduction (cp.reduce.async.bulk, Hopper's TMA path; D a multiple of 4: the block's rows

@@ -148,6 +148,35 @@ Test(context, denormals_flushed_only_by_the_half_forward_on_nvidia) {
   clattn_context_destroy(ctx);
 }
 
+/* Atomic dQ (CLATTN_NONDETERMINISTIC: CLATTN__VAR_ATOMIC) builds backward_mma_half with
+ * DQ_ATOMIC, adding by pairs (DQ_RED 2, red.global.add.v2.f32) from compute capability 9.0 on and
+ * one element at a time before it and emulated; never with sinks or for a plain class. */
+Test(context, atomic_dq_defines_by_compute_capability) {
+  clattn_context *ctx = test_context(NULL);
+  clattn__device saved = ctx->device;
+  clattn__class cls = {
+      128, 128, 1, clattn__seqlen_bucket(64), CLATTN__BACKWARD, CLATTN_F16, CLATTN__VAR_ATOMIC, 0};
+  clattn__config c = {128, 128, 1, 1, 0, (unsigned)clattn__family_find("backward_mma_half"), 1, 1};
+  char opts[1024];
+  ctx->device.tensor_cores = 1, ctx->device.mma_emulated = 0, ctx->device.cc_major = 9;
+  clattn__config_options(&ctx->device, &cls, &c, opts, sizeof opts);
+  cr_expect(strstr(opts, "-DDQ_ATOMIC=1 -DDQ_RED=2"), "sm_90: %s", opts);
+  ctx->device.cc_major = 8;
+  clattn__config_options(&ctx->device, &cls, &c, opts, sizeof opts);
+  cr_expect(strstr(opts, "-DDQ_ATOMIC=1") && !strstr(opts, "DQ_RED"), "sm_80: %s", opts);
+  ctx->device.cc_major = 9, ctx->device.mma_emulated = 1;
+  clattn__config_options(&ctx->device, &cls, &c, opts, sizeof opts);
+  cr_expect(strstr(opts, "-DDQ_ATOMIC=1") && !strstr(opts, "DQ_RED"), "emulated: %s", opts);
+  cls.variants |= CLATTN__VAR_SINKS;
+  clattn__config_options(&ctx->device, &cls, &c, opts, sizeof opts);
+  cr_expect(!strstr(opts, "DQ_ATOMIC"), "sinks: %s", opts);
+  cls.variants = 0;
+  clattn__config_options(&ctx->device, &cls, &c, opts, sizeof opts);
+  cr_expect(!strstr(opts, "DQ_ATOMIC"), "plain: %s", opts);
+  ctx->device = saved;
+  clattn_context_destroy(ctx);
+}
+
 /* Builds a new program on ctx with stderr in a file; returns what was printed (caller frees). */
 static char *stderr_of_build(clattn_context *ctx, const char *source) {
   char path[512];

@@ -36,6 +36,7 @@ typedef struct clattn__device {
   size_t max_item_size[3]; /* CL_DEVICE_MAX_WORK_ITEM_SIZES */
   cl_uint mem_base_align_bits;
   int tensor_cores;      /* NVIDIA, compute capability 8.0+: the forward_mma variant can run */
+  unsigned cc_major;     /* NVIDIA's compute capability, major; 0 elsewhere */
   int mma_emulated;      /* CLATTN_MMA_EMULATE=1 on a device without: forward_mma emulated */
   char *extensions;      /* owned */
   char *build_options;   /* $CLATTN_BUILD_OPTIONS as read when the context was made, NULL when

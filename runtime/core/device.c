@@ -146,7 +146,7 @@ cl_int clattn__device_query(cl_device_id dev, clattn__device *d, char *why, size
     cl_uint major = 0, minor = 0;
     if (clGetDeviceInfo(dev, 0x4000 /* CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV */, sizeof major,
                         &major, NULL) == CL_SUCCESS) {
-      d->tensor_cores = major >= 8;
+      d->tensor_cores = major >= 8, d->cc_major = major;
       if (clGetDeviceInfo(dev, 0x4001 /* CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV */, sizeof minor,
                           &minor, NULL) == CL_SUCCESS) {
         cl_ulong most = nvidia_local_mem(major, minor);

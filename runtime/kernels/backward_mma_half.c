@@ -73,9 +73,15 @@ void clattn__bwd_mma_half_defines(const clattn__family *f, const clattn__device 
                                   const clattn__class *k, const clattn__config *c, char *out,
                                   size_t len) {
   unsigned nbuf, sb = stage_rows(dev, k, c, &nbuf);
+  /* Atomic dQ by pairs of columns (red.global.add.v2.f32) on Hopper and later: on an H100
+   * 1.08-1.14x the deterministic backward's forward + backward at N = 4096, where one add an
+   * element was 0.96x ("Stop 41", docs/BENCHMARKS.md); sm_80 has only the scalar add. */
+  const char *atomic = !atomic_of(k)                              ? ""
+                       : dev->cc_major >= 9 && !dev->mma_emulated ? " -DDQ_ATOMIC=1 -DDQ_RED=2"
+                                                                  : " -DDQ_ATOMIC=1";
   snprintf(
       out, len,
       "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DCAUSAL=%u -DSQ=%u -DSK=%u -DNBUF=%u%s%s",
-      k->d, k->dv, c->bq, c->bkv, k->causal, sb, sb, nbuf, atomic_of(k) ? " -DDQ_ATOMIC=1" : "",
+      k->d, k->dv, c->bq, c->bkv, k->causal, sb, sb, nbuf, atomic,
       dev->mma_emulated ? " -DMMA_EMULATE=1 -DSCRATCH=" CLATTN__STR(CLATTN__MMA_SCRATCH) : "");
 }
