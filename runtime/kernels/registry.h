@@ -187,9 +187,9 @@ unsigned clattn__families(void);
 const clattn__family *clattn__family_at(unsigned id);
 /* The family of a config (NULL when its id is no planned family's). */
 const clattn__family *clattn__family_of(const clattn__config *c);
-/* Whether family f's backward (backward_mma_half.c) adds dQ up by atomics for a class of these variants: bwd_dkdv
- * then takes the accumulator (acc, acc_off: after D in the row workspace, lse_rows x d floats,
- * zeroed before) and bwd_dq rounds it into dq. */
+/* Whether family f's backward (backward_mma_half.c) adds dQ up by atomics for a class of these
+ * variants: bwd_dkdv then takes the accumulator (acc, acc_off: after D in the row workspace,
+ * lse_rows x d floats, zeroed before) and bwd_dq rounds it into dq. */
 int clattn__dq_atomic(const clattn__family *f, unsigned variants);
 /* Where the accumulator starts in the row workspace, in floats: after D's rows, 16-byte aligned
  * (cl/backward_mma_half_atomic.cl's paired and bulk adds). */

@@ -407,28 +407,6 @@ static clattn_status search(bench *b, const clattn_tune_options *opt, clattn_tun
   return st;
 }
 
-/* options.kv_cache: the class of decode calls over such a cache (the benches lay out its
- * buffers: tune_kv.c). */
-static clattn_status cache_class(clattn_context *ctx, const clattn_kv_cache *c, clattn__pass pass,
-                                 clattn__shape *s) {
-  if (pass == CLATTN__BACKWARD)
-    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
-                        "options.kv_cache with options.backward: a cache has no backward");
-  if (c->dtype != s->dtype && c->dtype != CLATTN_I8)
-    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
-                        "options.kv_cache->dtype %d: a cache holds the problem's dtype (%s) or "
-                        "CLATTN_I8",
-                        (int)c->dtype, clattn__dtype_name(s->dtype));
-  if (c->page_size > 256 || (c->page_size & (c->page_size - 1)))
-    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
-                        "options.kv_cache->page_size %zu: a power of two from 1 to 256 (0: "
-                        "contiguous)",
-                        c->page_size);
-  s->kv_cache = 1, s->kv_paged = c->page_size != 0, s->kv_i8 = c->dtype == CLATTN_I8;
-  s->page_size = c->page_size;
-  return CLATTN_OK;
-}
-
 clattn_status clattn_tune(clattn_context *ctx, const clattn_problem *problem,
                           const clattn_tune_options *options, clattn_tune_result *out) {
   if (!ctx) return clattn__fail(NULL, CLATTN_ERR_INVALID_ARGUMENT, "context is NULL");
@@ -464,7 +442,7 @@ clattn_status clattn_tune(clattn_context *ctx, const clattn_problem *problem,
                       "the tuner tunes plain classes (causal or not); a window, "
                       "CLATTN_CAUSAL_TOP_LEFT, softcap or CLATTN_VARLEN takes the plain class's "
                       "entry");
-  if (st == CLATTN_OK && opt->kv_cache) st = cache_class(ctx, opt->kv_cache, pass, &b.s);
+  if (st == CLATTN_OK && opt->kv_cache) st = clattn__tune_kv_class(ctx, opt->kv_cache, pass, &b.s);
   /* CLATTN_NONDETERMINISTIC: the plain class too (its bench's row workspace holds D alone, no
    * atomic dQ accumulator), whose entry the atomic class takes. */
   b.s.nondet = 0;

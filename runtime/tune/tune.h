@@ -36,6 +36,10 @@ cl_int clattn__tune_read(cl_command_queue queue, cl_mem buf, clattn_dtype t, flo
 
 /* The rows per sequence the bench lays out for a cache shape: seqlen_kv, padded to whole pages
  * when paged. */
+/* options.kv_cache: s becomes the class of decode calls over such a cache (the benches lay out
+ * its buffers below); INVALID_ARGUMENT for a backward, a dtype or a page size it cannot be. */
+clattn_status clattn__tune_kv_class(clattn_context *ctx, const clattn_kv_cache *c,
+                                    clattn__pass pass, clattn__shape *s);
 size_t clattn__tune_kv_rows(const clattn__shape *s);
 /* An int8 cache's K or V: rows of dim values of host quantised onto the device with their
  * scales, and host dequantised in place (the other element types upload as any tensor). */

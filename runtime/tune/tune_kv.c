@@ -68,3 +68,23 @@ clattn_status clattn__tune_kv_attach(clattn_context *ctx, clattn__shape *s, clat
   }
   return CLATTN_OK;
 }
+
+clattn_status clattn__tune_kv_class(clattn_context *ctx, const clattn_kv_cache *c,
+                                    clattn__pass pass, clattn__shape *s) {
+  if (pass == CLATTN__BACKWARD)
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                        "options.kv_cache with options.backward: a cache has no backward");
+  if (c->dtype != s->dtype && c->dtype != CLATTN_I8)
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                        "options.kv_cache->dtype %d: a cache holds the problem's dtype (%s) or "
+                        "CLATTN_I8",
+                        (int)c->dtype, clattn__dtype_name(s->dtype));
+  if (c->page_size > 256 || (c->page_size & (c->page_size - 1)))
+    return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT,
+                        "options.kv_cache->page_size %zu: a power of two from 1 to 256 (0: "
+                        "contiguous)",
+                        c->page_size);
+  s->kv_cache = 1, s->kv_paged = c->page_size != 0, s->kv_i8 = c->dtype == CLATTN_I8;
+  s->page_size = c->page_size;
+  return CLATTN_OK;
+}
