@@ -8,21 +8,18 @@
 #define NK (SK / 8)  /* 8-key tiles of a staged key block */
 #define KK (SK / 16) /* its k-steps */
 
-/* bwd_dq's signature, either way (DQ_ARG: the accumulator's, with DQ_ATOMIC). */
-#define BWD_DQ_KERNEL                                                                              \
-  __kernel __attribute__((reqd_work_group_size(2 * BQ, 1, 1))) void bwd_dq(                        \
-      __global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,                   \
-      __global const stor_t *k, ulong k_off, ulong k_sb, ulong k_ss, ulong k_sh,                   \
-      __global const stor_t *v, ulong v_off, ulong v_sb, ulong v_ss, ulong v_sh,                   \
-      __global const stor_t *d_o, ulong g_off, ulong g_sb, ulong g_ss, ulong g_sh,                 \
-      __global const float *lse, __global const float *drow, __global stor_t *dq, ulong dq_off,    \
-      ulong dq_sb, ulong dq_ss, ulong dq_sh, uint heads_q, uint heads_kv, uint seqlen_q,           \
-      uint seqlen_kv, uint num_qblocks, float scale, ulong group_base VARIANT_ARGS PDP_ARG DQ_ARG)
-
 #if DQ_ATOMIC
 /* bwd_dkdv has summed dQ into acc (fp32, a row of D per LSE row): scaled and rounded into dq,
  * BQ rows of one head a work-group. Rows past the entry's get nothing, as bwd_dq's. */
-BWD_DQ_KERNEL {
+__kernel __attribute__((reqd_work_group_size(2 * BQ, 1, 1))) void
+bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
+       __global const stor_t *k, ulong k_off, ulong k_sb, ulong k_ss, ulong k_sh,
+       __global const stor_t *v, ulong v_off, ulong v_sb, ulong v_ss, ulong v_sh,
+       __global const stor_t *d_o, ulong g_off, ulong g_sb, ulong g_ss, ulong g_sh,
+       __global const float *lse, __global const float *drow, __global stor_t *dq, ulong dq_off,
+       ulong dq_sb, ulong dq_ss, ulong dq_sh, uint heads_q, uint heads_kv, uint seqlen_q,
+       uint seqlen_kv, uint num_qblocks, float scale,
+       ulong group_base VARIANT_ARGS PDP_ARG DQ_ARG) {
   const ulong gid = group_base + get_group_id(0);
   const uint qb = (uint)(gid % num_qblocks);
   const ulong bh = gid / num_qblocks;
@@ -42,7 +39,14 @@ BWD_DQ_KERNEL {
 #endif
 }
 #else
-BWD_DQ_KERNEL {
+__kernel __attribute__((reqd_work_group_size(2 * BQ, 1, 1))) void
+bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
+       __global const stor_t *k, ulong k_off, ulong k_sb, ulong k_ss, ulong k_sh,
+       __global const stor_t *v, ulong v_off, ulong v_sb, ulong v_ss, ulong v_sh,
+       __global const stor_t *d_o, ulong g_off, ulong g_sb, ulong g_ss, ulong g_sh,
+       __global const float *lse, __global const float *drow, __global stor_t *dq, ulong dq_off,
+       ulong dq_sb, ulong dq_ss, ulong dq_sh, uint heads_q, uint heads_kv, uint seqlen_q,
+       uint seqlen_kv, uint num_qblocks, float scale, ulong group_base VARIANT_ARGS PDP_ARG) {
   __local uint Kw[NBUF * SK * QW] __attribute__((aligned(16)));
   __local uint Vw[NBUF * SK * GW] __attribute__((aligned(16)));
   const uint lid = get_local_id(0), warp = lid / 32, lane = lid % 32;
