@@ -8,6 +8,8 @@
 #define NK (SK / 8)  /* 8-key tiles of a staged key block */
 #define KK (SK / 16) /* its k-steps */
 
+/* bwd_dq's two forms spell out their signatures: cmake/broken_kernels.cmake finds a kernel by
+ * its `__kernel` (the no-kernels selftest). */
 #if DQ_ATOMIC
 /* bwd_dkdv has summed dQ into acc (fp32, a row of D per LSE row): scaled and rounded into dq,
  * BQ rows of one head a work-group. Rows past the entry's get nothing, as bwd_dq's. */
