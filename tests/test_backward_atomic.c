@@ -6,8 +6,9 @@
  * (partial key blocks, columns past D in the last 16-column unit), dv != d, GQA (a K/V head's
  * work-group adds into several query heads), causal rows that see no key and no keys at all (dq
  * is the accumulator's zeros), a view at an offset, more dQ units than warps (BKV 16) and fewer,
- * a window with a softcap, a padded batch (seqlens_kv), packed sequences (CLATTN_VARLEN, with an
- * empty one), and the sinks, which keep the two-kernel backward. fp16 and bf16. */
+ * a window with a softcap, a padded batch (seqlens_kv) and packed sequences (CLATTN_VARLEN, with
+ * an empty one). fp16 and bf16. With sinks the class keeps the two-kernel backward
+ * (test_context.c's atomic_dq_defines_by_compute_capability). */
 #include "common.h"
 
 #include <math.h>
@@ -91,9 +92,6 @@ Test(backward_atomic, f16_padded_batch_gqa) {
 }
 Test(backward_atomic, bf16_varlen_causal) {
   check_case(&(acase){BF16, 4, 2, 1, 37, 53, 48, 0, C, 0, 0, 32, 32, .varlen = 1});
-}
-Test(backward_atomic, f16_sinks_keep_two_kernels) {
-  check_case(&(acase){F16, 1, 2, 0, 29, 41, 32, 0, C, 0, 0, 32, 32, .sinks = 1});
 }
 
 /* One key that every row sees, at an LSE of -64 (q = 2, k = -2, d = 16, scale 1): its dS is 0,
