@@ -188,10 +188,16 @@ void test_forward_check_spec(clattn_context *ctx, const check_spec *spec, int wi
   check_release_extras(&x);
 }
 
-static const char *const kernel_files[] = {
-    "forward.cl",  "forward_tiles.cl", "forward_mma.cl",       "forward_mma_half.cl",
-    "backward.cl", "backward_mma.cl",  "backward_mma_half.cl", "backward_mma_half_dq.cl",
-    "backward_mma_half_atomic.cl", "decode.cl"};
+static const char *const kernel_files[] = {"forward.cl",
+                                           "forward_tiles.cl",
+                                           "forward_mma.cl",
+                                           "forward_mma_half.cl",
+                                           "backward.cl",
+                                           "backward_mma.cl",
+                                           "backward_mma_half.cl",
+                                           "backward_mma_half_dq.cl",
+                                           "backward_mma_half_atomic.cl",
+                                           "decode.cl"};
 enum { KERNEL_FILES = sizeof kernel_files / sizeof kernel_files[0] };
 
 void test_kernel_dir(char *dir, size_t len, const char *marker, const char *text, int replace) {
