@@ -4,7 +4,8 @@
 # backward, in each dtype. time: `clattn bench` forward and forward + backward at the
 # FlashAttention benchmark shapes (batch = 16384 / N, heads = 2048 / d), fused and standard
 # columns, beside PyTorch's SDPA backends (torch_sdpa.py) in the same call, one table per dtype
-# and pass (tools/gpu-table.py). tune: `clattn tune --dtype` of the H200's built-in classes
+# and pass (tools/gpu-table.py), and the atomic-dQ backward (--nondeterministic, fused alone;
+# table_DT_bwd_nd.md). time-ends: the same at N = 512 and 16384, fused alone. tune: `clattn tune --dtype` of the H200's built-in classes
 # (d = 64, 128; causal and not; N = 4096), forward and backward, as JSON.
 # check-DT, check-DT-backward: one list alone (DT f16 or bf16). check-DT-bmma: the backward's
 # list with backward_mma_half forced (BMMA, 128/128) where head dims allow. time-bmma: bench
@@ -18,7 +19,7 @@
 # CLATTN_KERNEL_DIR: the same build, only the kernel text differs), fp16, in turns, AB_ROUNDS (2)
 # rounds, each of AB_CFGS ("plan" or configs; forward, or forward + backward with AB_BACKWARD=1),
 # the faster of the rounds per row (ab.txt). The A/B of stop 32's kernel changes.
-# Usage: tools/gpu-half.sh DIR [check] [check-DT...] [time] [time-bmma] [tune] [tune-backward]
+# Usage: tools/gpu-half.sh DIR [check] [check-DT...] [time] [time-ends] [time-bmma] [tune] [tune-backward]
 # [stage2] [stage2-time] [ab]
 # (DIR from tools/gpu-pack.sh; TUNE_BUDGET seconds per tune run, 100). Writes to $OUT.
 set -uo pipefail
@@ -59,6 +60,9 @@ if [[ " $steps " == *" time "* ]]; then
     "$cl" bench "${shapes[@]}" --dtype $dt >"$out/bench_$dt.json" 2>"$out/bench_$dt.err"
     "$cl" bench "${shapes[@]}" --dtype $dt --backward >"$out/bench_${dt}_bwd.json" \
       2>"$out/bench_${dt}_bwd.err"
+    # The atomic-dQ backward (CLATTN_NONDETERMINISTIC; the standard path ignores the flag).
+    "$cl" bench "${shapes[@]/fused,standard/fused}" --dtype $dt --backward --nondeterministic \
+      >"$out/bench_${dt}_bwd_nd.json" 2>"$out/bench_${dt}_bwd_nd.err"
   done
   timeout 200 python3 "$dir/torch_sdpa.py" --dtype float16,bfloat16 --d 64,128 --n 1024,4096 \
     --causal 0,1 --json "$out/torch.json" >"$out/torch.txt" 2>&1
@@ -66,10 +70,39 @@ if [[ " $steps " == *" time "* ]]; then
     --causal 0,1 --backward --json "$out/torch_bwd.json" >"$out/torch_bwd.txt" 2>&1
   for dt in f16 bf16; do
     python3 "$here/gpu-table.py" "$out/bench_$dt.json" "$out/torch.json" >"$out/table_$dt.md"
-    python3 "$here/gpu-table.py" "$out/bench_${dt}_bwd.json" "$out/torch_bwd.json" \
-      >"$out/table_${dt}_bwd.md"
+    for b in bwd bwd_nd; do
+      python3 "$here/gpu-table.py" "$out/bench_${dt}_$b.json" "$out/torch_bwd.json" \
+        >"$out/table_${dt}_$b.md"
+    done
   done
   cat "$out"/table_*.md
+fi
+# time-ends: the Goal's ends, N = 512 and 16384 (B = 32 and 1), the fused path alone (the
+# standard path's N x N scores at 16384 take seconds a call), forward and forward + backward both
+# ways, beside torch_sdpa.py (table_ends_*.md).
+if [[ " $steps " == *" time-ends "* ]]; then
+  shapes=(--tokens 16384 --hidden 2048 --seqlen 512,16384 --head-dim 64,128 --causal both
+    --columns fused --warmup 3 --repeat 10 --json)
+  for dt in f16 bf16; do
+    "$cl" bench "${shapes[@]}" --dtype $dt >"$out/ends_$dt.json" 2>"$out/ends_$dt.err"
+    "$cl" bench "${shapes[@]}" --dtype $dt --backward >"$out/ends_${dt}_bwd.json" \
+      2>"$out/ends_${dt}_bwd.err"
+    "$cl" bench "${shapes[@]}" --dtype $dt --backward --nondeterministic \
+      >"$out/ends_${dt}_bwd_nd.json" 2>"$out/ends_${dt}_bwd_nd.err"
+  done
+  timeout 200 python3 "$dir/torch_sdpa.py" --dtype float16,bfloat16 --d 64,128 --n 512,16384 \
+    --causal 0,1 --json "$out/torch_ends.json" >"$out/torch_ends.txt" 2>&1
+  timeout 300 python3 "$dir/torch_sdpa.py" --dtype float16,bfloat16 --d 64,128 --n 512,16384 \
+    --causal 0,1 --backward --json "$out/torch_ends_bwd.json" >"$out/torch_ends_bwd.txt" 2>&1
+  for dt in f16 bf16; do
+    python3 "$here/gpu-table.py" "$out/ends_$dt.json" "$out/torch_ends.json" \
+      >"$out/table_ends_$dt.md"
+    for b in bwd bwd_nd; do
+      python3 "$here/gpu-table.py" "$out/ends_${dt}_$b.json" "$out/torch_ends_bwd.json" \
+        >"$out/table_ends_${dt}_$b.md"
+    done
+  done
+  cat "$out"/table_ends_*.md
 fi
 if [[ " $steps " == *" time-bmma "* ]]; then
   shapes=(--tokens 16384 --hidden 2048 --seqlen 1024,4096 --head-dim 64,128 --causal both
