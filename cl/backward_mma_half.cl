@@ -27,7 +27,8 @@
  * seven. bwd_dkdv also stages its K block in local memory (its S^T = K Q^T reads K's A fragments
  * there, so K is not held in registers) and writes each block's dS^T there; its warps then share
  * the block's dQ = dS K (16 rows x 16 columns a unit) and add it to an fp32 accumulator in the
- * row workspace (acc, zeroed by the host) by atomic adds. bwd_dq then only scales and rounds the
+ * row workspace (acc, zeroed by the host) by atomic adds, a block later (at the top of the next
+ * block's trip, while its copies fly: two halves of dS^T in turns, one barrier a block). bwd_dq then only scales and rounds the
  * accumulator into dq. The sums' order varies run to run, and so may dQ's last bits.
  *
  * Staging (cl/forward_mma_half.cl's STAGE 2): a matrix whose head dim is a multiple of 16 is
@@ -243,7 +244,7 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
   __local uint Qw[NBUF * SQ * QW] __attribute__((aligned(16)));
 #if DQ_ATOMIC
   __local uint Kl[BKV * QW] __attribute__((aligned(16)));
-  __local uint Sw[BKV * DSW] __attribute__((aligned(16)));
+  __local uint Sw[2 * BKV * DSW] __attribute__((aligned(16))); /* two blocks' dS^T, in turns */
 #if DQ_RED == 3
   __local float Dq[SQ * D] __attribute__((aligned(16)));
 #endif
@@ -306,6 +307,10 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
   const bool any = q_first < q_stop;
   uint hh = 0, q0 = q_first, buf = 0;
   float nl[LR], nd[LR];
+#if DQ_ATOMIC /* the block whose dQ is pending (its dS^T in Sw's half sw ^ 1), from the second */
+  uint sw = 0, ph = 0, pq = 0;
+  bool pend = false;
+#endif
 #if DQ_ATOMIC /* the block's keys, in the first group of copies */
   if (any) {
     const int kfast = ((k_off | k_sb | k_ss | k_sh) % 8) == 0 && ((size_t)kg % 16) == 0;
@@ -326,11 +331,13 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
 #if NBUF == 2 /* its copies into the other stage; this block's, the older group, awaited */
     if (nh < group) ISSUE_Q(nh, nq, buf ^ 1);
     CP_COMMIT();
+    DQ_PENDING(); /* while the copies fly */
     CP_WAIT1();
 #else
     ISSUE_Q(hh, q0, 0);
     STORE_LD(0);
     CP_COMMIT(); /* wait_group waits for committed groups only */
+    DQ_PENDING();
     CP_WAIT0();
 #endif
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -382,18 +389,16 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
 #if DQ_ATOMIC /* dS^T's words as they lie in pa: keys gq and gq + 8, rows n * 8 + 2 tq, + 1 */
       /* Keys past the entry's length (not masked outside edge blocks: their dK and dV rows are
        * never stored) get 0: their dS = -P D may round to infinity, times K's zeros NaN. */
+      __local uint *St = Sw + (sw * BKV + warp * 16 + gq) * DSW + tq; /* this half's */
       UNROLL for (uint n = 0; n < NQ; n++) {
-        Sw[(warp * 16 + gq) * DSW + n * 4 + tq] = oka ? pa[n / 2][2 * (n % 2)] : 0u;
-        Sw[(warp * 16 + gq + 8) * DSW + n * 4 + tq] = okb ? pa[n / 2][2 * (n % 2) + 1] : 0u;
+        St[n * 4] = oka ? pa[n / 2][2 * (n % 2)] : 0u;
+        St[8 * DSW + n * 4] = okb ? pa[n / 2][2 * (n % 2) + 1] : 0u;
       }
 #endif
       PRODUCT_N(dka, CT, pa, KQ, Qt, QW); /* dK += dS^T Q (times scale on the way out) */
     }
-#if DQ_ATOMIC /* every warp's dS^T written: the block's dQ */
-    DQ_BULK_WAIT(); /* the last block's bulk reduction has read Dq (DQ_RED 3) */
-    barrier(CLK_LOCAL_MEM_FENCE);
-    DQ_PRODUCT(Sw, Kl, h, q0, min((uint)SQ, seqlen_q - q0));
-    DQ_BULK(h, q0, min((uint)SQ, seqlen_q - q0));
+#if DQ_ATOMIC /* this block's dQ is the next trip's (or the loop's end's), past the barrier below */
+    ph = h, pq = q0, pend = true, sw ^= 1;
 #endif
 #if NBUF == 2
     if (nh < group) STORE_LD(buf ^ 1);
@@ -401,6 +406,7 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
     barrier(CLK_LOCAL_MEM_FENCE); /* this stage is consumed before it is refilled */
     buf ^= NBUF - 1, hh = nh, q0 = nq;
   }
+  DQ_PENDING(); /* the last block's (every warp's dS^T written before the loop's last barrier) */
   DQ_BULK_WAIT(); /* Dq is read before the work-group ends (DQ_RED 3) */
   /* C element e of a tile is key gq + 8 (e >> 1), column 2 tq + (e & 1). */
   UNROLL for (uint e = 0; e < 4; e++) {

@@ -18,7 +18,9 @@
 # ab: the packed kernels against a baseline's (gpu-pack.sh's BASE_KERNELS, .gpu/basecl, through
 # CLATTN_KERNEL_DIR: the same build, only the kernel text differs), fp16, in turns, AB_ROUNDS (2)
 # rounds, each of AB_CFGS ("plan" or configs; forward, or forward + backward with AB_BACKWARD=1),
-# the faster of the rounds per row (ab.txt). The A/B of stop 32's kernel changes.
+# the faster of the rounds per row (ab.txt). The A/B of stop 32's kernel changes. AB_FLAGS: more
+# bench flags ("--backward --nondeterministic"); AB_NEW_OPTS: CLATTN_BUILD_OPTIONS of the new
+# side alone; AB_TAG: a suffix of the files.
 # Usage: tools/gpu-half.sh DIR [check] [check-DT...] [time] [time-ends] [time-bmma] [tune] [tune-backward]
 # [stage2] [stage2-time] [ab]
 # (DIR from tools/gpu-pack.sh; TUNE_BUDGET seconds per tune run, 100). Writes to $OUT.
@@ -159,24 +161,28 @@ if [[ " $steps " == *" ab "* ]]; then
   ab=(--tokens 16384 --hidden 2048 --seqlen 1024,4096 --head-dim 64,128 --causal both
     --columns fused --warmup 3 --repeat 10 --dtype f16)
   [ -n "${AB_BACKWARD:-}" ] && ab+=(--backward)
+  read -ra more <<<"${AB_FLAGS:-}" # e.g. "--backward --nondeterministic"
+  ab+=("${more[@]}")
+  tag=${AB_TAG:-} # a suffix of ab_rows.txt and ab.txt, for several A/Bs in one call
   read -ra cfgs <<<"${AB_CFGS:-plan}"
   for r in $(seq "${AB_ROUNDS:-2}"); do
     for c in "${cfgs[@]}"; do
       a=()
       [ "$c" != plan ] && a=(--config "$c")
       for side in new base; do
-        kd=()
+        kd=(env CLATTN_BUILD_OPTIONS="${AB_NEW_OPTS:-}") # the new side's extra defines
         [ $side = base ] && kd=(env CLATTN_KERNEL_DIR="$dir/basecl")
         timeout 120 "${kd[@]}" "$cl" bench "${ab[@]}" "${a[@]}" 2>&1 |
           awk -v s="$side" -v c="$c" '$2 ~ /^(64|128)$/ && $6 == "|" {print s, c, $1, $2, $3, $7}'
       done
     done
-  done >"$out/ab_rows.txt"
+  done >"$out/ab_rows$tag.txt"
   # The faster round per side, config and row; then new against base.
   awk '{k = $2 " " $3 " " $4 " " $5; t = $1 == "new" ? "n" : "b"
     if (!((t, k) in v) || $6 < v[t, k]) v[t, k] = $6; keys[k] = 1}
     END {for (k in keys) printf "%s | %.3f | %.3f | %.2fx\n", k, v["b", k], v["n", k], v["b", k] / v["n", k]}' \
-    "$out/ab_rows.txt" | sort | sed '1i config N d causal | base ms | new ms | base/new' |
-    tee "$out/ab.txt"
-  echo "base kernels: $(cat "$dir/basecl/commit" 2>/dev/null)" >>"$out/ab.txt"
+    "$out/ab_rows$tag.txt" | sort | sed '1i config N d causal | base ms | new ms | base/new' |
+    tee "$out/ab$tag.txt"
+  echo "base kernels: $(cat "$dir/basecl/commit" 2>/dev/null); ${more[*]}; new side's" \
+    "options: ${AB_NEW_OPTS:-none}" >>"$out/ab$tag.txt"
 fi
