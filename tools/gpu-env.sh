@@ -9,6 +9,16 @@ export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export CLATTN_CACHE_DIR=/tmp/clattn-cache CLATTN_DEVICE=${CLATTN_DEVICE:-NVIDIA}
 cl="$dir/clattn"
 
+# At most eight files come back from a device call (stop 42 lost a table that way): at its exit,
+# a script packs what it wrote under $out (anything but earlier archives) into one archive.
+gpu_archive() {
+  local files
+  files=$(cd "$out" && find . -maxdepth 1 -type f ! -name '*.tgz' -printf '%P\n')
+  [ -n "$files" ] && (cd "$out" && tar czf "results-$(basename "$0" .sh)-$$.tgz" $files &&
+    rm -f $files)
+}
+trap gpu_archive EXIT
+
 # The commit of the packed build and the GPU's name and driver: the first lines of a run's record.
 gpu_env_header() {
   echo "commit $(cat "$dir/commit")"
