@@ -149,9 +149,7 @@ void clattn__backward_defines(const clattn__family *f, const clattn__device *dev
   unsigned sb = f->tensor_cores ? mma_stage(dev, k, c) : 0;
   snprintf(out, len, "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DCAUSAL=%u -DSQ=%u -DSK=%u%s",
            k->d, k->dv, c->bq, c->bkv, k->causal, sb, sb,
-           f->tensor_cores && dev->mma_emulated
-               ? " -DMMA_EMULATE=1 -DSCRATCH=" CLATTN__STR(CLATTN__MMA_SCRATCH)
-               : "");
+           f->tensor_cores && dev->mma_emulated ? CLATTN__MMA_EMULATE_OPTIONS : "");
 }
 
 void clattn__backward_reason(const clattn__family *f, const clattn__device *dev,

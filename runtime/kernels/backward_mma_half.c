@@ -83,5 +83,5 @@ void clattn__bwd_mma_half_defines(const clattn__family *f, const clattn__device 
       out, len,
       "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DCAUSAL=%u -DSQ=%u -DSK=%u -DNBUF=%u%s%s",
       k->d, k->dv, c->bq, c->bkv, k->causal, sb, sb, nbuf, atomic,
-      dev->mma_emulated ? " -DMMA_EMULATE=1 -DSCRATCH=" CLATTN__STR(CLATTN__MMA_SCRATCH) : "");
+      dev->mma_emulated ? CLATTN__MMA_EMULATE_OPTIONS : "");
 }

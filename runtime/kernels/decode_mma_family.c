@@ -106,13 +106,9 @@ void clattn__decode_mma_defines(const clattn__family *f, const clattn__device *d
                                 const clattn__class *k, const clattn__config *c, char *out,
                                 size_t len) {
   (void)f;
-  /* Emulated, unoptimized: LLVM 15's inliner (PoCL 3.1's) crashes on this kernel's two groups of
-   * emulated MMAs when it optimizes, and the emulation is for checking, not for speed. */
   snprintf(out, len, "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DSTAGE=%u -DCAUSAL=%u%s", k->d,
            k->dv, c->bq, c->bkv, c->stage, k->causal,
-           dev->mma_emulated
-               ? " -DMMA_EMULATE=1 -DSCRATCH=" CLATTN__STR(CLATTN__MMA_SCRATCH) " -cl-opt-disable"
-               : "");
+           dev->mma_emulated ? CLATTN__MMA_EMULATE_OPTIONS : "");
 }
 
 void clattn__decode_mma_reason(const clattn__family *f, const clattn__device *dev,

@@ -179,8 +179,7 @@ void clattn__mma_defines(const clattn__family *f, const clattn__device *dev, con
            "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DPAD=%u -DCAUSAL=%u -DVEC=%u "
            "-DKVSPLIT=%u%s",
            k->d, k->dv, c->bq, c->bkv, c->pad ? 1u : 0u, k->causal, vec_of(c),
-           c->stage == 2 ? 1u : 0u,
-           dev->mma_emulated ? " -DMMA_EMULATE=1 -DSCRATCH=" CLATTN__STR(CLATTN__MMA_SCRATCH) : "");
+           c->stage == 2 ? 1u : 0u, dev->mma_emulated ? CLATTN__MMA_EMULATE_OPTIONS : "");
 }
 
 void clattn__mma_reason(const clattn__family *f, const clattn__device *dev, const clattn__class *k,

@@ -103,8 +103,7 @@ void clattn__mma_half_defines(const clattn__family *f, const clattn__device *dev
       "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DRM=%u -DPAD=%u -DSTAGE=%u -DCAUSAL=%u%s%s",
       k->d, k->dv, c->bq, c->bkv, c->rm > 1 ? c->rm : 1u, c->pad ? 1u : 0u,
       c->stage ? c->stage : 1u, k->causal, c->stage >= 2 && !c->pad ? " -DSWZ=1" : "",
-      dev->mma_emulated ? " -DMMA_EMULATE=1 -DSCRATCH=" CLATTN__STR(CLATTN__MMA_SCRATCH)
-                        : " -cl-denorms-are-zero");
+      dev->mma_emulated ? CLATTN__MMA_EMULATE_OPTIONS : " -cl-denorms-are-zero");
 }
 
 void clattn__mma_half_reason(const clattn__family *f, const clattn__device *dev,
