@@ -27,9 +27,10 @@
  * seven. bwd_dkdv also stages its K block in local memory (its S^T = K Q^T reads K's A fragments
  * there, so K is not held in registers) and writes each block's dS^T there; its warps then share
  * the block's dQ = dS K (16 rows x 16 columns a unit) and add it to an fp32 accumulator in the
- * row workspace (acc, zeroed by the host) by atomic adds, a block later (at the top of the next
- * block's trip, while its copies fly: two halves of dS^T in turns, one barrier a block). bwd_dq then only scales and rounds the
- * accumulator into dq. The sums' order varies run to run, and so may dQ's last bits.
+ * row workspace (acc, zeroed by the host) by atomic adds, a block later: at the top of the next
+ * block's trip, while its copies fly, before the barrier after which dS^T is written again (two
+ * barriers a block, not three). bwd_dq then only scales and rounds the accumulator into dq. The
+ * sums' order varies run to run, and so may dQ's last bits.
  *
  * Staging (cl/forward_mma_half.cl's STAGE 2): a matrix whose head dim is a multiple of 16 is
  * copied in 16-byte chunks, by cp.async where its view is 16-byte aligned (a uniform runtime
@@ -244,7 +245,7 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
   __local uint Qw[NBUF * SQ * QW] __attribute__((aligned(16)));
 #if DQ_ATOMIC
   __local uint Kl[BKV * QW] __attribute__((aligned(16)));
-  __local uint Sw[2 * BKV * DSW] __attribute__((aligned(16))); /* two blocks' dS^T, in turns */
+  __local uint Sw[BKV * DSW] __attribute__((aligned(16)));
 #if DQ_RED == 3
   __local float Dq[SQ * D] __attribute__((aligned(16)));
 #endif
@@ -307,8 +308,8 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
   const bool any = q_first < q_stop;
   uint hh = 0, q0 = q_first, buf = 0;
   float nl[LR], nd[LR];
-#if DQ_ATOMIC /* the block whose dQ is pending (its dS^T in Sw's half sw ^ 1), from the second */
-  uint sw = 0, ph = 0, pq = 0;
+#if DQ_ATOMIC /* the block whose dQ is pending (its dS^T in Sw), from the second trip on */
+  uint ph = 0, pq = 0;
   bool pend = false;
 #endif
 #if DQ_ATOMIC /* the block's keys, in the first group of copies */
@@ -389,7 +390,7 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
 #if DQ_ATOMIC /* dS^T's words as they lie in pa: keys gq and gq + 8, rows n * 8 + 2 tq, + 1 */
       /* Keys past the entry's length (not masked outside edge blocks: their dK and dV rows are
        * never stored) get 0: their dS = -P D may round to infinity, times K's zeros NaN. */
-      __local uint *St = Sw + (sw * BKV + warp * 16 + gq) * DSW + tq; /* this half's */
+      __local uint *St = Sw + (warp * 16 + gq) * DSW + tq;
       UNROLL for (uint n = 0; n < NQ; n++) {
         St[n * 4] = oka ? pa[n / 2][2 * (n % 2)] : 0u;
         St[8 * DSW + n * 4] = okb ? pa[n / 2][2 * (n % 2) + 1] : 0u;
@@ -398,7 +399,7 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
       PRODUCT_N(dka, CT, pa, KQ, Qt, QW); /* dK += dS^T Q (times scale on the way out) */
     }
 #if DQ_ATOMIC /* this block's dQ is the next trip's (or the loop's end's), past the barrier below */
-    ph = h, pq = q0, pend = true, sw ^= 1;
+    ph = h, pq = q0, pend = true;
 #endif
 #if NBUF == 2
     if (nh < group) STORE_LD(buf ^ 1);

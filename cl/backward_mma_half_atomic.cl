@@ -107,12 +107,13 @@ static inline void add_f32x2(__global float *p, float x, float y) {
 #define DQ_BULK(h, q0, nrow)
 #define DQ_BULK_WAIT()
 #endif
-/* The pending block's dQ (bwd_dkdv's ph, pq, pend, sw: its dS^T in Sw's other half), deferred by
- * a block so that its products and adds need no barrier of their own: every warp wrote that
- * dS^T before the barrier that ended the block's trip, and the half is written again only after
- * the next one. bwd_dkdv runs it at the top of each trip, while the next block's copies fly, and
- * once after the loop. DQ_RED 3 gathers in Dq, which the last bulk reduction must have read
- * first (a barrier after the wait). Uniform over the work-group (pend, ph, pq are). */
+/* The pending block's dQ (bwd_dkdv's ph, pq, pend: its dS^T in Sw), deferred by a block so that
+ * its products and adds need no barrier of their own: every warp wrote that dS^T before the
+ * barrier that ended the block's trip, and Sw is written again only after the next trip's first
+ * barrier. bwd_dkdv runs it at the top of each trip, before that barrier, while the next block's
+ * copies fly, and once after the loop. DQ_RED 3 gathers in Dq, which the last bulk reduction
+ * must have read first (a barrier after the wait). Uniform over the work-group (pend, ph, pq
+ * are). */
 #if DQ_RED == 3
 #define DQ_BULK_READ() DQ_BULK_WAIT(); barrier(CLK_LOCAL_MEM_FENCE)
 #else
@@ -121,7 +122,7 @@ static inline void add_f32x2(__global float *p, float x, float y) {
 #define DQ_PENDING()                                                                               \
   if (pend) {                                                                                      \
     DQ_BULK_READ();                                                                                \
-    DQ_PRODUCT(Sw + (sw ^ 1) * BKV * DSW, Kl, ph, pq, min((uint)SQ, seqlen_q - pq));               \
+    DQ_PRODUCT(Sw, Kl, ph, pq, min((uint)SQ, seqlen_q - pq));                                      \
     DQ_BULK(ph, pq, min((uint)SQ, seqlen_q - pq));                                                 \
     pend = false;                                                                                  \
   }

@@ -5,8 +5,9 @@
 # FlashAttention benchmark shapes (batch = 16384 / N, heads = 2048 / d), fused and standard
 # columns, beside PyTorch's SDPA backends (torch_sdpa.py) in the same call, one table per dtype
 # and pass (tools/gpu-table.py), and the atomic-dQ backward (--nondeterministic, fused alone;
-# table_DT_bwd_nd.md). time-ends: the same at N = 512 and 16384, fused alone. tune: `clattn tune --dtype` of the H200's built-in classes
-# (d = 64, 128; causal and not; N = 4096), forward and backward, as JSON.
+# table_bench_DT_bwd_nd.md). time-ends: the same at N = 512 and 16384, fused alone. tune:
+# `clattn tune --dtype` of the H200's built-in classes (d = 64, 128; causal and not; N = 4096),
+# forward and backward, as JSON.
 # check-DT, check-DT-backward: one list alone (DT f16 or bf16). check-DT-bmma: the backward's
 # list with backward_mma_half forced (BMMA, 128/128) where head dims allow. time-bmma: bench
 # forward + backward with the plans' backward and with backward_mma_half forced, beside
@@ -19,10 +20,10 @@
 # CLATTN_KERNEL_DIR: the same build, only the kernel text differs), fp16, in turns, AB_ROUNDS (2)
 # rounds, each of AB_CFGS ("plan" or configs; forward, or forward + backward with AB_BACKWARD=1),
 # the faster of the rounds per row (ab.txt). The A/B of stop 32's kernel changes. AB_FLAGS: more
-# bench flags ("--backward --nondeterministic"); AB_NEW_OPTS: CLATTN_BUILD_OPTIONS of the new
-# side alone; AB_TAG: a suffix of the files.
-# Usage: tools/gpu-half.sh DIR [check] [check-DT...] [time] [time-ends] [time-bmma] [tune] [tune-backward]
-# [stage2] [stage2-time] [ab]
+# bench flags ("--nondeterministic" with AB_BACKWARD=1); AB_NEW_OPTS: more CLATTN_BUILD_OPTIONS
+# for the new side alone; AB_TAG: a suffix of the files.
+# Usage: tools/gpu-half.sh DIR [check] [check-DT...] [time] [time-ends] [time-bmma] [tune]
+# [tune-backward] [stage2] [stage2-time] [ab]
 # (DIR from tools/gpu-pack.sh; TUNE_BUDGET seconds per tune run, 100). Writes to $OUT.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -55,57 +56,41 @@ for s in $steps; do
       --json >"$out/tune_$dt.json" 2>&1 ;;
   esac
 done
-if [[ " $steps " == *" time "* ]]; then
-  shapes=(--tokens 16384 --hidden 2048 --seqlen 1024,4096 --head-dim 64,128 --causal both
-    --columns fused,standard --warmup 3 --repeat 10 --json)
+# One combined table: clattn bench at N = SEQLENS with COLUMNS (fused,standard or fused), forward,
+# forward + backward and forward + backward with the atomic dQ (CLATTN_NONDETERMINISTIC, fused
+# alone: the standard path ignores the flag), beside torch_sdpa.py forward and forward + backward;
+# files PREFIX_DT[_bwd[_nd]].json, torch_PREFIX*.json and table_PREFIX_*.md.
+# Usage: time_table PREFIX SEQLENS COLUMNS
+time_table() {
+  local pre=$1 ns=$2 shapes dt b
+  shapes=(--tokens 16384 --hidden 2048 --seqlen "$ns" --head-dim 64,128 --causal both
+    --warmup 3 --repeat 10 --json)
   for dt in f16 bf16; do
-    "$cl" bench "${shapes[@]}" --dtype $dt >"$out/bench_$dt.json" 2>"$out/bench_$dt.err"
-    "$cl" bench "${shapes[@]}" --dtype $dt --backward >"$out/bench_${dt}_bwd.json" \
-      2>"$out/bench_${dt}_bwd.err"
-    # The atomic-dQ backward (CLATTN_NONDETERMINISTIC; the standard path ignores the flag).
-    "$cl" bench "${shapes[@]/fused,standard/fused}" --dtype $dt --backward --nondeterministic \
-      >"$out/bench_${dt}_bwd_nd.json" 2>"$out/bench_${dt}_bwd_nd.err"
+    "$cl" bench "${shapes[@]}" --columns "$3" --dtype $dt >"$out/${pre}_$dt.json" \
+      2>"$out/${pre}_$dt.err"
+    "$cl" bench "${shapes[@]}" --columns "$3" --dtype $dt --backward \
+      >"$out/${pre}_${dt}_bwd.json" 2>"$out/${pre}_${dt}_bwd.err"
+    "$cl" bench "${shapes[@]}" --columns fused --dtype $dt --backward --nondeterministic \
+      >"$out/${pre}_${dt}_bwd_nd.json" 2>"$out/${pre}_${dt}_bwd_nd.err"
   done
-  timeout 200 python3 "$dir/torch_sdpa.py" --dtype float16,bfloat16 --d 64,128 --n 1024,4096 \
-    --causal 0,1 --json "$out/torch.json" >"$out/torch.txt" 2>&1
-  timeout 300 python3 "$dir/torch_sdpa.py" --dtype float16,bfloat16 --d 64,128 --n 1024,4096 \
-    --causal 0,1 --backward --json "$out/torch_bwd.json" >"$out/torch_bwd.txt" 2>&1
+  timeout 200 python3 "$dir/torch_sdpa.py" --dtype float16,bfloat16 --d 64,128 --n "$ns" \
+    --causal 0,1 --json "$out/torch_$pre.json" >"$out/torch_$pre.txt" 2>&1
+  timeout 300 python3 "$dir/torch_sdpa.py" --dtype float16,bfloat16 --d 64,128 --n "$ns" \
+    --causal 0,1 --backward --json "$out/torch_${pre}_bwd.json" >"$out/torch_${pre}_bwd.txt" 2>&1
   for dt in f16 bf16; do
-    python3 "$here/gpu-table.py" "$out/bench_$dt.json" "$out/torch.json" >"$out/table_$dt.md"
+    python3 "$here/gpu-table.py" "$out/${pre}_$dt.json" "$out/torch_$pre.json" \
+      >"$out/table_${pre}_$dt.md"
     for b in bwd bwd_nd; do
-      python3 "$here/gpu-table.py" "$out/bench_${dt}_$b.json" "$out/torch_bwd.json" \
-        >"$out/table_${dt}_$b.md"
+      python3 "$here/gpu-table.py" "$out/${pre}_${dt}_$b.json" "$out/torch_${pre}_bwd.json" \
+        >"$out/table_${pre}_${dt}_$b.md"
     done
   done
-  cat "$out"/table_*.md
-fi
+  cat "$out"/table_"$pre"_*.md
+}
+[[ " $steps " == *" time "* ]] && time_table bench 1024,4096 fused,standard
 # time-ends: the Goal's ends, N = 512 and 16384 (B = 32 and 1), the fused path alone (the
-# standard path's N x N scores at 16384 take seconds a call), forward and forward + backward both
-# ways, beside torch_sdpa.py (table_ends_*.md).
-if [[ " $steps " == *" time-ends "* ]]; then
-  shapes=(--tokens 16384 --hidden 2048 --seqlen 512,16384 --head-dim 64,128 --causal both
-    --columns fused --warmup 3 --repeat 10 --json)
-  for dt in f16 bf16; do
-    "$cl" bench "${shapes[@]}" --dtype $dt >"$out/ends_$dt.json" 2>"$out/ends_$dt.err"
-    "$cl" bench "${shapes[@]}" --dtype $dt --backward >"$out/ends_${dt}_bwd.json" \
-      2>"$out/ends_${dt}_bwd.err"
-    "$cl" bench "${shapes[@]}" --dtype $dt --backward --nondeterministic \
-      >"$out/ends_${dt}_bwd_nd.json" 2>"$out/ends_${dt}_bwd_nd.err"
-  done
-  timeout 200 python3 "$dir/torch_sdpa.py" --dtype float16,bfloat16 --d 64,128 --n 512,16384 \
-    --causal 0,1 --json "$out/torch_ends.json" >"$out/torch_ends.txt" 2>&1
-  timeout 300 python3 "$dir/torch_sdpa.py" --dtype float16,bfloat16 --d 64,128 --n 512,16384 \
-    --causal 0,1 --backward --json "$out/torch_ends_bwd.json" >"$out/torch_ends_bwd.txt" 2>&1
-  for dt in f16 bf16; do
-    python3 "$here/gpu-table.py" "$out/ends_$dt.json" "$out/torch_ends.json" \
-      >"$out/table_ends_$dt.md"
-    for b in bwd bwd_nd; do
-      python3 "$here/gpu-table.py" "$out/ends_${dt}_$b.json" "$out/torch_ends_bwd.json" \
-        >"$out/table_ends_${dt}_$b.md"
-    done
-  done
-  cat "$out"/table_ends_*.md
-fi
+# standard path's N x N scores at 16384 take seconds a call).
+[[ " $steps " == *" time-ends "* ]] && time_table ends 512,16384 fused
 if [[ " $steps " == *" time-bmma "* ]]; then
   shapes=(--tokens 16384 --hidden 2048 --seqlen 1024,4096 --head-dim 64,128 --causal both
     --columns fused --warmup 3 --repeat 10 --json --backward)
@@ -161,7 +146,7 @@ if [[ " $steps " == *" ab "* ]]; then
   ab=(--tokens 16384 --hidden 2048 --seqlen 1024,4096 --head-dim 64,128 --causal both
     --columns fused --warmup 3 --repeat 10 --dtype f16)
   [ -n "${AB_BACKWARD:-}" ] && ab+=(--backward)
-  read -ra more <<<"${AB_FLAGS:-}" # e.g. "--backward --nondeterministic"
+  read -ra more <<<"${AB_FLAGS:-}" # e.g. "--backward --nondeterministic" (without AB_BACKWARD)
   ab+=("${more[@]}")
   tag=${AB_TAG:-} # a suffix of ab_rows.txt and ab.txt, for several A/Bs in one call
   read -ra cfgs <<<"${AB_CFGS:-plan}"
@@ -170,7 +155,8 @@ if [[ " $steps " == *" ab "* ]]; then
       a=()
       [ "$c" != plan ] && a=(--config "$c")
       for side in new base; do
-        kd=(env CLATTN_BUILD_OPTIONS="${AB_NEW_OPTS:-}") # the new side's extra defines
+        # the new side's extra defines, after any the caller set (the base side keeps those)
+        kd=(env CLATTN_BUILD_OPTIONS="${CLATTN_BUILD_OPTIONS:-} ${AB_NEW_OPTS:-}")
         [ $side = base ] && kd=(env CLATTN_KERNEL_DIR="$dir/basecl")
         timeout 120 "${kd[@]}" "$cl" bench "${ab[@]}" "${a[@]}" 2>&1 |
           awk -v s="$side" -v c="$c" '$2 ~ /^(64|128)$/ && $6 == "|" {print s, c, $1, $2, $3, $7}'

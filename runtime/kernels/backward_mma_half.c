@@ -32,13 +32,13 @@ int clattn__dq_atomic(const clattn__family *f, unsigned variants) {
 
 /* The larger kernel's bytes with nbuf stages (NBUF) of sb rows (bwd_dkdv: Q, dO, LSE and D) or
  * keys (bwd_dq: K, V) staged, with the emulation's scratch for its warps. With atomic dQ,
- * bwd_dkdv also holds its BKV keys of K and two blocks' dS^T (sb / 2 + 4 words a key), and bwd_dq
+ * bwd_dkdv also holds its BKV keys of K and their dS^T (sb / 2 + 4 words a key), and bwd_dq
  * stages nothing. */
 static size_t half_bytes(const clattn__device *dev, const clattn__class *k, const clattn__config *c,
                          unsigned sb, unsigned nbuf, int atomic) {
   size_t rows = (size_t)nbuf * sb * (row_words(k->d) + row_words(k->dv)) * 4;
   size_t dkdv = rows + (size_t)nbuf * sb * 2 * sizeof(float), dq = atomic ? 0 : rows;
-  if (atomic) dkdv += (size_t)c->bkv * (row_words(k->d) + 2 * (sb / 2 + 4)) * 4;
+  if (atomic) dkdv += (size_t)c->bkv * (row_words(k->d) + sb / 2 + 4) * 4;
   if (dev->mma_emulated) {
     dkdv += (size_t)c->bkv / 16 * CLATTN__MMA_SCRATCH * sizeof(float);
     dq += (size_t)c->bq / 16 * CLATTN__MMA_SCRATCH * sizeof(float);
