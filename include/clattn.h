@@ -270,7 +270,8 @@ CLATTN_API clattn_status clattn_forward(clattn_context *ctx, const clattn_proble
  * Deterministic: every output element is computed by one work-item (for the tensor-core
  * kernels, in one lane's MMA accumulators) in a fixed order, without atomics, so results are
  * bitwise identical run to run on a device; unless problem->flags has CLATTN_NONDETERMINISTIC,
- * which lets the half-precision tensor-core kernels add dQ up by atomics (faster).
+ * which lets the half-precision tensor-core kernels add dQ up by atomics (faster; it permits them,
+ * never requires them: where their kernels or their accumulator do not fit, the two kernels run).
  * Needs an in-order queue. problem->algorithm chooses the fused kernels or the standard path
  * (P and dS in a global-memory workspace, CLBlast GEMMs; split over batch*heads like the
  * forward's, OUT_OF_RESOURCES when one head's two N^2 matrices do not fit).

@@ -94,6 +94,15 @@ Test(backward_atomic, bf16_varlen_causal) {
   check_case(&(acase){BF16, 4, 2, 1, 37, 53, 48, 0, C, 0, 0, 32, 32, .varlen = 1});
 }
 
+/* An override sized for the two-kernel backward, whose atomic bwd_dkdv (K and dS^T staged too)
+ * does not fit the device's local memory (CLATTN_LOCAL_MEM, 8 KiB: 6 KiB for the two kernels'
+ * one stage of 16 rows, 10 for the atomic one's): the call takes the two kernels rather than
+ * failing, since CLATTN_NONDETERMINISTIC permits the atomic dQ and never requires it. */
+Test(backward_atomic, f16_override_too_big_takes_two_kernels) {
+  setenv("CLATTN_LOCAL_MEM", "8192", 1);
+  check_case(&(acase){F16, 1, 2, 0, 40, 50, 32, 0, C, 0, 0, 32, 32});
+}
+
 /* One key that every row sees, at an LSE of -64 (q = 2, k = -2, d = 16, scale 1): its dS is 0,
  * so dq must be exactly 0. The 15 keys of the block past it are staged as zeros, and their
  * P = exp(0 - LSE) is huge: dS = -P D rounds to infinity, which times K's zeros would be NaN in

@@ -13,6 +13,17 @@ void clattn__backward_release(clattn_context *ctx) {
   ctx->bwd_ws_bytes = 0;
 }
 
+/* CLATTN_NONDETERMINISTIC permits the atomic dQ, never requires it: where its kernels do not fit
+ * (an override sized for the two-kernel backward, whose K and dS^T staging the atomic bwd_dkdv
+ * adds) or its accumulator cannot be allocated, the class's two-kernel plan, and a shape that
+ * binds their arguments (clattn__backward_bind reads the flag from it). */
+static clattn_status deterministic_plan(clattn_context *ctx, clattn__shape *s, clattn__class *cls,
+                                        const clattn__plan **p) {
+  s->nondet = 0;
+  cls->variants &= ~(unsigned)CLATTN__VAR_ATOMIC;
+  return clattn__plan_get(ctx, cls, p);
+}
+
 /* Both entry points, as forward.c's forward_call. */
 static clattn_status backward_call(clattn_context *ctx, const clattn_problem *problem,
                                    const clattn_tensor *q, const clattn_tensor *k,
@@ -55,6 +66,8 @@ static clattn_status backward_call(clattn_context *ctx, const clattn_problem *pr
   if (st == CLATTN_OK && !nothing && !standard && !empty_wide) {
     clattn__class cls = clattn__class_of(&s, CLATTN__BACKWARD);
     st = clattn__plan_get(ctx, &cls, &p);
+    if (st == CLATTN_ERR_OUT_OF_RESOURCES && (cls.variants & CLATTN__VAR_ATOMIC))
+      st = deterministic_plan(ctx, &s, &cls, &p); /* an override sized for the two kernels */
   }
   if (st == CLATTN_OK && num_wait) {
     cl_int err = clEnqueueBarrierWithWaitList(ctx->queue, num_wait, wait, NULL);
@@ -66,9 +79,14 @@ static clattn_status backward_call(clattn_context *ctx, const clattn_problem *pr
     st = clattn__standard_backward_empty(ctx, &s, dq, dk, dv);
   else if (st == CLATTN_OK && !nothing) {
     /* Atomic dQ (CLATTN_NONDETERMINISTIC): its fp32 accumulator follows D, zeroed first. */
-    const int atomic = clattn__dq_atomic(clattn__family_of(&p->cfg), p->cls.variants);
+    int atomic = clattn__dq_atomic(clattn__family_of(&p->cfg), p->cls.variants);
     size_t acc = s.lse_rows * s.d * sizeof(float), at = clattn__dq_acc_offset(s.lse_rows);
     if (atomic) st = clattn__bwd_ws_reserve(ctx, at * sizeof(float) + acc);
+    if (st == CLATTN_ERR_OUT_OF_RESOURCES && atomic) { /* no room for the accumulator */
+      clattn__class cls = p->cls;
+      st = deterministic_plan(ctx, &s, &cls, &p);
+      atomic = 0;
+    }
     if (st == CLATTN_OK && s.batch && s.heads_q && s.seqlen_q && s.lse_rows)
       st = clattn__bwd_rowsum(ctx, &s, o, d_o);
     if (st == CLATTN_OK && atomic && acc) {
