@@ -98,7 +98,7 @@ Test(backward_atomic, bf16_varlen_causal) {
  * does not fit the device's local memory (CLATTN_LOCAL_MEM, 8 KiB: 6 KiB for the two kernels'
  * one stage of 16 rows, 10 for the atomic one's): the call takes the two kernels rather than
  * failing, since CLATTN_NONDETERMINISTIC permits the atomic dQ and never requires it. */
-Test(backward_atomic, f16_override_too_big_takes_two_kernels) {
+Test(backward_atomic, override_too_big_takes_two_kernels) {
   setenv("CLATTN_LOCAL_MEM", "8192", 1);
   check_case(&(acase){F16, 1, 2, 0, 40, 50, 32, 0, C, 0, 0, 32, 32});
 }

@@ -46,7 +46,7 @@ if [ "${1:-}" = "--sanitize" ]; then
   # kernels, no host code). The package test builds a consumer
   # without the sanitizer's runtime, which an instrumented library cannot be loaded into. The
   # atomic-dQ backward's cases are emulated kernels too: its tuner case (host code that once
-  # wrote past a buffer) stays.
+  # wrote past a buffer) and its fallback to the two kernels (a replan) stay.
   exec ctest --output-on-failure -j"$(nproc)" \
     -E '^(forward_mma|forward_mma_half|forward_half|backward_mma|backward_mma_half|backward_half|standard_backward_half|forward_rows|tiles|forward_naive|standard|variants|varlen|selftest|plan|layers|package|ptx)/|^backward_atomic/b?f16_' "$@"
 fi
