@@ -10,6 +10,7 @@
  * an empty one). fp16 and bf16. With sinks the class keeps the two-kernel backward
  * (test_context.c's atomic_dq_defines_by_compute_capability). */
 #include "common.h"
+#include "ops.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -101,6 +102,23 @@ Test(backward_atomic, bf16_varlen_causal) {
 Test(backward_atomic, override_too_big_takes_two_kernels) {
   setenv("CLATTN_LOCAL_MEM", "8192", 1);
   check_case(&(acase){F16, 1, 2, 0, 40, 50, 32, 0, C, 0, 0, 32, 32});
+}
+
+/* One stage of staged rows (NBUF 1: each block's copies issued and awaited at the top of its
+ * trip, with the pending block's dQ between the two): an 11 KiB device (CLATTN_LOCAL_MEM) where
+ * the atomic bwd_dkdv of 32 keys at d = 32 fits 16 rows in one stage (9.9 KiB) but not in two
+ * (12.5). GQA and causal: the pending block crosses from one query head to the next. */
+Test(backward_atomic, f16_one_stage_gqa_causal) {
+  setenv("CLATTN_LOCAL_MEM", "11264", 1);
+  clattn_context *ctx = test_context(NULL);
+  clattn__class cls = {
+      32, 32, 1, clattn__seqlen_bucket(70), CLATTN__BACKWARD, CLATTN_F16, CLATTN__VAR_ATOMIC, 0};
+  clattn__config c = {32, 32, 1, 1, 0, (unsigned)clattn__family_find("backward_mma_half"), 1, 1};
+  char opts[1024];
+  clattn__config_options(&ctx->device, &cls, &c, opts, sizeof opts);
+  cr_assert(strstr(opts, "-DSQ=16 -DSK=16 -DNBUF=1 -DDQ_ATOMIC=1"), "%s", opts);
+  clattn_context_destroy(ctx);
+  check_case(&(acase){F16, 1, 4, 2, 70, 70, 32, 0, C, 0, 0, 32, 32});
 }
 
 /* One key that every row sees, at an LSE of -64 (q = 2, k = -2, d = 16, scale 1): its dS is 0,
