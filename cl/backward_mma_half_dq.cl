@@ -8,11 +8,10 @@
 #define NK (SK / 8)  /* 8-key tiles of a staged key block */
 #define KK (SK / 16) /* its k-steps */
 
-/* bwd_dq's two forms spell out their signatures: cmake/broken_kernels.cmake finds a kernel by
- * its `__kernel` (the no-kernels selftest). */
-#if DQ_ATOMIC
-/* bwd_dkdv has summed dQ into acc (fp32, a row of D per LSE row): scaled and rounded into dq,
- * BQ rows of one head a work-group. Rows past the entry's get nothing, as bwd_dq's. */
+/* One kernel for both forms: with DQ_ATOMIC, bwd_dkdv has summed dQ into acc (fp32, a row of D
+ * per LSE row), which is scaled and rounded into dq, BQ rows of one head a work-group; without,
+ * dQ = dS K over the staged key tiles. cmake/broken_kernels.cmake finds a kernel by its literal
+ * `__kernel` (the no-kernels selftest), so the signature is written out, once. */
 __kernel __attribute__((reqd_work_group_size(2 * BQ, 1, 1))) void
 bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
        __global const stor_t *k, ulong k_off, ulong k_sb, ulong k_ss, ulong k_sh,
@@ -28,27 +27,19 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
   const uint h = (uint)(bh % heads_q);
   const ulong b = bh / heads_q;
   SEQ_BEGIN(b);
-#if SEQLENS
+#if SEQLENS /* this entry's lengths from here on (cl/common.cl) */
 #define seqlen_q seqlen_q_b
+#define seqlen_kv seqlen_kv_b
+#define mask_lo mask_lo_b
+#define mask_hi mask_hi_b
 #endif
+#if DQ_ATOMIC /* rows past the entry's get nothing, as below */
   const ulong from = acc_off + LSE_ROW(b, h) * D, o = dq_off + QB(dq) + h * dq_sh;
   for (uint i = get_local_id(0); i < BQ * D; i += 2 * BQ) {
     const uint r = qb * BQ + i / D, c = i % D;
     if (r < seqlen_q) STS(dq + o + (ulong)r * dq_ss + c, acc[from + (ulong)r * D + c] * scale);
   }
-#if SEQLENS
-#undef seqlen_q
-#endif
-}
 #else
-__kernel __attribute__((reqd_work_group_size(2 * BQ, 1, 1))) void
-bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh,
-       __global const stor_t *k, ulong k_off, ulong k_sb, ulong k_ss, ulong k_sh,
-       __global const stor_t *v, ulong v_off, ulong v_sb, ulong v_ss, ulong v_sh,
-       __global const stor_t *d_o, ulong g_off, ulong g_sb, ulong g_ss, ulong g_sh,
-       __global const float *lse, __global const float *drow, __global stor_t *dq, ulong dq_off,
-       ulong dq_sb, ulong dq_ss, ulong dq_sh, uint heads_q, uint heads_kv, uint seqlen_q,
-       uint seqlen_kv, uint num_qblocks, float scale, ulong group_base VARIANT_ARGS PDP_ARG) {
   __local uint Kw[NBUF * SK * QW] __attribute__((aligned(16)));
   __local uint Vw[NBUF * SK * GW] __attribute__((aligned(16)));
   const uint lid = get_local_id(0), warp = lid / 32, lane = lid % 32;
@@ -59,18 +50,6 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
 #endif
   __global const ushort *qg = (__global const ushort *)q, *kg = (__global const ushort *)k;
   __global const ushort *vg = (__global const ushort *)v, *gg = (__global const ushort *)d_o;
-  const ulong gid = group_base + get_group_id(0);
-  const uint qb = (uint)(gid % num_qblocks);
-  const ulong bh = gid / num_qblocks;
-  const uint h = (uint)(bh % heads_q);
-  const ulong b = bh / heads_q;
-  SEQ_BEGIN(b);
-#if SEQLENS /* this entry's lengths from here on (cl/common.cl) */
-#define seqlen_q seqlen_q_b
-#define seqlen_kv seqlen_kv_b
-#define mask_lo mask_lo_b
-#define mask_hi mask_hi_b
-#endif
   const uint hk = h / (heads_q / heads_kv);
   const long shift = (long)seqlen_kv - (long)seqlen_q;
   const float sl2 = scale * M_LOG2E_F;
@@ -193,8 +172,8 @@ bwd_dq(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_sh
     UNROLL for (uint c = 0; c < CT; c++)
       if (c * 8 + cc < D) STS(dq + o + c * 8 + cc, dqa[c][e] * scale);
   }
-}
 #endif /* DQ_ATOMIC */
+}
 // clang-format on
 
 #if SEQLENS
