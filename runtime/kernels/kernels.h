@@ -15,8 +15,9 @@
 #define CLATTN__STR(x) CLATTN__STR_(x)
 /* The build options of an emulated tensor-core kernel (CLATTN_MMA_EMULATE, tests on CPUs). Built
  * unoptimized: the emulation is for checking, not speed, and PoCL's optimizer spent 5-10x a test
- * case's run time on its unrolled fragment loops (a half variants case: 47 s cold, 0.5 warm);
- * LLVM 15's inliner (PoCL 3.1's) also crashed on decode_mma's two groups of emulated MMAs. */
+ * case's run time on the emulated MMAs inlined with their barriers (cl/mma.cl already leaves the
+ * fragment loops rolled; a half variants case: 47 s cold, 0.5 warm); LLVM 15's inliner (PoCL
+ * 3.1's) also crashed on decode_mma's two groups of emulated MMAs. */
 #define CLATTN__MMA_EMULATE_OPTIONS                                                                \
   " -DMMA_EMULATE=1 -DSCRATCH=" CLATTN__STR(CLATTN__MMA_SCRATCH) " -cl-opt-disable"
 
