@@ -308,12 +308,10 @@ bwd_dkdv(__global const stor_t *q, ulong q_off, ulong q_sb, ulong q_ss, ulong q_
   const bool any = q_first < q_stop;
   uint hh = 0, q0 = q_first, buf = 0;
   float nl[LR], nd[LR];
-#if DQ_ATOMIC /* the block whose dQ is pending (its dS^T in Sw), from the second trip on */
-  uint ph = 0, pq = 0;
+#if DQ_ATOMIC
+  uint ph = 0, pq = 0; /* the block whose dQ is pending (its dS^T in Sw), from the second trip */
   bool pend = false;
-#endif
-#if DQ_ATOMIC /* the block's keys, in the first group of copies */
-  if (any) {
+  if (any) { /* the block's keys, in the first group of copies */
     const int kfast = ((k_off | k_sb | k_ss | k_sh) % 8) == 0 && ((size_t)kg % 16) == 0;
     const uint nk = kb * BKV < seqlen_kv ? min((uint)BKV, seqlen_kv - kb * BKV) : 0u;
     stage_rows(Kl, QW, BKV, DP, kg, kr, k_ss, kb * BKV, nk, D, kfast, lid, 2 * BKV);
