@@ -132,6 +132,7 @@ clattn_decode(DECODE_ARGS) {
   __local float Ksc[BKV], Vsc[BKV];
 #endif
   __local float Rm[BQ]; /* ALiBi's slope of each row */
+  __local int last;     /* SPLIT_MERGE_TAIL's answer */
   const uint lid = get_local_id(0);
   const uint heads_kv = heads_q / group;
   uint tile, split, kvh;
@@ -391,6 +392,7 @@ clattn_decode(DECODE_ARGS) {
       }
     }
   }
+  SPLIT_MERGE_TAIL(last);
 }
 
 #if SEQLENS

@@ -42,6 +42,14 @@ typedef stor_t kv_t;
 #define PAGE_PASS
 #endif
 
+/* The merge of a tile's key ranges in the kernel (runtime/ops/split.c): merge_fused nonzero
+ * when the call's keys are split and the last work-group of a tile's ranges to finish, counted
+ * by merge_count (an int per (batch entry, KV head, tile), 0 between calls), combines their
+ * partials into mo (the caller's O, its view) and mlse (merge_lse: the caller's LSE). */
+#define MERGE_ARGS                                                                                 \
+  , __global volatile int *merge_count, int merge_fused, __global stor_t *mo, ulong mo_off,        \
+      ulong mo_sb, ulong mo_ss, ulong mo_sh, __global float *mlse, int merge_lse
+
 /* A decode kernel's arguments: the tensors and their views (element offsets and strides per
  * batch entry, row and head), the problem's sizes, the work-groups' first index (group_base:
  * launches split by the host), the key splits and where their partial O and LSE go, then the
@@ -53,7 +61,7 @@ typedef stor_t kv_t;
       ulong o_off, ulong o_sb, ulong o_ss, ulong o_sh, uint heads_q, uint group, uint seqlen_q,    \
       uint seqlen_kv, uint num_tiles, ulong group_base, float scale_log2, int write_lse,           \
       uint num_splits, uint kv_per_split, ulong o_split, ulong lse_off,                            \
-      ulong lse_split OUT_ARG VARIANT_ARGS PAGE_ARGS SCALE_ARGS
+      ulong lse_split OUT_ARG VARIANT_ARGS PAGE_ARGS SCALE_ARGS MERGE_ARGS
 
 /* Work-group g's place: work-groups run over tiles, then key splits, then KV heads, then the
  * batch. */
@@ -110,3 +118,95 @@ static inline int kv_where(ulong b, uint key PAGE_ARGS, ulong *slot, uint *tok) 
   return 1;
 #endif
 }
+
+/* SPLIT_FENCE orders a work-item's global stores before, and loads after, the count of a tile's
+ * finished ranges: PTX's fence at GPU scope on NVIDIA (PTX_FENCE), whose OpenCL promises no
+ * order between work-groups; mem_fence on a CPU, whose caches are coherent. The host fuses the
+ * merge only on those two (runtime/ops/split.c). */
+#if PTX_FENCE
+#define SPLIT_FENCE() asm volatile("fence.acq_rel.gpu;" ::: "memory")
+#else
+#define SPLIT_FENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
+#endif
+
+/* Whether this work-group is the last of its tile's num_splits to finish, the same answer in
+ * each of its work-items, called by all of them after their partial O and LSE are stored (the
+ * CUDA cooperative groups' pattern: each store fenced, a barrier, then one atomic). The last
+ * puts the count back to 0 for the next call; *flag carries the answer. */
+static inline int split_last(__global volatile int *count, __local int *flag, uint num_splits) {
+  SPLIT_FENCE(); /* release: this work-item's partials before the count */
+  barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+  if (get_local_id(0) == 0) {
+    SPLIT_FENCE(); /* cumulative: the work-group's stores, seen through the barrier */
+    const int last = atomic_inc(count) == (int)num_splits - 1;
+    if (last) {
+      atomic_xchg(count, 0);
+      SPLIT_FENCE(); /* acquire: the other ranges' partials after their counts */
+    }
+    *flag = last;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const int last = *flag;
+  if (last) SPLIT_FENCE();
+  return last;
+}
+
+/* One row's merge, cl/merge.cl's arithmetic: O = sum_s w_s O_s / sum_s w_s and LSE = M + log
+ * sum_s w_s, with w_s = exp(LSE_s - M) and M the largest LSE_s (a row no range saw: O = 0, LSE
+ * -inf). part: the ranges' fp32 partials (the row's at pb, range s at pb + s p_split), plse their
+ * LSEs (lb, l_split); out the row's first element in the caller's O, lse_out its LSE or NULL.
+ * Each work-item takes 4 columns (1 where dv is odd to 4) and walks every range itself, its LSE
+ * read by all (one address), so there is no barrier and every load is independent: a merge
+ * bound by memory latency keeps its loads in flight (cl/merge.cl, docs/BENCHMARKS.md stop 40). */
+static inline void split_merge_row(__global const float *part, ulong pb, ulong p_split,
+                                   __global const float *plse, ulong lb, ulong l_split, uint ns,
+                                   uint dv, __global stor_t *out, __global float *lse_out) {
+  const uint lid = get_local_id(0), wg = get_local_size(0), vw = dv % 4 ? 1u : 4u;
+  float m = -INFINITY;
+#pragma unroll 8
+  for (uint s = 0; s < ns; s++) m = fmax(m, plse[lb + s * l_split]);
+  const float base = m == -INFINITY ? 0.0f : m; /* then every weight is exp(-inf) = 0 */
+  for (uint c = vw * lid; c < dv; c += vw * wg) {
+    float4 acc = (float4)(0.0f);
+    float sum = 0.0f;
+    if (vw == 4) { /* 16-byte aligned: the workspace's rows are dv floats from 0 */
+#pragma unroll 8
+      for (uint s = 0; s < ns; s++) {
+        const float x = exp(plse[lb + s * l_split] - base);
+        sum += x;
+        acc += x * *(__global const float4 *)(part + pb + s * p_split + c);
+      }
+    } else {
+#pragma unroll 8
+      for (uint s = 0; s < ns; s++) {
+        const float x = exp(plse[lb + s * l_split] - base);
+        sum += x;
+        acc.x += x * part[pb + s * p_split + c];
+      }
+    }
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    STS(out + c, acc.x * inv);
+    if (vw == 4) {
+      STS(out + c + 1, acc.y * inv);
+      STS(out + c + 2, acc.z * inv);
+      STS(out + c + 3, acc.w * inv);
+    }
+    if (lse_out && c == 0) *lse_out = sum > 0.0f ? m + log(sum) : -INFINITY;
+  }
+}
+
+/* A decode kernel's end, in every work-item (barriers inside): with the merge fused, the last
+ * work-group of the tile's ranges merges the tile's rows. Needs the kernel's names (b, kvh, tile,
+ * p0, nr, ...) and a `__local int` of its own for the answer. */
+#define SPLIT_MERGE_TAIL(flag_)                                                                    \
+  if (merge_fused && num_splits > 1 &&                                                             \
+      split_last(merge_count + ((b * heads_kv + kvh) * num_tiles + tile), &(flag_), num_splits))   \
+    for (uint r_ = 0; r_ < nr; r_++) {                                                             \
+      const uint p_ = p0 + r_, qi_ = p_ / group, h_ = kvh * group + p_ % group;                    \
+      const ulong row_ = LSE_ROW(b, h_) + qi_;                                                     \
+      split_merge_row((__global const float *)o,                                                   \
+                      o_off + b * o_sb + h_ * o_sh + (ulong)qi_ * o_ss, o_split, lse,              \
+                      lse_off + row_, lse_split, num_splits, DV,                                   \
+                      mo + mo_off + b * mo_sb + h_ * mo_sh + (ulong)qi_ * mo_ss,                   \
+                      merge_lse ? mlse + row_ : (__global float *)0);                              \
+    }

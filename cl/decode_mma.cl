@@ -56,6 +56,7 @@ clattn_decode_mma(DECODE_ARGS) {
   /* The tile's Q, two 16-bit values a word, in the fragment's rows: 8 (rows past BQ zero, since
    * lanes gq < 8 read them) or 16. */
   __local uint Qs[QROWS * QW];
+  __local int last; /* SPLIT_MERGE_TAIL's answer */
   const uint lane = get_local_id(0), gq = lane / 4, tq = lane % 4;
 #ifdef MMA_EMULATE
   __local float scr[SCRATCH];
@@ -290,6 +291,7 @@ clattn_decode_mma(DECODE_ARGS) {
             lt > 0.0f ? (m[h] + log2(lt)) * M_LN2_F : -INFINITY;
     }
   }
+  SPLIT_MERGE_TAIL(last);
 }
 
 #if SEQLENS

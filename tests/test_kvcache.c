@@ -220,11 +220,15 @@ Test(kvcache, repeated_calls_take_their_own_arguments) {
 
 /* Split calls one after another on one context with other batches, lengths, storage, paging,
  * data and range counts (CLATTN_SPLITS forces ranges): each merges its own ranges from the
- * context's reused workspace, and fp32's merge kernel, used by the first and the last call, is
- * built once. */
-Test(kvcache, split_calls_one_after_another) {
+ * context's reused workspace. fused: the decode kernels merge them (this CPU allows it), so
+ * each call must find the counts of finished ranges back at 0 though its tiles and ranges
+ * differ from the last call's, and no merge kernel is built; else (CLATTN_FUSED_MERGE=0)
+ * fp32's merge kernel, used by the first and the last call, is built once. */
+static void split_calls(int fused) {
   setenv("CLATTN_SPLITS", "6", 1); /* read when the context is created */
+  setenv("CLATTN_FUSED_MERGE", fused ? "1" : "0", 1);
   clattn_context *ctx = test_context(NULL);
+  unsetenv("CLATTN_FUSED_MERGE");
   const size_t batch[3] = {2, 3, 1}, cap[3] = {700, 500, 900};
   cl_kernel merge = NULL;
   for (int i = 0; i < 3; i++) {
@@ -236,9 +240,22 @@ Test(kvcache, split_calls_one_after_another) {
     cr_assert_gt(kv.plan.kv_splits, 1, "%s", kv.plan.reason);
     if (i == 0) merge = ctx->merge[F32];
   }
-  cr_assert_not_null(merge, "a split call left no merge kernel");
-  cr_expect_eq(ctx->merge[F32], merge, "the merge kernel was built again");
+  if (fused) {
+    cr_expect_null(merge, "a fused merge built the merge kernel");
+    cr_expect_not_null(ctx->merge_count, "a fused merge kept no counts");
+  } else {
+    cr_assert_not_null(merge, "a split call left no merge kernel");
+    cr_expect_eq(ctx->merge[F32], merge, "the merge kernel was built again");
+  }
   clattn_context_destroy(ctx);
+}
+
+Test(kvcache, split_calls_one_after_another) {
+  split_calls(1);
+}
+
+Test(kvcache, split_calls_merged_by_a_kernel) {
+  split_calls(0);
 }
 
 /* An override legal for the problem's class but not for a call's cache (the class before the
@@ -287,6 +304,7 @@ Test(kvcache, gpu_planning_rules) {
   clattn_context *ctx = test_context(NULL);
   ctx->device.type = CL_DEVICE_TYPE_GPU, ctx->device.local_mem_emulated = 0;
   ctx->device.compute_units = 132;
+  ctx->merge_fused = 0; /* as a GPU without NVIDIA's fence has it (context.c) */
   check_spec sp = {{4, 144, 36, 1, 1000, 16, 0, F32, 0.0f, 0}};
   sp.seed = 5;
   check_kv kv = {F32, 16, 0, 300, 0};

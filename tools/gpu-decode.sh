@@ -25,8 +25,13 @@
 # paged-ab: the packed kernels against a baseline's (gpu-pack.sh's BASE_KERNELS, .gpu/basecl,
 #   through CLATTN_KERNEL_DIR) at batch 8, 32k keys, one row, fp16: paged 16, paged 64 and
 #   contiguous, in turns, two rounds (decode_paged_ab.txt), then three paged checks.
+# merge-ab: the key ranges merged in the decode kernel (the last work-group of a tile's ranges)
+#   against the merge_splits launch ($CLATTN_FUSED_MERGE=0), the same build, in turns, two rounds,
+#   through `clattn bench --kv-cache` on the bench step's shapes (decode_merge_ab.txt), after
+#   checks of the fused merge (mixed lengths with 0, paged int8 with the variants, four rows).
 # DECODE_SHAPES and TORCH_ARGS narrow the time step to a few shapes (one device call).
-# Usage: tools/gpu-decode.sh DIR [check] [time] [bench] [sweep] [splits] [host] [paged-ab] (DIR
+# Usage: tools/gpu-decode.sh DIR [check] [time] [bench] [sweep] [splits] [host] [paged-ab]
+# [merge-ab] (DIR
 # from tools/gpu-pack.sh).
 # Writes to $OUT.
 set -uo pipefail
@@ -165,4 +170,22 @@ if [[ " $steps " == *" paged-ab "* ]]; then
       --heads 32 --heads-kv 8 --head-dim 128 --seqlen-q 1 --context 2000 2>&1 | grep check)"
   done | tee -a "$out/decode_paged_ab.txt"
   echo "base kernels: $(cat "$dir/basecl/commit" 2>/dev/null)" >>"$out/decode_paged_ab.txt"
+fi
+if [[ " $steps " == *" merge-ab "* ]]; then
+  for a in "contiguous --dtype f16" "paged --page-size 16 --dtype bf16 --cache-dtype i8 --softcap 30 --sinks" \
+    "contiguous --dtype f16 --seqlen-q 4 --causal --window 300,0" "paged --page-size 64 --dtype f32" \
+    "contiguous --dtype f16 --cache-dtype i8 --alibi"; do
+    echo "check $a: $(timeout 60 "$cl" run --kv-cache $a --batch 5 --heads 32 --heads-kv 8 \
+      --head-dim 128 --context 2000 --lengths 2000,1,0,1333,777 2>&1 | grep -E 'plan:|check:' |
+      tr '\n' ' ')"
+  done | tee "$out/decode_merge_ab.txt"
+  bn=("$cl" bench --heads 32 --heads-kv 8 --head-dim 128 --dtype f16 --warmup 5 --repeat 20)
+  for r in 1 2; do for fm in 1 0; do
+    for a in "contiguous --seqlen 4096,32768 --batch 1,8" "contiguous --seqlen 4096 --batch 64" \
+      "contiguous --seqlen 32768 --batch 8 --seqlen-q 4" "paged --page-size 16 --seqlen 32768 --batch 8" \
+      "contiguous --cache-dtype i8 --seqlen 32768 --batch 8"; do
+      echo "== r$r CLATTN_FUSED_MERGE=$fm --kv-cache $a"
+      CLATTN_FUSED_MERGE=$fm timeout 60 "${bn[@]}" --kv-cache $a 2>&1 | grep -E '^ +[0-9]'
+    done
+  done; done | tee -a "$out/decode_merge_ab.txt"
 fi

@@ -43,6 +43,13 @@ uint OVL max(uint a, uint b) { return a > b ? a : b; }
 float OVL tanh(float x) { float e = __nvvm_ex2_approx_f(2.885390082f * x); return (e - 1.0f) / (e + 1.0f); }
 long OVL min(long a, long b) { return a < b ? a : b; }
 float OVL fmax(float a, float b) { return __nvvm_fmax_f(a, b); }
+int OVL atomic_inc(volatile __global int *p) {
+  int r; asm volatile("atom.global.add.u32 %0, [%1], 1;" : "=r"(r) : "l"(p) : "memory"); return r;
+}
+int OVL atomic_xchg(volatile __global int *p, int v) {
+  int r; asm volatile("atom.global.exch.b32 %0, [%1], %2;" : "=r"(r) : "l"(p), "r"(v) : "memory");
+  return r;
+}
 float OVL vload_half(size_t i, const __global half *p) {
   float f;
   __asm__("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(((const __global ushort *)p)[i]));
@@ -184,7 +191,7 @@ check fm common.cl mma.cl forward_mma.cl -- -DD=128 -DDV=128 -DBQ=64 -DBKV=32 -D
 # (runtime/kernels/decode_family.c) was fitted to these.
 dec=(common.cl decode_common.cl decode_load.cl decode.cl --)
 dd=(-DD=128 -DDV=128 -DBQ=4 -DBKV=64 -DCAUSAL=0 -DKVCACHE=1 -DKVLENS=1 -DUNROLL_LOOPS=1
-  -DPTX_CVT=1)
+  -DPTX_CVT=1 -DPTX_FENCE=1)
 for st in 1 2; do
   check dec "${dec[@]}" "${dd[@]}" -DDTYPE=1 -DTPR=4 -DRM=4 -DVEC=4 -DSTAGE=$st
   check dec "${dec[@]}" "${dd[@]}" -DDTYPE=1 -DTPR=8 -DRM=2 -DVEC=2 -DSTAGE=$st -DPAGED=1
@@ -194,7 +201,8 @@ for st in 1 2; do
 done
 # The tensor-core decode (cl/decode_mma.cl): fp16 and bf16, d = 128 and 64, 8 and 16 rows, paged
 # with the variants, int8, 32-key blocks and their two stages.
-dmma=(common.cl mma.cl mma_half.cl decode_common.cl decode_mma_load.cl decode_mma.cl --)
+dmma=(common.cl mma.cl mma_half.cl decode_common.cl decode_mma_load.cl decode_mma.cl --
+  -DPTX_FENCE=1)
 for dt in 1 2; do
   check dmma "${dmma[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=8 -DCAUSAL=0 -DKVCACHE=1 -DKVLENS=1
   check dmma "${dmma[@]}" -DDTYPE=$dt -DD=128 -DDV=128 -DBQ=16 -DCAUSAL=1 -DKVCACHE=1 -DKVLENS=1 \

@@ -245,6 +245,13 @@ struct clattn_context {
   cl_kernel merge[3]; /* the split-key merge per storage type, built on first use: building and
                          creating it on every call cost decode calls tens of microseconds */
   clattn__argmemo merge_memo[3]; /* their scalar arguments as last set (ops/split.c) */
+  /* The merge inside a decode kernel (ops/split.c): allowed where work-groups can be ordered
+   * ($CLATTN_FUSED_MERGE=0: never); the counts of finished key ranges, an int a tile, 0 between
+   * calls; dirty after a call that may have left some counted (refilled before the next). */
+  int merge_fused;
+  cl_mem merge_count;
+  size_t merge_count_n;
+  int merge_count_dirty;
   cl_kernel append[3][2][2]; /* clattn_kv_append's kernel per storage type, paged and int8, built
                                 on first use, for the same reason (runtime/ops/kvcache.c) */
   cl_event *step_marks;      /* markers around the last standard call's steps, 4 a chunk */

@@ -154,11 +154,12 @@ void clattn__decode_defines(const clattn__family *f, const clattn__device *dev,
   const int gpu = !clattn__fam_is_cpu(dev); /* loops unrolled, loads packed */
   snprintf(out, len,
            "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DTPR=%u -DRM=%u -DCAUSAL=%u -DVEC=%u "
-           "-DSTAGE=%u -DUNROLL_LOOPS=%d -DPACKED=%d -DPTX_CVT=%d",
+           "-DSTAGE=%u -DUNROLL_LOOPS=%d -DPACKED=%d -DPTX_CVT=%d -DPTX_FENCE=%d",
            k->d, k->dv, c->bq, c->bkv, c->tpr, c->rm ? c->rm : 1, k->causal, c->vec ? c->vec : 1,
            c->stage == 2 || c->stage == 3 ? c->stage : 1u, gpu, gpu,
-           /* NVIDIA's fp16 unpacked by inline PTX (cl/decode.cl's unpack) */
-           dev->tensor_cores && !dev->mma_emulated);
+           /* NVIDIA's fp16 unpacked by inline PTX (cl/decode.cl's unpack), and its fence
+            * (cl/decode_common.cl's SPLIT_FENCE) */
+           dev->tensor_cores && !dev->mma_emulated, dev->tensor_cores && !dev->mma_emulated);
 }
 
 void clattn__decode_reason(const clattn__family *f, const clattn__device *dev,
@@ -201,6 +202,18 @@ unsigned clattn__decode_bind(const clattn__family *f, const clattn__config *c,
   size_t tiles = tiles_of(c, s);
   clattn__args a = clattn__forward_args(b, kernels[0], (cl_uint)tiles, &out[0].base_arg);
   clattn__arg_cache(&a, s);
+  /* cl/decode_common.cl's MERGE_ARGS: the fused merge's counts and the caller's O and LSE, or
+   * (unused) the output's buffer and view. */
+  const clattn__split *sp = b->split;
+  cl_int fused = sp && sp->merge_count, to_lse = fused && sp->merge_lse;
+  const clattn_tensor *mo = fused ? sp->merge_o : b->o;
+  cl_mem count = fused ? sp->merge_count : b->o->buffer, mlse = to_lse ? sp->merge_lse : count;
+  clattn__arg_mem(&a, &count);
+  clattn__arg(&a, sizeof fused, &fused);
+  clattn__arg_mem(&a, &mo->buffer);
+  clattn__arg_view(&a, mo);
+  clattn__arg_mem(&a, &mlse);
+  clattn__arg(&a, sizeof to_lse, &to_lse);
   *err = a.err;
   out[0].kernel = kernels[0], out[0].memo = a.memo;
   out[0].groups = tiles * (b->split ? b->split->count : 1) * s->heads_kv * s->batch;

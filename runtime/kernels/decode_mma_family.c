@@ -106,8 +106,9 @@ void clattn__decode_mma_defines(const clattn__family *f, const clattn__device *d
                                 const clattn__class *k, const clattn__config *c, char *out,
                                 size_t len) {
   (void)f;
-  snprintf(out, len, "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DSTAGE=%u -DCAUSAL=%u%s", k->d,
-           k->dv, c->bq, c->bkv, c->stage, k->causal,
+  snprintf(out, len,
+           "-cl-std=CL1.2 -DD=%u -DDV=%u -DBQ=%u -DBKV=%u -DSTAGE=%u -DCAUSAL=%u -DPTX_FENCE=%d%s",
+           k->d, k->dv, c->bq, c->bkv, c->stage, k->causal, !dev->mma_emulated,
            dev->mma_emulated ? CLATTN__MMA_EMULATE_OPTIONS : "");
 }
 

@@ -259,6 +259,7 @@ static const clattn__family table[] = {
       * 16 a unit: two whole waves) read 2-3% slower than 16: docs/BENCHMARKS.md. */
      .split_fill = 8,
      .split_min_keys = 128,
+     .merge_in_kernel = 1,
      .tight_rows = 1,
      .bind = clattn__decode_bind},
     /* A KV cache's reader (issue 18): a KV group's query heads in one tile. Ranked first only
@@ -288,6 +289,7 @@ static const clattn__family table[] = {
      .accept = clattn__forward_accept,
      .row_groups = clattn__decode_row_groups,
      .split_fill = 4,
+     .merge_in_kernel = 1,
      .tight_rows = 1,
      .bind = clattn__decode_bind},
     /* Helper programs, built with fixed options: no config, looked up by role. */

@@ -88,6 +88,12 @@ typedef struct clattn__split {
   cl_ulong o_split;      /* elements between the ranges' partial outputs */
   cl_ulong lse_off;      /* where the partial LSEs start in the lse buffer */
   cl_ulong lse_split;    /* elements between the ranges' partial LSEs */
+  /* The merge fused into the family's kernel (a merge_in_kernel family where ops/split.c
+   * allows it): the ranges' counts, the caller's O and LSE (NULL: none). merge_count NULL:
+   * cl/merge.cl merges. */
+  cl_mem merge_count;
+  const clattn_tensor *merge_o;
+  cl_mem merge_lse;
 } clattn__split;
 
 /* The tensors and buffers of one call of a pass, for its family's bind function. */
@@ -173,6 +179,9 @@ struct clattn__family {
   /* The fewest keys a key range holds (0: two tiles): below it, a range's fixed costs (its
    * partial O written, merged) outweigh the loads it adds in flight. */
   unsigned split_min_keys;
+  /* 1: its kernel can merge its own key ranges (cl/decode_common.cl's MERGE_ARGS): the last
+   * work-group of a tile's ranges combines them, instead of a merge_splits launch. */
+  unsigned merge_in_kernel;
   /* 1: a call's plan on a GPU takes the smallest query block that keeps its work-groups
    * (plan/grid.c): the tiles of a few rows lose their idle ones. */
   unsigned tight_rows;

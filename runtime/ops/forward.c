@@ -149,8 +149,10 @@ static clattn_status explain_call(clattn_context *ctx, const clattn_problem *pro
       out->fused_read_bytes += part;
       size_t len = strlen(out->reason);
       snprintf(out->reason + len, sizeof out->reason - len,
-               "; keys split into %u ranges of %u, merged by LSE, to fill the compute units",
-               out->kv_splits, per_split);
+               "; keys split into %u ranges of %u, merged by LSE %s, to fill the compute units",
+               out->kv_splits, per_split,
+               clattn__split_fused(ctx, p) ? "in the kernel (the last of a tile's ranges)"
+                                           : "by a second kernel");
     }
     snprintf(out->algorithm, sizeof out->algorithm, "%s",
              s.algo == CLATTN_ALGO_FUSED ? "fused" : "standard");

@@ -97,6 +97,37 @@ static clattn_status ensure_split_ws(clattn_context *ctx, size_t bytes) {
   return CLATTN_OK;
 }
 
+int clattn__split_fused(const clattn_context *ctx, const clattn__plan *p) {
+  const clattn__family *f = clattn__family_of(&p->cfg);
+  return ctx->merge_fused && f && f->merge_in_kernel && f->row_groups;
+}
+
+/* The fused merge's counts: n ints, zero before the call's kernel (filled on the in-order queue
+ * when new, or after a call that may have left some counted). */
+static clattn_status ensure_merge_count(clattn_context *ctx, size_t n) {
+  cl_int err = CL_SUCCESS;
+  if (ctx->merge_count_n < n) {
+    if (ctx->merge_count) clReleaseMemObject(ctx->merge_count);
+    ctx->merge_count_n = 0;
+    ctx->merge_count = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, n * sizeof(cl_int), NULL, &err);
+    if (err != CL_SUCCESS) {
+      ctx->merge_count = NULL;
+      return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES,
+                          "split keys: cannot allocate the merge's %zu counts (%s)", n,
+                          clattn__cl_error_name(err));
+    }
+    ctx->merge_count_n = n, ctx->merge_count_dirty = 1;
+  }
+  if (ctx->merge_count_dirty) {
+    const cl_int zero = 0;
+    err = clEnqueueFillBuffer(ctx->queue, ctx->merge_count, &zero, sizeof zero, 0,
+                              ctx->merge_count_n * sizeof(cl_int), 0, NULL, NULL);
+    if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clEnqueueFillBuffer(merge counts)");
+    ctx->merge_count_dirty = 0;
+  }
+  return CLATTN_OK;
+}
+
 clattn_status clattn__forward_split(clattn_context *ctx, const clattn__shape *s,
                                     const clattn__plan *p, unsigned count, unsigned kv_per_split,
                                     const clattn_tensor *q, const clattn_tensor *k,
@@ -108,16 +139,35 @@ clattn_status clattn__forward_split(clattn_context *ctx, const clattn__shape *s,
   if (count > MAX_SPLITS_FORCED) /* cl/merge.cl's weights hold that many */
     return clattn__fail(ctx, CLATTN_ERR_INVALID_ARGUMENT, "split keys: %u ranges, at most %d",
                         count, MAX_SPLITS_FORCED);
+  /* A family whose kernel merges its own ranges does so where the context allows (core.h's
+   * merge_fused): one launch instead of two, and each tile merged as soon as its ranges are done
+   * rather than after the last of all. */
+  const clattn__family *f = clattn__family_of(&p->cfg);
+  const int fused = clattn__split_fused(ctx, p);
   cl_kernel merge = NULL;
-  clattn_status st = merge_kernel(ctx, s->dtype, &merge);
+  clattn_status st = fused ? CLATTN_OK : merge_kernel(ctx, s->dtype, &merge);
   if (st == CLATTN_OK) st = ensure_split_ws(ctx, bytes);
+  if (st == CLATTN_OK && fused) st = ensure_merge_count(ctx, f->row_groups(&p->cfg, s));
   if (st != CLATTN_OK) return st;
   /* Partial outputs packed [range][batch][head][query][dv], then the partial LSEs. */
   clattn_tensor part = {ctx->split_ws, 0, s->heads_q * s->seqlen_q * s->dv, s->dv,
                         s->seqlen_q * s->dv};
-  clattn__split sp = {count, kv_per_split, rows * s->dv, (cl_ulong)count * rows * s->dv, rows};
+  clattn__split sp = {count,
+                      kv_per_split,
+                      rows * s->dv,
+                      (cl_ulong)count * rows * s->dv,
+                      rows,
+                      fused ? ctx->merge_count : NULL,
+                      o,
+                      lse};
   st = clattn__enqueue_forward(ctx, ctx->queue, 1, s, p, &sp, q, k, v, &part, ctx->split_ws,
-                               num_wait, wait, NULL);
+                               num_wait, wait, fused ? done : NULL);
+  if (fused) {
+    /* A launch that failed part of the way may have left some ranges counted. */
+    if (st != CLATTN_OK) ctx->merge_count_dirty = 1;
+    clFlush(ctx->queue);
+    return st;
+  }
   cl_ulong lse_off = sp.lse_off, n_rows = rows,
            view[4] = {o->offset, o->stride_batch, o->stride_seq, o->stride_head};
   cl_uint splits = count, dv = (cl_uint)s->dv, heads = (cl_uint)s->heads_q,
@@ -158,6 +208,8 @@ void clattn__split_release(clattn_context *ctx) {
   if (ctx->split_ws) clReleaseMemObject(ctx->split_ws);
   ctx->split_ws = NULL;
   ctx->split_ws_bytes = 0;
+  if (ctx->merge_count) clReleaseMemObject(ctx->merge_count);
+  ctx->merge_count = NULL, ctx->merge_count_n = 0;
   for (int t = 0; t < 3; t++)
     if (ctx->merge[t]) clReleaseKernel(ctx->merge[t]), ctx->merge[t] = NULL;
 }
