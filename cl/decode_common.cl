@@ -151,47 +151,77 @@ static inline int split_last(__global volatile int *count, __local int *flag, ui
   return last;
 }
 
-/* One row's merge, cl/merge.cl's arithmetic: O = sum_s w_s O_s / sum_s w_s and LSE = M + log
- * sum_s w_s, with w_s = exp(LSE_s - M) and M the largest LSE_s (a row no range saw: O = 0, LSE
- * -inf). part: the ranges' fp32 partials (the row's at pb, range s at pb + s p_split), plse their
- * LSEs (lb, l_split); out the row's first element in the caller's O, lse_out its LSE or NULL.
- * Each work-item takes 4 columns (1 where dv is odd to 4) and walks every range itself, its LSE
- * read by all (one address), so there is no barrier and every load is independent: a merge
- * bound by memory latency keeps its loads in flight (cl/merge.cl, docs/BENCHMARKS.md stop 40). */
-static inline void split_merge_row(__global const float *part, ulong pb, ulong p_split,
-                                   __global const float *plse, ulong lb, ulong l_split, uint ns,
-                                   uint dv, __global stor_t *out, __global float *lse_out) {
-  const uint lid = get_local_id(0), wg = get_local_size(0), vw = dv % 4 ? 1u : 4u;
-  float m = -INFINITY;
-#pragma unroll 8
-  for (uint s = 0; s < ns; s++) m = fmax(m, plse[lb + s * l_split]);
-  const float base = m == -INFINITY ? 0.0f : m; /* then every weight is exp(-inf) = 0 */
-  for (uint c = vw * lid; c < dv; c += vw * wg) {
-    float4 acc = (float4)(0.0f);
-    float sum = 0.0f;
-    if (vw == 4) { /* 16-byte aligned: the workspace's rows are dv floats from 0 */
-#pragma unroll 8
+#ifdef BQ /* the readers' (cl/kv_append.cl has no tiles) */
+/* The tile's merge, cl/merge.cl's arithmetic: per row O = sum_s w_s O_s / sum_s w_s and LSE = M +
+ * log sum_s w_s, with w_s = exp(LSE_s - M), M the largest LSE_s (a row no range saw: O = 0, LSE
+ * -inf), here in one pass as an online softmax over the ranges (M as it grows). The tile's rows
+ * are rows[r] (r < nr <= BQ) of the ranges' packed [b][h][q] rows, whose partial O (fp32) sit at
+ * part[o_off + s o_split + rows[r] o_ss + c] (the workspace's packed layout, runtime/ops/split.c)
+ * and LSE at plse[l_off + s l_split + rows[r]]. A work-item takes 4 columns (1 where DV is odd to
+ * 4) of every row and walks every range itself, the LSEs read by all (one address): no barrier,
+ * and each range's loads for all rows are independent of the running sums, so they stay in
+ * flight together (a merge is bound by memory latency: cl/merge.cl, docs/BENCHMARKS.md stop 40).
+ * mo: the caller's O and its view; lse_out: the caller's LSE (NULL: none), whose rows are the same
+ * [b][h][q] rows. MERGE_ROWS rows at a time. */
+#define MERGE_VW (DV % 4 ? 1u : 4u)
+/* Its loops over the rows unrolled (their sums in registers) on NVIDIA alone: PoCL's build of a
+ * decode kernel took 8x as long with them (97 s against 12 for a test's few programs). */
+#if PTX_FENCE
+#define MERGE_UNROLL _Pragma("unroll")
+#define MERGE_UNROLL2 _Pragma("unroll 2")
+#else
+#define MERGE_UNROLL
+#define MERGE_UNROLL2
+#endif
+#define MERGE_ROWS (BQ < 8 ? BQ : 8) /* rows merged at once: their sums live in registers */
+static inline void split_merge_tile(__global const float *part, ulong o_off, ulong o_ss,
+                                    ulong o_split, __global const float *plse, ulong l_off,
+                                    ulong l_split, uint ns, uint nr, const ulong *rows,
+                                    __global stor_t *mo, ulong mo_off, ulong mo_sb, ulong mo_ss,
+                                    ulong mo_sh, uint heads_q, uint seqlen_q,
+                                    __global float *lse_out) {
+  const uint lid = get_local_id(0), wg = get_local_size(0);
+  for (uint r0 = 0; r0 < nr; r0 += MERGE_ROWS) {
+    for (uint c = MERGE_VW * lid; c < DV; c += MERGE_VW * wg) {
+      float m[MERGE_ROWS], l[MERGE_ROWS];
+      float4 acc[MERGE_ROWS];
+      MERGE_UNROLL
+      for (uint r = 0; r < MERGE_ROWS; r++) m[r] = -INFINITY, l[r] = 0.0f, acc[r] = (float4)(0.0f);
+      MERGE_UNROLL2
       for (uint s = 0; s < ns; s++) {
-        const float x = exp(plse[lb + s * l_split] - base);
-        sum += x;
-        acc += x * *(__global const float4 *)(part + pb + s * p_split + c);
+        MERGE_UNROLL
+        for (uint r = 0; r < MERGE_ROWS; r++) {
+          if (r0 + r < nr) {
+            const float x = plse[l_off + s * l_split + rows[r0 + r]];
+            const ulong at = o_off + s * o_split + rows[r0 + r] * o_ss + c;
+            /* 16-byte aligned with 4 columns: the workspace's rows are DV floats from 0 */
+            const float4 v = MERGE_VW == 4 ? *(__global const float4 *)(part + at)
+                                           : (float4)(part[at], 0.0f, 0.0f, 0.0f);
+            const float mn = fmax(m[r], x);
+            const float a = m[r] == mn ? 1.0f : exp(m[r] - mn); /* -inf to finite: 0 */
+            const float w = x == -INFINITY ? 0.0f : exp(x - mn);
+            l[r] = l[r] * a + w, acc[r] = acc[r] * a + w * v, m[r] = mn;
+          }
+        }
       }
-    } else {
-#pragma unroll 8
-      for (uint s = 0; s < ns; s++) {
-        const float x = exp(plse[lb + s * l_split] - base);
-        sum += x;
-        acc.x += x * part[pb + s * p_split + c];
+      MERGE_UNROLL
+      for (uint r = 0; r < MERGE_ROWS; r++) {
+        if (r0 + r < nr) {
+          /* The row's place in the caller's O from its packed [b][h][q] index. */
+          const ulong row = rows[r0 + r], bh = row / seqlen_q;
+          __global stor_t *out = mo + mo_off + (bh / heads_q) * mo_sb + (bh % heads_q) * mo_sh +
+                                 (row % seqlen_q) * mo_ss + c;
+          const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+          STS(out, acc[r].x * inv);
+          if (MERGE_VW == 4) {
+            STS(out + 1, acc[r].y * inv);
+            STS(out + 2, acc[r].z * inv);
+            STS(out + 3, acc[r].w * inv);
+          }
+          if (lse_out && c == 0) lse_out[row] = l[r] > 0.0f ? m[r] + log(l[r]) : -INFINITY;
+        }
       }
     }
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    STS(out + c, acc.x * inv);
-    if (vw == 4) {
-      STS(out + c + 1, acc.y * inv);
-      STS(out + c + 2, acc.z * inv);
-      STS(out + c + 3, acc.w * inv);
-    }
-    if (lse_out && c == 0) *lse_out = sum > 0.0f ? m + log(sum) : -INFINITY;
   }
 }
 
@@ -200,13 +230,14 @@ static inline void split_merge_row(__global const float *part, ulong pb, ulong p
  * p0, nr, ...) and a `__local int` of its own for the answer. */
 #define SPLIT_MERGE_TAIL(flag_)                                                                    \
   if (merge_fused && num_splits > 1 &&                                                             \
-      split_last(merge_count + ((b * heads_kv + kvh) * num_tiles + tile), &(flag_), num_splits))   \
-    for (uint r_ = 0; r_ < nr; r_++) {                                                             \
-      const uint p_ = p0 + r_, qi_ = p_ / group, h_ = kvh * group + p_ % group;                    \
-      const ulong row_ = LSE_ROW(b, h_) + qi_;                                                     \
-      split_merge_row((__global const float *)o,                                                   \
-                      o_off + b * o_sb + h_ * o_sh + (ulong)qi_ * o_ss, o_split, lse,              \
-                      lse_off + row_, lse_split, num_splits, DV,                                   \
-                      mo + mo_off + b * mo_sb + h_ * mo_sh + (ulong)qi_ * mo_ss,                   \
-                      merge_lse ? mlse + row_ : (__global float *)0);                              \
-    }
+      split_last(merge_count + ((b * heads_kv + kvh) * num_tiles + tile), &(flag_), num_splits)) { \
+    ulong rows_[BQ];                                                                               \
+    MERGE_UNROLL for (uint r_ = 0; r_ < BQ; r_++) {                                                \
+      const uint p_ = p0 + r_;                                                                     \
+      rows_[r_] = LSE_ROW(b, kvh * group + p_ % group) + p_ / group;                               \
+    }                                                                                              \
+    split_merge_tile((__global const float *)o, o_off, o_ss, o_split, lse, lse_off, lse_split,    \
+                     num_splits, nr, rows_, mo, mo_off, mo_sb, mo_ss, mo_sh, heads_q, seqlen_q,    \
+                     merge_lse ? mlse : (__global float *)0);                                      \
+  }
+#endif
