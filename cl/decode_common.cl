@@ -168,12 +168,11 @@ static inline int split_last(__global volatile int *count, __local int *flag, ui
  * decode kernel took 8x as long with them (97 s against 12 for a test's few programs). */
 #if PTX_FENCE
 #define MERGE_UNROLL _Pragma("unroll")
-#define MERGE_UNROLL2 _Pragma("unroll 2")
 #else
 #define MERGE_UNROLL
-#define MERGE_UNROLL2
 #endif
 #define MERGE_ROWS (BQ < 8 ? BQ : 8) /* rows merged at once: their sums live in registers */
+#define MERGE_STEP (16 / MERGE_ROWS)   /* ranges whose loads are issued together */
 static inline void split_merge_tile(__global const float *part, ulong o_off, ulong o_ss,
                                     ulong o_split, __global const float *plse, ulong l_off,
                                     ulong l_split, uint ns, uint nr, const ulong *rows,
@@ -187,20 +186,33 @@ static inline void split_merge_tile(__global const float *part, ulong o_off, ulo
       float4 acc[MERGE_ROWS];
       MERGE_UNROLL
       for (uint r = 0; r < MERGE_ROWS; r++) m[r] = -INFINITY, l[r] = 0.0f, acc[r] = (float4)(0.0f);
-      MERGE_UNROLL2
-      for (uint s = 0; s < ns; s++) {
+      for (uint s0 = 0; s0 < ns; s0 += MERGE_STEP) {
+        /* Every load of MERGE_STEP ranges first, unconditional (a row past nr reads row nr - 1,
+         * a range past ns range ns - 1; neither is summed), so that all are in flight at once. */
+        float x[MERGE_STEP][MERGE_ROWS];
+        float4 v[MERGE_STEP][MERGE_ROWS];
         MERGE_UNROLL
-        for (uint r = 0; r < MERGE_ROWS; r++) {
-          if (r0 + r < nr) {
-            const float x = plse[l_off + s * l_split + rows[r0 + r]];
-            const ulong at = o_off + s * o_split + rows[r0 + r] * o_ss + c;
+        for (uint u = 0; u < MERGE_STEP; u++) {
+          const uint s = min(s0 + u, ns - 1);
+          MERGE_UNROLL
+          for (uint r = 0; r < MERGE_ROWS; r++) {
+            const ulong row = rows[min(r0 + r, nr - 1)];
+            const ulong at = o_off + s * o_split + row * o_ss + c;
+            x[u][r] = plse[l_off + s * l_split + row];
             /* 16-byte aligned with 4 columns: the workspace's rows are DV floats from 0 */
-            const float4 v = MERGE_VW == 4 ? *(__global const float4 *)(part + at)
-                                           : (float4)(part[at], 0.0f, 0.0f, 0.0f);
-            const float mn = fmax(m[r], x);
+            v[u][r] = MERGE_VW == 4 ? *(__global const float4 *)(part + at)
+                                    : (float4)(part[at], 0.0f, 0.0f, 0.0f);
+          }
+        }
+        MERGE_UNROLL
+        for (uint u = 0; u < MERGE_STEP; u++) {
+          MERGE_UNROLL
+          for (uint r = 0; r < MERGE_ROWS; r++) {
+            const float xr = s0 + u < ns ? x[u][r] : -INFINITY; /* weight 0 */
+            const float mn = fmax(m[r], xr);
             const float a = m[r] == mn ? 1.0f : exp(m[r] - mn); /* -inf to finite: 0 */
-            const float w = x == -INFINITY ? 0.0f : exp(x - mn);
-            l[r] = l[r] * a + w, acc[r] = acc[r] * a + w * v, m[r] = mn;
+            const float w = xr == -INFINITY ? 0.0f : exp(xr - mn);
+            l[r] = l[r] * a + w, acc[r] = acc[r] * a + w * v[u][r], m[r] = mn;
           }
         }
       }

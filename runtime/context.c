@@ -52,14 +52,15 @@ static void resolve_options(clattn_context *ctx, const clattn_options *opt) {
     splits = 0;
   }
   ctx->force_splits = (unsigned)splits;
-  /* The decode kernels merge their own key ranges, the last work-group of a tile combining them,
-   * where one work-group's stores can be ordered before another's loads, which OpenCL 1.2 does
-   * not promise: on NVIDIA by PTX's fence (cl/decode_common.cl), on a CPU (coherent caches).
-   * $CLATTN_FUSED_MERGE=0 keeps the merge_splits launch (an experiment's A/B). */
+  /* The decode kernels may merge their own key ranges, the last work-group of a tile combining
+   * them, where one work-group's stores can be ordered before another's loads, which OpenCL 1.2
+   * does not promise: on NVIDIA by PTX's fence (cl/decode_common.cl), on a CPU (coherent
+   * caches). 1: where a tile's rows x ranges are few (runtime/ops/split.c); 2: always
+   * ($CLATTN_FUSED_MERGE=1); 0: never ($CLATTN_FUSED_MERGE=0). */
   const char *fm = getenv("CLATTN_FUSED_MERGE");
-  ctx->merge_fused =
-      !(fm && !strcmp(fm, "0")) && ((ctx->device.tensor_cores && !ctx->device.mma_emulated) ||
-                                    (ctx->device.type & CL_DEVICE_TYPE_CPU));
+  const int ordered = (ctx->device.tensor_cores && !ctx->device.mma_emulated) ||
+                      (ctx->device.type & CL_DEVICE_TYPE_CPU);
+  ctx->merge_fused = !ordered || (fm && !strcmp(fm, "0")) ? 0 : fm && !strcmp(fm, "1") ? 2 : 1;
   /* Build options and logging are fixed for the context's life, as every other setting, so a
    * program that changes its environment later (or another thread's setenv) changes nothing. */
   const char *extra = getenv("CLATTN_BUILD_OPTIONS");

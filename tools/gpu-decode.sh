@@ -26,7 +26,8 @@
 #   through CLATTN_KERNEL_DIR) at batch 8, 32k keys, one row, fp16: paged 16, paged 64 and
 #   contiguous, in turns, two rounds (decode_paged_ab.txt), then three paged checks.
 # merge-ab: the key ranges merged in the decode kernel (the last work-group of a tile's ranges)
-#   against the merge_splits launch ($CLATTN_FUSED_MERGE=0), the same build, in turns, two rounds,
+#   always ($CLATTN_FUSED_MERGE=1), against the merge_splits launch (0) and the planner's rule
+#   (unset), the same build, in turns, two rounds,
 #   through `clattn bench --kv-cache` on the bench step's shapes (decode_merge_ab.txt), after
 #   checks of the fused merge (mixed lengths with 0, paged int8 with the variants, four rows).
 # DECODE_SHAPES and TORCH_ARGS narrow the time step to a few shapes (one device call).
@@ -180,12 +181,14 @@ if [[ " $steps " == *" merge-ab "* ]]; then
       tr '\n' ' ')"
   done | tee "$out/decode_merge_ab.txt"
   bn=("$cl" bench --heads 32 --heads-kv 8 --head-dim 128 --dtype f16 --warmup 5 --repeat 20)
-  for r in 1 2; do for fm in 1 0; do
+  for r in 1 2; do for fm in 1 0 rule; do
     for a in "contiguous --seqlen 4096,32768 --batch 1,8" "contiguous --seqlen 4096 --batch 64" \
       "contiguous --seqlen 32768 --batch 8 --seqlen-q 4" "paged --page-size 16 --seqlen 32768 --batch 8" \
       "contiguous --cache-dtype i8 --seqlen 32768 --batch 8"; do
       echo "== r$r CLATTN_FUSED_MERGE=$fm --kv-cache $a"
-      CLATTN_FUSED_MERGE=$fm timeout 60 "${bn[@]}" --kv-cache $a 2>&1 | grep -E '^ +[0-9]'
+      fe=(env CLATTN_FUSED_MERGE=$fm)
+      [ $fm = rule ] && fe=(env -u CLATTN_FUSED_MERGE)
+      timeout 60 "${fe[@]}" "${bn[@]}" --kv-cache $a 2>&1 | grep -E '^ +[0-9]'
     done
   done; done | tee -a "$out/decode_merge_ab.txt"
 fi

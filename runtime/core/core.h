@@ -245,9 +245,10 @@ struct clattn_context {
   cl_kernel merge[3]; /* the split-key merge per storage type, built on first use: building and
                          creating it on every call cost decode calls tens of microseconds */
   clattn__argmemo merge_memo[3]; /* their scalar arguments as last set (ops/split.c) */
-  /* The merge inside a decode kernel (ops/split.c): allowed where work-groups can be ordered
-   * ($CLATTN_FUSED_MERGE=0: never); the counts of finished key ranges, an int a tile, 0 between
-   * calls; dirty after a call that may have left some counted (refilled before the next). */
+  /* The merge inside a decode kernel (ops/split.c): 0 never, 1 where a tile's rows x ranges
+   * are few, 2 always (context.c: where work-groups can be ordered, and $CLATTN_FUSED_MERGE);
+   * the counts of finished key ranges, an int a tile, 0 between calls; dirty after a call that
+   * may have left some counted (refilled before the next). */
   int merge_fused;
   cl_mem merge_count;
   size_t merge_count_n;

@@ -151,8 +151,9 @@ static clattn_status explain_call(clattn_context *ctx, const clattn_problem *pro
       snprintf(out->reason + len, sizeof out->reason - len,
                "; keys split into %u ranges of %u, merged by LSE %s, to fill the compute units",
                out->kv_splits, per_split,
-               clattn__split_fused(ctx, p) ? "in the kernel (the last of a tile's ranges)"
-                                           : "by a second kernel");
+               clattn__split_fused(ctx, &s, p, out->kv_splits)
+                   ? "in the kernel (the last of a tile's ranges)"
+                   : "by a second kernel");
     }
     snprintf(out->algorithm, sizeof out->algorithm, "%s",
              s.algo == CLATTN_ALGO_FUSED ? "fused" : "standard");

@@ -44,9 +44,11 @@ clattn_status clattn__forward_split(clattn_context *ctx, const clattn__shape *s,
                                     const clattn_tensor *q, const clattn_tensor *k,
                                     const clattn_tensor *v, const clattn_tensor *o, cl_mem lse,
                                     cl_uint num_wait, const cl_event *wait, cl_event *done);
-/* Whether a split call of plan p merges its key ranges in its own kernel (a merge_in_kernel
- * family where the context allows it: core.h's merge_fused) rather than by merge_splits. */
-int clattn__split_fused(const clattn_context *ctx, const clattn__plan *p);
+/* Whether a call of shape s split into count key ranges by plan p merges them in its own kernel
+ * (a merge_in_kernel family where the context allows it, core.h's merge_fused, and a tile's rows
+ * x ranges are few) rather than by merge_splits. */
+int clattn__split_fused(const clattn_context *ctx, const clattn__shape *s, const clattn__plan *p,
+                        unsigned count);
 void clattn__split_release(clattn_context *ctx);
 /* Releases the context's kv_append kernels (runtime/ops/kvcache.c). */
 void clattn__kv_release(clattn_context *ctx);

@@ -97,9 +97,20 @@ static clattn_status ensure_split_ws(clattn_context *ctx, size_t bytes) {
   return CLATTN_OK;
 }
 
-int clattn__split_fused(const clattn_context *ctx, const clattn__plan *p) {
+/* The most rows x ranges a tile's fused merge takes (else merge_splits): the last work-group of a
+ * tile merges them alone, after its own range, so its time grows with them while merge_splits
+ * spreads a call's rows over the GPU. On an H100 (docs/BENCHMARKS.md, stop 43) the fused merge
+ * was 4% faster at batch 64 with 2 ranges (4 rows a tile: 8), the same at batch 8 with 16 ranges
+ * (64), and slower with 16 rows a tile (256) or 64 ranges (256). */
+#define FUSED_MERGE_MOST 32
+
+int clattn__split_fused(const clattn_context *ctx, const clattn__shape *s, const clattn__plan *p,
+                        unsigned count) {
   const clattn__family *f = clattn__family_of(&p->cfg);
-  return ctx->merge_fused && f && f->merge_in_kernel && f->row_groups;
+  if (!ctx->merge_fused || !f || !f->merge_in_kernel || !f->row_groups) return 0;
+  size_t rows = s->seqlen_q * (s->heads_kv ? s->heads_q / s->heads_kv : 1);
+  if (rows > p->cfg.bq) rows = p->cfg.bq;
+  return ctx->merge_fused > 1 || rows * count <= FUSED_MERGE_MOST;
 }
 
 /* The fused merge's counts: n ints, zero before the call's kernel (filled on the in-order queue
@@ -143,7 +154,7 @@ clattn_status clattn__forward_split(clattn_context *ctx, const clattn__shape *s,
    * merge_fused): one launch instead of two, and each tile merged as soon as its ranges are done
    * rather than after the last of all. */
   const clattn__family *f = clattn__family_of(&p->cfg);
-  const int fused = clattn__split_fused(ctx, p);
+  const int fused = clattn__split_fused(ctx, s, p, count);
   cl_kernel merge = NULL;
   clattn_status st = fused ? CLATTN_OK : merge_kernel(ctx, s->dtype, &merge);
   if (st == CLATTN_OK) st = ensure_split_ws(ctx, bytes);
