@@ -258,6 +258,29 @@ Test(kvcache, split_calls_merged_by_a_kernel) {
   split_calls(0);
 }
 
+/* Where a split call's ranges are merged by default (runtime/ops/split.c's FUSED_MERGE_MOST, 32
+ * rows x ranges a tile): a GQA group of 4 heads' one row is a tile of 4 rows, so 8 ranges (32)
+ * are merged in the decode kernel and 15 (60) by merge_splits; both calls exact. */
+static void merged_where(const char *splits, const char *how) {
+  setenv("CLATTN_SPLITS", splits, 1);
+  clattn_context *ctx = test_context(NULL);
+  unsetenv("CLATTN_SPLITS");
+  check_spec sp = {{2, 8, 2, 1, 900, 64, 0, F32, 0.0f, 0}};
+  sp.seed = 31;
+  check_kv kv = {F32, 0, 0, 300, 0};
+  expect_call(ctx, &sp, &kv, 0);
+  cr_expect(strstr(kv.plan.reason, how), "%s ranges: %s", splits, kv.plan.reason);
+  clattn_context_destroy(ctx);
+}
+
+Test(kvcache, few_rows_times_ranges_merged_in_the_kernel) {
+  merged_where("8", "8 ranges of 128, merged by LSE in the kernel");
+}
+
+Test(kvcache, many_rows_times_ranges_merged_by_a_second_kernel) {
+  merged_where("15", "15 ranges of 64, merged by LSE by a second kernel");
+}
+
 /* An override legal for the problem's class but not for a call's cache (the class before the
  * call has none) fails that call as unsupported, naming the rule (words w1 and w2), and the
  * context serves the call once the override is removed. */
