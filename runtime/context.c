@@ -58,6 +58,10 @@ static void resolve_options(clattn_context *ctx, const clattn_options *opt) {
    * caches). 1: where a tile's rows x ranges are few (runtime/ops/split.c); 2: always
    * ($CLATTN_FUSED_MERGE=1); 0: never ($CLATTN_FUSED_MERGE=0). */
   const char *fm = getenv("CLATTN_FUSED_MERGE");
+  if (fm && strcmp(fm, "0") && strcmp(fm, "1")) {
+    clattn__warn(ctx, "CLATTN_FUSED_MERGE=%s is neither 0 nor 1; ignored", fm);
+    fm = NULL;
+  }
   const int ordered = (ctx->device.tensor_cores && !ctx->device.mma_emulated) ||
                       (ctx->device.type & CL_DEVICE_TYPE_CPU);
   ctx->merge_fused = !ordered || (fm && !strcmp(fm, "0")) ? 0 : fm && !strcmp(fm, "1") ? 2 : 1;

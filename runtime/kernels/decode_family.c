@@ -35,7 +35,8 @@ size_t clattn__decode_local(const clattn__device *dev, const clattn__class *k,
   size_t part = (size_t)c->tpr * c->bq * c->bkv, merge = wg_of(c) / 2 * rm * (cc + 2);
   size_t floats = (size_t)c->bq * qd + (part > merge ? part : merge) + c->bq; /* Qs, U, Rm */
   if (k->variants & CLATTN__VAR_KV8) floats += 2 * (size_t)c->bkv;            /* the scales */
-  return floats * sizeof(float) + 2 * (size_t)c->bkv * sizeof(cl_long);       /* the row offsets */
+  return floats * sizeof(float) + 2 * (size_t)c->bkv * sizeof(cl_long)        /* the row offsets */
+         + sizeof(cl_int); /* the merge's answer */
 }
 
 void clattn__decode_work_groups(const clattn__config *c, size_t *wg) {

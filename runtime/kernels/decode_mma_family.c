@@ -10,8 +10,9 @@
 
 size_t clattn__decode_mma_local(const clattn__device *dev, const clattn__class *k,
                                 const clattn__config *c) {
-  size_t bytes = (size_t)(c->bq > 8 ? 16 : 8) * QWORDS(k) * sizeof(cl_uint); /* its QROWS */
-  if (dev->mma_emulated) bytes += CLATTN__MMA_SCRATCH * sizeof(float);       /* one warp's */
+  size_t bytes = (size_t)(c->bq > 8 ? 16 : 8) * QWORDS(k) * sizeof(cl_uint) /* its QROWS */
+                 + sizeof(cl_int); /* the merge's answer (cl/decode_common.cl's split_last) */
+  if (dev->mma_emulated) bytes += CLATTN__MMA_SCRATCH * sizeof(float); /* one warp's */
   return bytes;
 }
 

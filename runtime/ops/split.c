@@ -154,11 +154,12 @@ clattn_status clattn__forward_split(clattn_context *ctx, const clattn__shape *s,
    * merge_fused): one launch instead of two, and each tile merged as soon as its ranges are done
    * rather than after the last of all. */
   const clattn__family *f = clattn__family_of(&p->cfg);
-  const int fused = clattn__split_fused(ctx, s, p, count);
+  /* Counts that cannot be allocated leave the merge to merge_splits. */
+  const int fused = clattn__split_fused(ctx, s, p, count) &&
+                    ensure_merge_count(ctx, f->row_groups(&p->cfg, s)) == CLATTN_OK;
   cl_kernel merge = NULL;
   clattn_status st = fused ? CLATTN_OK : merge_kernel(ctx, s->dtype, &merge);
   if (st == CLATTN_OK) st = ensure_split_ws(ctx, bytes);
-  if (st == CLATTN_OK && fused) st = ensure_merge_count(ctx, f->row_groups(&p->cfg, s));
   if (st != CLATTN_OK) return st;
   /* Partial outputs packed [range][batch][head][query][dv], then the partial LSEs. */
   clattn_tensor part = {ctx->split_ws, 0, s->heads_q * s->seqlen_q * s->dv, s->dv,
