@@ -121,8 +121,8 @@ static inline int kv_where(ulong b, uint key PAGE_ARGS, ulong *slot, uint *tok) 
 
 /* SPLIT_FENCE orders a work-item's global stores before, and loads after, the count of a tile's
  * finished ranges: PTX's fence at GPU scope on NVIDIA (PTX_FENCE), whose OpenCL promises no
- * order between work-groups; mem_fence on a CPU, whose caches are coherent. The host fuses the
- * merge only on those two (runtime/ops/split.c). */
+ * order between work-groups; mem_fence on a CPU, whose caches are coherent. The host allows the
+ * kernel's merge only on those two (runtime/context.c's merge_fused). */
 #if PTX_FENCE
 #define SPLIT_FENCE() asm volatile("fence.acq_rel.gpu;" ::: "memory")
 #else

@@ -114,8 +114,10 @@ int clattn__split_fused(const clattn_context *ctx, const clattn__shape *s, const
 }
 
 /* The fused merge's counts: n ints, zero before the call's kernel (filled on the in-order queue
- * when new, or after a call that may have left some counted). */
-static clattn_status ensure_merge_count(clattn_context *ctx, size_t n) {
+ * when new, or after a call that may have left some counted). 0 where they cannot be had: the
+ * call then merges by merge_splits, which it can, so nothing is reported (an error message
+ * would outlive the call that succeeded). */
+static int merge_counts_ready(clattn_context *ctx, size_t n) {
   cl_int err = CL_SUCCESS;
   if (ctx->merge_count_n < n) {
     if (ctx->merge_count) clReleaseMemObject(ctx->merge_count);
@@ -123,20 +125,18 @@ static clattn_status ensure_merge_count(clattn_context *ctx, size_t n) {
     ctx->merge_count = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, n * sizeof(cl_int), NULL, &err);
     if (err != CL_SUCCESS) {
       ctx->merge_count = NULL;
-      return clattn__fail(ctx, CLATTN_ERR_OUT_OF_RESOURCES,
-                          "split keys: cannot allocate the merge's %zu counts (%s)", n,
-                          clattn__cl_error_name(err));
+      return 0;
     }
     ctx->merge_count_n = n, ctx->merge_count_dirty = 1;
   }
   if (ctx->merge_count_dirty) {
     const cl_int zero = 0;
-    err = clEnqueueFillBuffer(ctx->queue, ctx->merge_count, &zero, sizeof zero, 0,
-                              ctx->merge_count_n * sizeof(cl_int), 0, NULL, NULL);
-    if (err != CL_SUCCESS) return clattn__fail_cl(ctx, err, "clEnqueueFillBuffer(merge counts)");
+    if (clEnqueueFillBuffer(ctx->queue, ctx->merge_count, &zero, sizeof zero, 0,
+                            ctx->merge_count_n * sizeof(cl_int), 0, NULL, NULL) != CL_SUCCESS)
+      return 0;
     ctx->merge_count_dirty = 0;
   }
-  return CLATTN_OK;
+  return 1;
 }
 
 clattn_status clattn__forward_split(clattn_context *ctx, const clattn__shape *s,
@@ -154,9 +154,8 @@ clattn_status clattn__forward_split(clattn_context *ctx, const clattn__shape *s,
    * merge_fused): one launch instead of two, and each tile merged as soon as its ranges are done
    * rather than after the last of all. */
   const clattn__family *f = clattn__family_of(&p->cfg);
-  /* Counts that cannot be allocated leave the merge to merge_splits. */
-  const int fused = clattn__split_fused(ctx, s, p, count) &&
-                    ensure_merge_count(ctx, f->row_groups(&p->cfg, s)) == CLATTN_OK;
+  const int fused =
+      clattn__split_fused(ctx, s, p, count) && merge_counts_ready(ctx, f->row_groups(&p->cfg, s));
   cl_kernel merge = NULL;
   clattn_status st = fused ? CLATTN_OK : merge_kernel(ctx, s->dtype, &merge);
   if (st == CLATTN_OK) st = ensure_split_ws(ctx, bytes);
