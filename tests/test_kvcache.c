@@ -270,6 +270,10 @@ static void merged_where(const char *splits, const char *how) {
   check_kv kv = {F32, 0, 0, 300, 0};
   expect_call(ctx, &sp, &kv, 0);
   cr_expect(strstr(kv.plan.reason, how), "%s ranges: %s", splits, kv.plan.reason);
+  /* The call went the way its plan says: merge_splits built only where it merged. */
+  const int kernel_merged = strstr(how, "in the kernel") != NULL;
+  cr_expect_eq(ctx->merge[F32] == NULL, kernel_merged, "%s ranges: merge kernel %s", splits,
+               ctx->merge[F32] ? "built" : "not built");
   clattn_context_destroy(ctx);
 }
 
